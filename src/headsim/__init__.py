@@ -1,0 +1,37 @@
+"""headsim: what attention heads do, measured by the vectors they output.
+
+Implements the context similarity analysis of Halevi, Tzach, Gross, Rosner & Kanter,
+"Self-attention vector output similarities reveal how machines pay attention" (Physica A 686,
+2026) for any BERT-layout Hugging Face encoder.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("headsim")
+except PackageNotFoundError:  # pragma: no cover
+    __version__ = "0.0.0"
+
+_LAZY = {
+    "HeadsimError": "headsim.errors",
+    "load_model": "headsim.models",
+    "LoadedModel": "headsim.models",
+    "extract": "headsim.extract",
+    "Extraction": "headsim.extract",
+    "similarity": "headsim.similarity",
+    "Similarity": "headsim.similarity",
+    "make_windows": "headsim.windows",
+    "inspect_text": "headsim.inspection",
+    "example_text": "headsim.inspection",
+}
+
+__all__ = sorted(_LAZY) + ["__version__"]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'headsim' has no attribute {name!r}")

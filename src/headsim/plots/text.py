@@ -1,0 +1,66 @@
+"""Per-text figures: Fig 4 (attention maps), Fig 5 (separator blocks), similarity and Fig 12 for one window."""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from .style import ATTENTION_CMAP, SIMILARITY_CMAP, heatmap, new_figure
+
+
+def fig04_attention(attention: np.ndarray, labels: list[str], layers: list[int], head: int, *, model: str) -> Figure:
+    """Fig 4: per chosen layer, one head's attention map (left) and the sum over the layer's heads (right).
+
+    ``attention`` is ``[L, H, T, T]`` of one window cut to its valid tokens; ``layers`` and
+    ``head`` are 0-based.
+    """
+    fig, axes = new_figure(len(layers), 2, panel=6.0,
+                           suptitle=f"Fig 4 — attention maps of one input ({model})")
+    for row, layer in enumerate(layers):
+        heatmap(axes[row, 0], attention[layer, head], labels=labels, cmap=ATTENTION_CMAP, vmin=0,
+                title=f"layer {layer + 1}, head {head + 1}", cbar_label="attention probability")
+        heatmap(axes[row, 1], attention[layer].sum(axis=0), labels=labels, cmap=ATTENTION_CMAP, vmin=0,
+                title=f"layer {layer + 1}, sum over {attention.shape[1]} heads", cbar_label="summed attention")
+    return fig
+
+
+def fig05_blocks(attention: np.ndarray, normalized: np.ndarray, lines: np.ndarray, averaged: np.ndarray,
+                 labels: list[str], *, layer: int, head: int, sep_layer: int, model: str) -> Figure:
+    """Fig 5: attention map, similarity matrix, separator lines over the map, block-averaged similarity."""
+    fig, axes = new_figure(2, 2, panel=6.5, suptitle=f"Fig 5 — separator blocks of one input ({model})")
+    where = f"layer {layer + 1}, head {head + 1}"
+    heatmap(axes[0, 0], attention, labels=labels, cmap=ATTENTION_CMAP, vmin=0,
+            title=f"attention map, {where}", cbar_label="attention probability")
+    heatmap(axes[0, 1], normalized, labels=labels, cmap=SIMILARITY_CMAP,
+            title=f"context similarity (normalised, diagonal zeroed), {where}", cbar_label="S / max S")
+    masked = np.where(lines, attention.max() if attention.size else 1.0, attention)
+    heatmap(axes[1, 0], masked, labels=labels, cmap=ATTENTION_CMAP, vmin=0,
+            title=f"separator columns of layer {sep_layer + 1} (rows and columns marked)", cbar_label="attention probability")
+    heatmap(axes[1, 1], averaged, labels=labels, cmap=SIMILARITY_CMAP,
+            title="similarity averaged over separator blocks", cbar_label="mean S / max S in block")
+    return fig
+
+
+def similarity_panels(normalized: np.ndarray, mask: np.ndarray, labels: list[str], *, layer: int, head: int,
+                      threshold: float, model: str) -> Figure:
+    """One head's normalised similarity matrix and its high-similarity mask (paper Fig 1b, §3)."""
+    fig, axes = new_figure(1, 2, panel=6.5, suptitle=f"Context similarity, layer {layer + 1}, head {head + 1} ({model})")
+    heatmap(axes[0, 0], normalized, labels=labels, cmap=SIMILARITY_CMAP,
+            title="S = Z·Zᵀ, diagonal zeroed, divided by max", cbar_label="S / max S")
+    heatmap(axes[0, 1], mask.astype(float), labels=labels, cmap="Greys", vmin=0, vmax=1,
+            title=f"high-similarity elements (> {threshold:g}): {int(np.triu(mask, 1).sum())} pairs",
+            cbar_label="1 = high similarity")
+    return fig
+
+
+def fig12_summed_similarity(normalized: np.ndarray, labels: list[str] | None, layers: list[int], *, title: str,
+                            model: str) -> Figure:
+    """Fig 12: normalised similarity summed over all heads, one panel per chosen layer.
+
+    ``normalized`` is ``[L, H, T, T]`` (one text) or already summed ``[L, H, T, T]`` over windows.
+    """
+    fig, axes = new_figure(1, len(layers), panel=6.0, suptitle=f"Fig 12 — {title} ({model})")
+    for col, layer in enumerate(layers):
+        heatmap(axes[0, col], normalized[layer].sum(axis=0), labels=labels, cmap=SIMILARITY_CMAP,
+                title=f"layer {layer + 1}, sum over {normalized.shape[1]} heads", cbar_label="summed S / max S")
+    return fig

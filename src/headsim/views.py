@@ -1,0 +1,110 @@
+"""Per-text views of one window (paper Figs 4, 5 and 9), as pure array functions.
+
+Fig 4: attention of a head and summed over a layer's heads. Fig 5: high-attention separator
+columns of the last layer delineate blocks on the similarity matrix; the block-averaged matrix
+shows where similarity concentrates. Fig 9: the table of high-similarity token pairs of a head.
+All positions are 0-based here; tables and figures show layers and heads 1-based.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .errors import require
+from .similarity import check_threshold
+
+PAIR_COLUMNS = ["layer", "head", "token_i", "token_j", "index_i", "index_j", "similarity"]
+
+
+def column_scores(attention: np.ndarray, valid: np.ndarray, *, exclude: np.ndarray | None = None) -> np.ndarray:
+    """Attention each key column receives, summed over heads and valid queries, divided by its max.
+
+    Args:
+        attention: ``[H, T, T]`` (or ``[T, T]``) attention of one window.
+        valid: ``[T]`` boolean, non-padding positions.
+        exclude: ``[T]`` boolean, columns left out of the max and scored 0 (e.g. [CLS]/[SEP]).
+
+    Returns:
+        ``[T]`` scores in [0, 1]; 0 for padding and excluded columns.
+    """
+    a = np.asarray(attention, dtype=np.float64)
+    a = a[None] if a.ndim == 2 else a
+    valid = np.asarray(valid, dtype=bool)
+    cols = (a * valid[None, :, None]).sum(axis=(0, 1))
+    keep = valid & ~(np.zeros_like(valid) if exclude is None else np.asarray(exclude, dtype=bool))
+    cols = np.where(keep, cols, 0.0)
+    peak = cols.max() if keep.any() else 0.0
+    return cols / peak if peak > 0 else np.zeros_like(cols)
+
+
+def separator_columns(attention: np.ndarray, valid: np.ndarray, threshold: float = 0.5, *,
+                      exclude: np.ndarray | None = None) -> np.ndarray:
+    """Positions whose normalised column attention exceeds ``threshold`` (paper §2, Fig 5)."""
+    threshold = check_threshold(threshold, "separator threshold")
+    return np.flatnonzero(column_scores(attention, valid, exclude=exclude) > threshold)
+
+
+def block_ids(separators: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """Block number of each position: a block ends at (and includes) each separator position.
+
+    Padding gets -1. With no separators every valid position is block 0.
+    """
+    valid = np.asarray(valid, dtype=bool)
+    t = valid.shape[0]
+    ends = np.zeros(t, dtype=np.int64)
+    seps = np.asarray(separators, dtype=np.int64)
+    seps = seps[(seps >= 0) & (seps < t - 1)]
+    ends[seps + 1] = 1
+    ids = np.cumsum(ends)
+    return np.where(valid, ids, -1)
+
+
+def separator_lines(separators: np.ndarray, t: int) -> np.ndarray:
+    """``[T, T]`` boolean: the rows and columns of separator positions (Fig 5 bottom-left mask)."""
+    line = np.zeros(t, dtype=bool)
+    line[np.asarray(separators, dtype=np.int64)] = True
+    return line[:, None] | line[None, :]
+
+
+def block_average(matrix: np.ndarray, blocks: np.ndarray) -> np.ndarray:
+    """Replace each (block a, block b) region of ``matrix`` ``[T, T]`` by its mean (padding → 0).
+
+    The mean runs over the region's entries off the diagonal, so the zeroed diagonal of a
+    normalised similarity matrix does not dilute small blocks.
+    """
+    m = np.asarray(matrix, dtype=np.float64)
+    blocks = np.asarray(blocks)
+    n = int(blocks.max()) + 1 if (blocks >= 0).any() else 0
+    out = np.zeros_like(m)
+    if n == 0:
+        return out
+    onehot = (blocks[:, None] == np.arange(n)[None, :]).astype(np.float64)  # [T, n]
+    off = 1.0 - np.eye(m.shape[0])
+    sums = onehot.T @ (m * off) @ onehot
+    counts = onehot.T @ off @ onehot
+    means = np.divide(sums, counts, out=np.zeros_like(sums), where=counts > 0)
+    valid = blocks >= 0
+    idx = np.where(valid, blocks, 0)
+    out = means[idx[:, None], idx[None, :]]
+    return np.where(valid[:, None] & valid[None, :], out, 0.0)
+
+
+def pair_table(normalized: np.ndarray, mask: np.ndarray, tokens: list[str], *, layer: int, head: int) -> pd.DataFrame:
+    """High-similarity pairs ``i < j`` of one head (Fig 9), sorted by position.
+
+    ``layer`` and ``head`` are 0-based arguments and written 1-based in the table.
+    """
+    mask = np.asarray(mask, dtype=bool)
+    require(mask.ndim == 2 and mask.shape[0] == mask.shape[1] == len(tokens),
+            f"mask shape {mask.shape} does not match {len(tokens)} tokens", "pass one head's [T, T] mask")
+    i, j = np.nonzero(np.triu(mask, k=1))
+    return pd.DataFrame({
+        "layer": np.full(i.shape, layer + 1, dtype=np.int64),
+        "head": np.full(i.shape, head + 1, dtype=np.int64),
+        "token_i": [tokens[k] for k in i],
+        "token_j": [tokens[k] for k in j],
+        "index_i": i.astype(np.int64),
+        "index_j": j.astype(np.int64),
+        "similarity": np.asarray(normalized, dtype=np.float64)[i, j],
+    }, columns=PAIR_COLUMNS)

@@ -1,0 +1,208 @@
+"""Text → fixed-length token windows ([CLS] … [SEP], padded only where text runs out).
+
+Each token keeps its character span in the text it came from and the index of its sentence, so
+every statistic can ask "same sentence?" and every view can point back into the text. Windows are
+built either per text (a long text is cut into consecutive windows; its last window is padded) or
+packed (running text of a whole corpus, windows full; only the very last one is padded).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import HeadsimError, require
+from .sentences import sentence_index, sentence_starts
+
+MIN_SEQ_LEN = 8
+SPECIAL = -1  # sentence id / text index / offset of [CLS], [SEP] and padding
+
+
+@dataclass
+class TokenStream:
+    """The tokens of one text, without special tokens."""
+
+    ids: np.ndarray  # [n] int64
+    offsets: np.ndarray  # [n, 2] int64 character spans
+    sentences: np.ndarray  # [n] int64 sentence index within the text
+    text_index: int
+
+
+@dataclass
+class Windows:
+    """A batch of windows; every array has the window axis first (W) and tokens second (T)."""
+
+    input_ids: np.ndarray  # [W, T] int64
+    attention_mask: np.ndarray  # [W, T] int64: 1 for [CLS], text tokens and [SEP]; 0 for padding
+    offsets: np.ndarray  # [W, T, 2] int64 character span in texts[text_index]; -1 for special/pad
+    sentence_ids: np.ndarray  # [W, T] int64 sentence number within the window (0, 1, …); -1 special/pad
+    text_index: np.ndarray  # [W, T] int64 which input text the token came from; -1 special/pad
+    tokens: list[list[str]] = field(default_factory=list)  # token strings, padding included
+
+    def __len__(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    @property
+    def seq_len(self) -> int:
+        return int(self.input_ids.shape[1])
+
+    def select(self, index) -> "Windows":
+        """Windows at ``index`` (a slice or integer array)."""
+        idx = np.arange(len(self))[index]
+        return Windows(self.input_ids[idx], self.attention_mask[idx], self.offsets[idx],
+                       self.sentence_ids[idx], self.text_index[idx], [self.tokens[i] for i in np.atleast_1d(idx)])
+
+    @staticmethod
+    def concat(parts: list["Windows"]) -> "Windows":
+        """One batch from several with the same ``seq_len``."""
+        require(len(parts) > 0, "no windows to concatenate", "pass at least one batch")
+        cat = lambda name: np.concatenate([getattr(p, name) for p in parts])  # noqa: E731
+        return Windows(cat("input_ids"), cat("attention_mask"), cat("offsets"), cat("sentence_ids"),
+                       cat("text_index"), [t for p in parts for t in p.tokens])
+
+
+def check_seq_len(seq_len: int, max_seq_len: int) -> int:
+    """Validate a window length against the model's maximum."""
+    require(isinstance(seq_len, (int, np.integer)) and MIN_SEQ_LEN <= seq_len <= max_seq_len,
+            f"seq_len {seq_len} is outside {MIN_SEQ_LEN}..{max_seq_len}",
+            f"choose a window length between {MIN_SEQ_LEN} and this model's maximum {max_seq_len} (the paper uses 128)")
+    return int(seq_len)
+
+
+def check_texts(texts: str | Iterable[str]) -> list[str]:
+    """A list of non-empty texts, or a clear error."""
+    items = [texts] if isinstance(texts, str) else list(texts)
+    require(len(items) > 0, "no text given", "pass at least one non-empty text")
+    for i, t in enumerate(items):
+        require(isinstance(t, str), f"text {i} is a {type(t).__name__}, not a string", "pass str objects")
+        require(t.strip() != "", f"text {i} is empty or whitespace only", "pass text with at least one word")
+    return items
+
+
+def tokenize(texts: list[str], tokenizer, *, first_index: int = 0, sentence_splitter: str = "pysbd") -> list[TokenStream]:
+    """Tokenize texts without special tokens, keeping offsets and sentence indices."""
+    enc = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True,
+                    return_attention_mask=False, return_token_type_ids=False, verbose=False)
+    streams = []
+    for i, (ids, offs, text) in enumerate(zip(enc["input_ids"], enc["offset_mapping"], texts)):
+        offsets = np.asarray(offs, dtype=np.int64).reshape(-1, 2)
+        starts = sentence_starts(text, sentence_splitter)
+        streams.append(TokenStream(np.asarray(ids, dtype=np.int64), offsets,
+                                   sentence_index(offsets[:, 0], starts), first_index + i))
+    return streams
+
+
+def _special_ids(tokenizer) -> tuple[int, int, int]:
+    cls = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
+    sep = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
+    pad = tokenizer.pad_token_id
+    if cls is None or sep is None or pad is None:
+        raise HeadsimError("the tokenizer has no [CLS]/[SEP]/[PAD] tokens",
+                           "use an encoder tokenizer (BERT, RoBERTa) that defines them")
+    return int(cls), int(sep), int(pad)
+
+
+def _chunks(streams: Iterable[TokenStream], content: int, pack: bool) -> Iterator[list[tuple[TokenStream, int, int]]]:
+    """Pieces (stream, start, stop) that fill one window each."""
+    pending: list[tuple[TokenStream, int, int]] = []
+    room = content
+    for s in streams:
+        pos, n = 0, len(s.ids)
+        while pos < n:
+            take = min(room, n - pos)
+            pending.append((s, pos, pos + take))
+            pos += take
+            room -= take
+            if room == 0:
+                yield pending
+                pending, room = [], content
+        if not pack and pending:
+            yield pending
+            pending, room = [], content
+    if pending:
+        yield pending
+
+
+def _assemble(pieces: list[list[tuple[TokenStream, int, int]]], seq_len: int, tokenizer) -> Windows:
+    cls, sep, pad = _special_ids(tokenizer)
+    w = len(pieces)
+    ids = np.full((w, seq_len), pad, dtype=np.int64)
+    mask = np.zeros((w, seq_len), dtype=np.int64)
+    offsets = np.full((w, seq_len, 2), SPECIAL, dtype=np.int64)
+    sent = np.full((w, seq_len), SPECIAL, dtype=np.int64)
+    tidx = np.full((w, seq_len), SPECIAL, dtype=np.int64)
+    for r, window in enumerate(pieces):
+        n = sum(b - a for _, a, b in window)
+        ids[r, 0], ids[r, n + 1] = cls, sep
+        mask[r, : n + 2] = 1
+        pos = 1
+        for s, a, b in window:
+            k = b - a
+            ids[r, pos: pos + k] = s.ids[a:b]
+            offsets[r, pos: pos + k] = s.offsets[a:b]
+            sent[r, pos: pos + k] = s.sentences[a:b]
+            tidx[r, pos: pos + k] = s.text_index
+            pos += k
+        body = slice(1, n + 1)
+        # renumber (text, sentence) pairs 0, 1, … within the window, in reading order
+        key = tidx[r, body] * (1 << 32) + sent[r, body]
+        sent[r, body] = np.unique(key, return_inverse=True)[1]
+    tokens = [tokenizer.convert_ids_to_tokens(row.tolist()) for row in ids]
+    return Windows(ids, mask, offsets, sent, tidx, tokens)
+
+
+def iter_windows(
+    texts: Iterable[str],
+    tokenizer,
+    seq_len: int = 128,
+    *,
+    pack: bool = False,
+    batch_windows: int = 64,
+    sentence_splitter: str = "pysbd",
+    tokenize_batch: int = 32,
+) -> Iterator[Windows]:
+    """Stream windows in batches of ``batch_windows`` from an iterable of texts.
+
+    Args:
+        texts: the texts (any iterable; read lazily).
+        tokenizer: a fast Hugging Face tokenizer.
+        seq_len: tokens per window including [CLS] and [SEP].
+        pack: ``False``: each text starts a new window (its last one padded); ``True``: running
+            text across texts, every window full except the last of the stream.
+        batch_windows: windows per yielded batch (the last batch may be smaller).
+        sentence_splitter: see :func:`headsim.sentences.sentence_starts`.
+    """
+    content = seq_len - 2
+
+    def streams() -> Iterator[TokenStream]:
+        buf: list[str] = []
+        index = 0
+        for text in texts:
+            buf.append(text)
+            if len(buf) == tokenize_batch:
+                yield from tokenize(buf, tokenizer, first_index=index, sentence_splitter=sentence_splitter)
+                index += len(buf)
+                buf = []
+        if buf:
+            yield from tokenize(buf, tokenizer, first_index=index, sentence_splitter=sentence_splitter)
+
+    batch: list = []
+    for window in _chunks(streams(), content, pack):
+        batch.append(window)
+        if len(batch) == batch_windows:
+            yield _assemble(batch, seq_len, tokenizer)
+            batch = []
+    if batch:
+        yield _assemble(batch, seq_len, tokenizer)
+
+
+def make_windows(texts: str | Iterable[str], tokenizer, seq_len: int = 128, *, pack: bool = False,
+                 sentence_splitter: str = "pysbd") -> Windows:
+    """All windows of ``texts`` in one batch (see :func:`iter_windows`)."""
+    items = check_texts(texts)
+    parts = list(iter_windows(items, tokenizer, seq_len, pack=pack, batch_windows=1 << 30,
+                              sentence_splitter=sentence_splitter))
+    require(len(parts) > 0, "the text produced no tokens", "pass text the tokenizer can read")
+    return Windows.concat(parts)
