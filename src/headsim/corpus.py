@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import bz2
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -178,6 +179,8 @@ def load_corpus(
     """
     if isinstance(spec, str) and spec == "default":
         return default_corpus()
+    if not isinstance(spec, (str, os.PathLike)):
+        raise HeadsimError(f"Corpus spec {spec!r} is not a path.", f"Give {_SUPPORTED}.")
     name = os.fspath(spec)
     path = Path(name).expanduser()
     if not path.exists():
@@ -255,10 +258,13 @@ def _txt_documents(path: Path) -> list[Document]:
 
 def _directory_documents(path: Path) -> list[Document]:
     """Documents of every .txt file directly in ``path``, files sorted by name."""
-    files = sorted(
-        (p for p in path.iterdir() if p.suffix.lower() == ".txt" and p.is_file()),
-        key=lambda p: p.name,
-    )
+    try:
+        files = sorted(p for p in path.iterdir() if p.suffix.lower() == ".txt" and p.is_file())
+    except OSError as exc:
+        raise HeadsimError(
+            f"Cannot list corpus directory {str(path)!r}: {exc.strerror or exc}.",
+            "Check that you have permission to read the directory.",
+        ) from None
     if not files:
         raise HeadsimError(
             f"Corpus directory {str(path)!r} holds no .txt file.",
@@ -376,10 +382,14 @@ def wikipedia_documents() -> list[Document]:
 
 
 def _test_data_file(name: str) -> Path:
-    """A file of gensim's bundled test data."""
-    import gensim
-
-    path = Path(gensim.__file__).parent / "test" / "test_data" / name
+    """A file of gensim's bundled test data (located without importing gensim, which is slow)."""
+    spec = importlib.util.find_spec("gensim")
+    if spec is None or spec.origin is None:
+        raise HeadsimError(
+            "gensim is not installed, and the embedded corpus ships inside its wheel.",
+            "Install it with: pip install 'gensim>=4.3'.",
+        )
+    path = Path(spec.origin).parent / "test" / "test_data" / name
     if not path.is_file():
         raise HeadsimError(
             f"The embedded corpus file {name!r} is missing from {str(path.parent)!r}.",
@@ -614,7 +624,8 @@ def _plain(code: Any) -> str:
             parts.append(node.value)
         elif isinstance(node, Wikilink):
             if _visible_link(str(node.title), node.text is not None):
-                shown = node.text if node.text is not None and str(node.text).strip() else node.title
+                has_text = node.text is not None and str(node.text).strip()
+                shown = node.text if has_text else node.title
                 parts.append(_plain(shown).lstrip(":"))
         elif isinstance(node, ExternalLink):
             if node.brackets and node.title is not None:
@@ -641,7 +652,7 @@ _TEXT_TEMPLATES: dict[str, str | int] = {
     "smaller": "1", "big": "1", "sc": "1", "smallcaps": "1", "vanchor": "1", "angbr": "1",
     "quote": "1", "blockquote": "1", "quotation": "1",
 }  # fmt: skip
-_CONVERT_RANGES = frozenset({"-", "–", "to", "and", "or", "by", "x", "×", "+/-", "to(-)", "and(-)"})
+_CONVERT_RANGES = frozenset({"-", "–", "to", "and", "or", "by", "x", "×", "+/-", "to(-)"})
 
 
 def _template_text(template: Any) -> str:

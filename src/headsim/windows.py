@@ -76,8 +76,9 @@ def check_texts(texts: str | Iterable[str]) -> list[str]:
     items = [texts] if isinstance(texts, str) else list(texts)
     require(len(items) > 0, "no text given", "pass at least one non-empty text")
     for i, t in enumerate(items):
-        require(isinstance(t, str), f"text {i} is a {type(t).__name__}, not a string", "pass str objects")
-        require(t.strip() != "", f"text {i} is empty or whitespace only", "pass text with at least one word")
+        which = "the text" if len(items) == 1 else f"text {i}"
+        require(isinstance(t, str), f"{which} is a {type(t).__name__}, not a string", "pass str objects")
+        require(t.strip() != "", f"{which} is empty or whitespace only", "pass text with at least one word")
     return items
 
 

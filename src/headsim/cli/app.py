@@ -1,0 +1,51 @@
+"""The Typer application object and the shared error handling of every command."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from ..errors import HeadsimError
+
+app = typer.Typer(
+    name="headsim",
+    help="What attention heads do, measured by the vectors they output (context similarity).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+
+def fail(error: HeadsimError) -> None:
+    """Print one line naming the problem and the fix, exit with code 2."""
+    err_console.print(f"[bold red]error:[/] {error.problem}" + (f" — [bold]fix:[/] {error.fix}" if error.fix else ""),
+                      highlight=False, soft_wrap=True, markup=True)
+    raise typer.Exit(code=2)
+
+
+def run_app(argv: list[str] | None = None) -> int:
+    """Invoke the app, turning :class:`HeadsimError` into exit code 2 without a traceback."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except HeadsimError as exc:
+        try:
+            fail(exc)
+        except typer.Exit as done:
+            return done.exit_code
+    except typer.Exit as done:
+        return done.exit_code
+    except (typer.Abort, KeyboardInterrupt):
+        err_console.print("aborted")
+        return 130
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            return exc.exit_code
+        raise
+    return 0

@@ -1,0 +1,79 @@
+"""``headsim version`` and ``headsim inspect``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from .app import app, console
+from .options import Device, Model, SeqLen, Threshold, read_text_arg
+
+
+@app.command()
+def version() -> None:
+    """Print the versions of headsim and of the libraries it runs on."""
+    import torch
+    import transformers
+
+    from .. import __version__
+
+    console.print(f"headsim {__version__} (torch {torch.__version__}, transformers {transformers.__version__})")
+
+
+@app.command()
+def inspect(
+    text: Optional[str] = typer.Argument(None, help="Text to analyse (or use --text-file / --example)."),
+    text_file: Optional[Path] = typer.Option(None, "--text-file", "-f", help="Read the text from a UTF-8 file."),
+    example: Optional[str] = typer.Option(None, "--example", help="A built-in paragraph: gerstenslager (Fig 4) or airport_policing (Fig 9)."),
+    model: str = Model,
+    layer: Optional[int] = typer.Option(None, "--layer", "-l", help="Layer for Figs 5 and 9 (1-based; default last)."),
+    head: int = typer.Option(1, "--head", help="Head for Figs 4, 5 and 9 (1-based)."),
+    threshold: float = Threshold,
+    sep_layer: Optional[int] = typer.Option(None, "--sep-layer", help="Layer whose attention columns mark separators (1-based; default last)."),
+    sep_threshold: float = typer.Option(0.5, "--sep-threshold", help="Separator threshold on normalised column attention, in (0, 1]."),
+    figure_layers: Optional[str] = typer.Option(None, "--figure-layers", help="Comma-separated 1-based layers for Figs 4 and 12."),
+    seq_len: int = SeqLen,
+    window: int = typer.Option(0, "--window", help="Which window of a long text (0-based)."),
+    device: Optional[str] = Device,
+    out: Path = typer.Option(Path("inspect-out"), "--out", "-o", help="Output directory."),
+    rows: int = typer.Option(25, "--rows", help="Pair-table rows printed in the terminal."),
+) -> None:
+    """Per-text views of one window: Figs 4, 5, 9, 12 and the similarity matrix of one head."""
+    from ..errors import require
+    from ..inspection import example_text, inspect_text
+
+    if example is not None:
+        require(text is None and text_file is None, "--example given together with a text", "pass one of them")
+        body = example_text(example)
+    else:
+        body = read_text_arg(text, text_file)
+    layers = None
+    if figure_layers:
+        try:
+            layers = [int(x) for x in figure_layers.split(",") if x.strip()]
+        except ValueError:
+            from ..errors import HeadsimError
+
+            raise HeadsimError(f"--figure-layers {figure_layers!r} is not a list of numbers", "pass e.g. --figure-layers 1,3,6")
+    with console.status("running the model…"):
+        result = inspect_text(body, model, layer=layer, head=head, threshold=threshold, sep_layer=sep_layer,
+                              sep_threshold=sep_threshold, figure_layers=layers, seq_len=seq_len, window=window,
+                              device=device)
+    with console.status("writing figures…"):
+        written = result.write(out)
+    pairs = result.head_pairs()
+    table = Table(title=f"High-similarity pairs, layer {result.layer + 1}, head {result.head + 1} "
+                        f"(threshold {result.threshold:g}; {len(pairs)} pairs)")
+    for col in ("Token_i", "Token_j", "Index_i", "Index_j", "similarity"):
+        table.add_column(col, justify="right" if col.startswith(("Index", "sim")) else "left")
+    for r in pairs.head(rows).itertuples():
+        table.add_row(r.token_i, r.token_j, str(r.index_i), str(r.index_j), f"{r.similarity:.3f}")
+    console.print(table)
+    if len(pairs) > rows:
+        console.print(f"… {len(pairs) - rows} more rows in {out / 'fig09_pairs.csv'}")
+    seps = ", ".join(f"{i}:{result.tokens[i]}" for i in result.separators) or "none"
+    console.print(f"separator columns (layer {result.sep_layer + 1}, > {result.sep_threshold:g}): {seps}")
+    console.print(f"wrote {len(written)} files to {out}/")

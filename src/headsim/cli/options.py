@@ -1,0 +1,32 @@
+"""Options shared by several commands (one definition each)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+Model = typer.Option("default", "--model", "-m", help="'default' (embedded all-MiniLM-L6-v2), a cached hub id, or a local directory.")
+Device = typer.Option(None, "--device", help="cpu or cuda (default: cuda when available).")
+SeqLen = typer.Option(128, "--seq-len", help="Tokens per window including [CLS] and [SEP] (the paper: 128).")
+Threshold = typer.Option(0.3, "--threshold", help="High-similarity threshold on the normalised matrix, in (0, 1].")
+Out = typer.Option(..., "--out", "-o", help="Output directory.")
+
+
+def read_text_arg(text: Optional[str], text_file: Optional[Path]) -> str:
+    """The text from the argument or from ``--text-file`` (UTF-8), with clear errors."""
+    from ..errors import HeadsimError, require
+
+    require(not (text and text_file), "both TEXT and --text-file given", "pass one of them")
+    if text_file is None:
+        require(text is not None, "no text given", "pass TEXT, --text-file FILE or --example NAME")
+        return text
+    require(text_file.is_file(), f"cannot read {str(text_file)!r}: no such file", "check the path")
+    raw = text_file.read_bytes()
+    require(b"\x00" not in raw[:8192], f"{str(text_file)!r} is a binary file, not text", "pass a UTF-8 text file")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HeadsimError(f"{str(text_file)!r} is not UTF-8 text ({exc.reason} at byte {exc.start})",
+                           "convert the file to UTF-8") from exc
