@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from ..errors import HeadsimError
 
@@ -22,7 +21,8 @@ err_console = Console(stderr=True)
 
 def fail(error: HeadsimError) -> None:
     """Print one line naming the problem and the fix, exit with code 2."""
-    err_console.print(f"[bold red]error:[/] {error.problem}" + (f" — [bold]fix:[/] {error.fix}" if error.fix else ""),
+    problem, fix = escape(error.problem), escape(error.fix)
+    err_console.print(f"[bold red]error:[/] {problem}" + (f" — [bold]fix:[/] {fix}" if fix else ""),
                       highlight=False, soft_wrap=True, markup=True)
     raise typer.Exit(code=2)
 
