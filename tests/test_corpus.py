@@ -293,7 +293,7 @@ def test_default_corpus_on_the_real_dump() -> None:
     for doc in wiki:
         assert doc.source == "enwiki" and doc.doc_id.startswith("enwiki/") and doc.title
         assert not doc.text.lower().startswith("#redirect")
-        for markup in ("==", "{{", "}}", "[[", "]]", "<ref", "{|"):
+        for markup in ("==", "{{", "}}", "[[", "]]", "<ref", "{|", "__TOC__"):
             assert markup not in doc.text, (doc.title, markup)
         assert doc.text == doc.text.strip() and "\n\n\n" not in doc.text
         assert doc.sections and doc.sections[0].start == 0 and doc.sections[-1].end == len(doc.text)

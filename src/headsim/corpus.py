@@ -697,8 +697,8 @@ def _paragraphs(text: str) -> str:
 
 
 def _tidy(paragraph: str) -> str:
-    """Remove traces of dropped markup: stray brackets and quote marks, empty parentheses."""
-    paragraph = re.sub(r"\{\{[^{}]*\}\}|\{\{|\}\}|\[\[|\]\]|\{\||\|\}", "", paragraph)
+    """Remove traces of markup: stray brackets, quote marks and magic words, empty parentheses."""
+    paragraph = re.sub(r"\{\{[^{}]*\}\}|\{\{|\}\}|\[\[|\]\]|\{\||\|\}|__[A-Z]+__", "", paragraph)
     paragraph = re.sub(r"'{2,}", lambda m: "'" * (len(m.group()) % 2), paragraph)  # Iliad'''s
     paragraph = re.sub(r"\(\s*(?:[,;:]\s*)*\)", "", paragraph)
     paragraph = re.sub(r"\(\s*(?:[,;:]\s*)*", "(", paragraph)

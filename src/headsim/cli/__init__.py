@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from .app import app, run_app
-from . import basic  # noqa: F401  (registers version, inspect)
+from . import basic, corpus_cmds  # noqa: F401  (each module registers its commands)
 
 
 def main() -> None:

@@ -1,0 +1,380 @@
+"""`headsim analyze`: stream a corpus through a model into the corpus statistics, resumably.
+
+The corpus is cut into packed windows (running text, full windows) in a background thread while
+the model runs. Every layer's queries, keys and head outputs go straight from the hooks into the
+accumulators (:mod:`headsim.stats`), so nothing bigger than one layer of one batch is ever held.
+Every ``checkpoint_every`` windows the accumulator state and the windows analysed so far are saved
+atomically; ``resume=True`` continues from there and ends with results identical to an
+uninterrupted run (same batches, same order of additions).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import torch
+
+from . import rundir
+from .capture import attention_probs, forward, hooks
+from .corpus import Corpus, load_corpus
+from .errors import HeadsimError, require
+from .models import LoadedModel, as_loaded
+from .similarity import check_threshold
+from .stats import BatchInfo, CorpusStats, heads_table, layers_table
+from .tokens import punctuation_lookup, special_ids
+from .windows import Windows, check_seq_len, iter_windows
+
+
+@dataclass(frozen=True)
+class AnalysisConfig:
+    """Everything that decides the numbers of a run (a resumed run must match it)."""
+
+    model_source: str
+    corpus_sha256: str
+    windows: int
+    seq_len: int
+    threshold: float
+    top_k_columns: int
+    batch_size: int
+    dtype: str
+    sentence_splitter: str
+
+
+def count_windows(corpus: Corpus, tokenizer, seq_len: int) -> tuple[int, int]:
+    """Packed windows and tokens the corpus gives (a fast pass of the tokenizer alone)."""
+    total, texts = 0, [d.text for d in corpus]
+    for start in range(0, len(texts), 256):
+        enc = tokenizer(texts[start: start + 256], add_special_tokens=False, return_attention_mask=False,
+                        return_token_type_ids=False, verbose=False)
+        total += sum(len(ids) for ids in enc["input_ids"])
+    return -(-total // (seq_len - 2)), total
+
+
+def prefetch(items: Iterator, depth: int = 4) -> Iterator:
+    """Run ``items`` in a background thread, ``depth`` ahead (tokenisation overlaps the model)."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    done = object()
+    failure: list[BaseException] = []
+
+    def work():
+        try:
+            for item in items:
+                q.put(item)
+        except BaseException as exc:  # re-raised in the consumer
+            failure.append(exc)
+        finally:
+            q.put(done)
+
+    threading.Thread(target=work, daemon=True, name="headsim-windows").start()
+    while (item := q.get()) is not done:
+        yield item
+    if failure:
+        raise failure[0]
+
+
+class Engine:
+    """Feeds window batches through the model into a :class:`CorpusStats`."""
+
+    def __init__(self, loaded: LoadedModel, stats: CorpusStats, fresh: Callable[[], CorpusStats]):
+        self.loaded, self.stats, self.fresh = loaded, stats, fresh
+        tok = loaded.tokenizer
+        self.cls_id, self.sep_id = special_ids(tok)
+        self.punct = torch.as_tensor(punctuation_lookup(tok), device=loaded.device)
+
+    def batch_info(self, w: Windows) -> BatchInfo:
+        dev = self.loaded.device
+        ids = torch.as_tensor(w.input_ids, device=dev)
+        valid = torch.as_tensor(w.attention_mask, device=dev).bool()
+        return BatchInfo(
+            input_ids=ids, valid=valid, sentence_ids=torch.as_tensor(w.sentence_ids, device=dev),
+            is_cls=(ids == self.cls_id) & valid, is_sep=(ids == self.sep_id) & valid,
+            is_punct=self.punct[ids.clamp(0, self.punct.numel() - 1)] & valid,
+        )
+
+    def process(self, w: Windows, stats: CorpusStats | None = None) -> None:
+        """Add one batch of windows to the statistics."""
+        stats = self.stats if stats is None else stats
+        info = self.batch_info(w)
+        stats.begin_batch(info)
+        pending: dict[int, dict[str, torch.Tensor]] = {}
+
+        def sink(layer: int, role: str, t: torch.Tensor) -> None:
+            got = pending.setdefault(layer, {})
+            got[role] = t
+            if role == "head_output":
+                attn = attention_probs(got["query"], got["key"], info.valid)
+                stats.update_layer(layer, attn, t, info)
+                del pending[layer]
+
+        with hooks(self.loaded, sink, ("query", "key", "head_output")):
+            forward(self.loaded, info.input_ids, info.valid.long())
+
+    def process_safely(self, w: Windows) -> None:
+        """On CUDA, add a batch through scratch statistics and halve it on out-of-memory."""
+        if self.loaded.device.type != "cuda":
+            return self.process(w)
+        try:
+            scratch = self.fresh()
+            self.process(w, scratch)
+        except torch.cuda.OutOfMemoryError:
+            require(len(w) > 1, "out of GPU memory with a single window", "use a smaller --seq-len or --dtype bf16")
+            torch.cuda.empty_cache()
+            half = len(w) // 2
+            self.process_safely(w.select(slice(0, half)))
+            self.process_safely(w.select(slice(half, len(w))))
+            return None
+        self.stats.merge(scratch)
+        return None
+
+
+def default_batch_size(loaded: LoadedModel, seq_len: int) -> int:
+    """Windows per batch: 32 on CPU; on CUDA sized to about an eighth of free memory."""
+    if loaded.device.type != "cuda":
+        return 32
+    free, _ = torch.cuda.mem_get_info(loaded.device)
+    per_window = loaded.n_heads * seq_len * seq_len * 4 * 12 + seq_len * 4096 * 16
+    return int(max(8, min(512, free // 8 // per_window)))
+
+
+@dataclass
+class Result:
+    """What :func:`analyze` returns: the run on disk (or in memory when ``out`` is None)."""
+
+    meta: dict
+    dataset: object
+    heads: object
+    layers: object
+    path: Path | None = None
+
+
+def _checkpoint_state(ckpt: Path) -> tuple[dict, int] | None:
+    f = ckpt / rundir.STATE
+    if not f.exists():
+        return None
+    with np.load(f, allow_pickle=False) as z:
+        state = {k: z[k] for k in z.files}
+    done = int(state.pop("__windows_done__"))
+    return state, done
+
+
+def _save_checkpoint(ckpt: Path, stats: CorpusStats, done: int) -> None:
+    state = dict(stats.state_dict())
+    state["__windows_done__"] = np.int64(done)
+
+    def write(path: Path) -> None:
+        with open(path, "wb") as fh:
+            np.savez(fh, **state)
+
+    rundir.atomic_write(ckpt / rundir.STATE, write)
+
+
+def analyze(
+    model: LoadedModel | str | None = None,
+    corpus: Corpus | str = "default",
+    *,
+    windows: int | None = None,
+    out: str | os.PathLike | None = None,
+    seq_len: int = 128,
+    threshold: float = 0.3,
+    top_k_columns: int = 3,
+    batch_size: int | None = None,
+    checkpoint_every: int = 512,
+    resume: bool = False,
+    overwrite: bool = False,
+    allow_fewer: bool = True,
+    device: str | None = None,
+    dtype: str | None = None,
+    text_field: str = "text",
+    text_column: str = "text",
+    sentence_splitter: str = "pysbd",
+    progress: bool | Callable[[int, int], None] = True,
+) -> Result:
+    """Corpus statistics of every head (paper Figs 2, 3, 6–8, 10–13).
+
+    Args:
+        model: a loaded model or a name for :func:`~headsim.load_model`.
+        corpus: a :class:`~headsim.corpus.Corpus` or a spec for :func:`~headsim.corpus.load_corpus`.
+        windows: how many windows to analyse (default: the whole corpus).
+        out: run directory; ``None`` keeps everything in memory (no checkpoints).
+        threshold: high-similarity threshold; top_k_columns: columns zeroed for Fig 3.
+        checkpoint_every: windows between checkpoints (rounded up to whole batches).
+        resume / overwrite: continue or replace a run already in ``out``.
+        allow_fewer: when ``windows`` exceeds the corpus, analyse what exists (else stop).
+        progress: show a progress bar (or a callback ``(done, total)``).
+    """
+    threshold = check_threshold(threshold)
+    require(isinstance(top_k_columns, int) and top_k_columns >= 0, f"top_k_columns {top_k_columns!r} must be ≥ 0",
+            "pass a small non-negative integer (e.g. 3)")
+    require(windows is None or (isinstance(windows, int) and windows >= 1), f"windows {windows!r} must be at least 1",
+            "pass a positive number of windows")
+    require(checkpoint_every >= 1, f"checkpoint_every {checkpoint_every} must be at least 1", "pass a positive number")
+    out_path = Path(out) if out is not None else None
+    if out_path is not None and resume:
+        require((out_path / rundir.RUN_JSON).exists(), f"nothing to resume in {str(out_path)!r}",
+                "start the run without --resume")
+    loaded = as_loaded(model, device=device, dtype=dtype)
+    seq_len = check_seq_len(seq_len, loaded.max_seq_len)
+    corp = corpus if isinstance(corpus, Corpus) else load_corpus(corpus, text_field=text_field, text_column=text_column)
+    available, n_tokens = count_windows(corp, loaded.tokenizer, seq_len)
+    require(n_tokens >= seq_len - 2, f"corpus {corp.name!r} has {n_tokens} tokens, less than one window of {seq_len}",
+            "use a larger corpus or a smaller --seq-len")
+    target = available if windows is None else windows
+    if target > available:
+        require(allow_fewer, f"{target} windows asked for but corpus {corp.name!r} gives only {available} windows of {seq_len} tokens",
+                "pass --windows at most that, or --allow-fewer to analyse all of them")
+        warnings.warn(f"corpus {corp.name!r} gives only {available} windows; analysing all of them", stacklevel=2)
+        target = available
+    bs = int(batch_size) if batch_size else default_batch_size(loaded, seq_len)
+    require(bs >= 1, f"batch_size {batch_size} must be at least 1", "pass a positive batch size")
+    config = AnalysisConfig(loaded.source, corp.sha256, target, seq_len, threshold, top_k_columns, bs,
+                            str(loaded.dtype).replace("torch.", ""), sentence_splitter)
+
+    def fresh() -> CorpusStats:
+        return CorpusStats(loaded.n_layers, loaded.n_heads, seq_len, threshold=threshold,
+                           top_k_columns=top_k_columns, device=loaded.device)
+
+    stats = fresh()
+    done = 0
+    ckpt = None
+    meta = {
+        "model": loaded.describe(), "corpus": {"name": corp.name, "sha256": corp.sha256, "documents": len(corp),
+                                               "tokens": n_tokens, "windows_available": available},
+        "windows": target, "seq_len": seq_len, "threshold": threshold, "top_k_columns": top_k_columns,
+        "batch_size": bs, "dtype": config.dtype, "device": str(loaded.device), "sentence_splitter": sentence_splitter,
+        "versions": rundir.package_versions(), "git_commit": rundir.git_commit(),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "complete": False,
+        "config": asdict(config),
+    }
+    if out_path is not None:
+        rundir.prepare_out_dir(out_path, resume=resume, overwrite=overwrite)
+        ckpt = out_path / rundir.CHECKPOINT
+        if resume:
+            old = rundir.read_json(out_path / rundir.RUN_JSON)
+            if old.get("complete"):
+                return _load_result(out_path)
+            require(old.get("config") == asdict(config),
+                    f"--resume refused: {str(out_path)!r} was started with other settings",
+                    f"use the same settings as before ({old.get('config')}) or --overwrite")
+            meta = old
+            saved = _checkpoint_state(ckpt)
+            if saved is not None:
+                stats, done = CorpusStats.from_state_dict(saved[0]), saved[1]
+        ckpt.mkdir(parents=True, exist_ok=True)
+        for part in ckpt.glob("windows-*.parquet"):  # parts written after the last saved state
+            if int(part.stem.split("-")[1]) >= done:
+                part.unlink()
+        rundir.write_json(out_path / rundir.RUN_JSON, meta)
+
+    engine = Engine(loaded, stats, fresh)
+    every = max(1, -(-checkpoint_every // bs)) * bs
+    started = time.perf_counter()
+    source = iter_windows((d.text for d in corp), loaded.tokenizer, seq_len, pack=True, batch_windows=bs,
+                          sentence_splitter=sentence_splitter)
+    parts: list = []
+    part_start = done
+    position = 0
+    with _progress(progress, target, done) as advance:
+        for batch in prefetch(source):
+            if position >= target:
+                break
+            take = min(len(batch), target - position)
+            if position + take <= done:  # finished before the checkpoint we resumed from
+                position += take
+                continue
+            batch = batch.select(slice(0, take)) if take < len(batch) else batch
+            engine.process_safely(batch)
+            position += take
+            parts.append(rundir.windows_table(position - take, batch.input_ids, batch.attention_mask, batch.sentence_ids))
+            advance(take)
+            if ckpt is not None and (position % every == 0 or position == target):
+                _flush_parts(ckpt, parts, part_start)
+                _save_checkpoint(ckpt, engine.stats, position)
+                parts, part_start = [], position
+    elapsed = time.perf_counter() - started
+    ds = engine.stats.to_dataset()
+    ds.attrs.update({"model": loaded.name, "corpus": corp.name})
+    heads, layers = heads_table(ds), layers_table(ds)
+    meta.update({"complete": True, "seconds": round(elapsed, 3), "windows_per_second": round((target - done) / max(elapsed, 1e-9), 3),
+                 "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    if out_path is None:
+        return Result(meta, ds, heads, layers, None)
+    rundir.write_dataset(out_path / rundir.STATS_NC, ds)
+    rundir.write_table(out_path / rundir.HEADS, heads)
+    rundir.write_table(out_path / rundir.LAYERS, layers)
+    _combine_parts(ckpt, out_path / rundir.WINDOWS)
+    rundir.write_json(out_path / rundir.RUN_JSON, meta)
+    import shutil
+
+    shutil.rmtree(ckpt, ignore_errors=True)
+    return Result(meta, ds, heads, layers, out_path)
+
+
+def _flush_parts(ckpt: Path, parts: list, start: int) -> None:
+    if not parts:
+        return
+    import pyarrow as pa
+
+    table = pa.concat_tables(parts)
+    rundir.atomic_write(ckpt / f"windows-{start:09d}.parquet", lambda p: pq.write_table(table, p))
+
+
+def _combine_parts(ckpt: Path, target: Path) -> None:
+    import pyarrow as pa
+
+    files = sorted(ckpt.glob("windows-*.parquet"))
+    table = pa.concat_tables([pq.read_table(f) for f in files]) if files else None
+    if table is not None:
+        rundir.atomic_write(target, lambda p: pq.write_table(table, p))
+
+
+def _load_result(path: Path) -> Result:
+    run = rundir.load_run(path)
+    return Result(run.meta, run.dataset, run.heads, run.layers, path)
+
+
+class _progress:
+    """A rich progress bar (windows/s, ETA), a callback, or nothing."""
+
+    def __init__(self, progress, total: int, done: int):
+        self.progress, self.total, self.done = progress, total, done
+        self.bar = None
+
+    def __enter__(self):
+        if callable(self.progress):
+            state = {"done": self.done}
+
+            def advance(n: int) -> None:
+                state["done"] += n
+                self.progress(state["done"], self.total)
+            return advance
+        if not self.progress:
+            return lambda n: None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self.bar = Progress(TextColumn("analysing windows"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("{task.fields[rate]} windows/s"), TimeElapsedColumn(), TextColumn("ETA"),
+                            TimeRemainingColumn(), transient=False)
+        self.bar.__enter__()
+        task = self.bar.add_task("analyse", total=self.total, completed=self.done, rate="–")
+        t0, base = time.perf_counter(), self.done
+
+        def advance(n: int) -> None:
+            self.bar.advance(task, n)
+            got = self.bar.tasks[0].completed - base
+            self.bar.update(task, rate=f"{got / max(time.perf_counter() - t0, 1e-9):.1f}")
+        return advance
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+        return False

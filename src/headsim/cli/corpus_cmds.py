@@ -1,0 +1,62 @@
+"""``headsim analyze`` and ``headsim merge``."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .app import app, console, err_console
+from .options import Device, Model, SeqLen, Threshold
+
+
+@app.command()
+def analyze(
+    model: str = Model,
+    corpus: str = typer.Option("default", "--corpus", "-c", help="'default' (embedded Wikipedia + Lee), a .txt file, a directory of .txt, .jsonl or .parquet."),
+    windows: Optional[int] = typer.Option(None, "--windows", "-n", help="Windows to analyse (default: the whole corpus)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Run directory to write."),
+    seq_len: int = SeqLen,
+    threshold: float = Threshold,
+    top_k_columns: int = typer.Option(3, "--top-k-columns", help="Most influential columns zeroed per window for Fig 3."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Windows per forward pass (default: automatic)."),
+    checkpoint_every: int = typer.Option(512, "--checkpoint-every", help="Windows between checkpoints."),
+    resume: bool = typer.Option(False, "--resume", help="Continue a run in --out that was interrupted."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a run already in --out."),
+    allow_fewer: bool = typer.Option(True, "--allow-fewer/--strict-windows", help="When --windows exceeds the corpus: analyse all there is, or stop."),
+    device: Optional[str] = Device,
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="fp32 (default) or bf16/fp16 (CUDA)."),
+    text_field: str = typer.Option("text", "--text-field", help="Field holding the text in a .jsonl corpus."),
+    text_column: str = typer.Option("text", "--text-column", help="Column holding the text in a .parquet corpus."),
+    sentences: str = typer.Option("pysbd", "--sentences", help="Sentence splitter for sentence ids: pysbd, punkt (fast) or newline."),
+) -> None:
+    """Corpus statistics of every head (Figs 2, 3, 6–8, 10–13) into a run directory."""
+    from ..analysis import analyze as run_analysis
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run_analysis(model, corpus, windows=windows, out=out, seq_len=seq_len, threshold=threshold,
+                              top_k_columns=top_k_columns, batch_size=batch_size, checkpoint_every=checkpoint_every,
+                              resume=resume, overwrite=overwrite, allow_fewer=allow_fewer, device=device, dtype=dtype,
+                              text_field=text_field, text_column=text_column, sentence_splitter=sentences)
+    for w in caught:
+        if issubclass(w.category, UserWarning):
+            err_console.print(f"[yellow]warning:[/] {w.message}", highlight=False)
+    meta = result.meta
+    console.print(f"analysed {meta['windows']} windows of {meta['seq_len']} tokens with {meta['model']['name']} "
+                  f"({meta['model']['n_layers']} layers × {meta['model']['n_heads']} heads) → {out}/")
+
+
+@app.command()
+def merge(
+    runs: List[Path] = typer.Argument(..., help="Finished run directories (same model and settings)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Directory for the merged run."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a run already in --out."),
+) -> None:
+    """Combine run shards exactly (sums and counts add)."""
+    from ..merging import merge_runs
+
+    path = merge_runs(runs, out, overwrite=overwrite)
+    console.print(f"merged {len(runs)} runs → {path}/")
