@@ -1,0 +1,70 @@
+"""``headsim reproduce``, ``headsim report`` and ``headsim compare``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .app import app, console
+from .options import Device, Model, SeqLen, Threshold
+
+
+@app.command()
+def reproduce(
+    model: str = Model,
+    corpus: str = typer.Option("default", "--corpus", "-c", help="'default' or a corpus path (see analyze)."),
+    windows: Optional[int] = typer.Option(None, "--windows", "-n", help="Windows to analyse (default 2000; the paper: 20000)."),
+    out: Path = typer.Option(Path("reproduce-out"), "--out", "-o", help="Report directory (the run goes into OUT/run)."),
+    seq_len: int = SeqLen,
+    threshold: float = Threshold,
+    device: Optional[str] = Device,
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="fp32 (default) or bf16/fp16 (CUDA)."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Windows per forward pass (default: automatic)."),
+) -> None:
+    """Every figure of the paper (2–13) and every claim as a measured check, in OUT/index.html."""
+    from ..reproduction import DEFAULT_WINDOWS, reproduce as run
+
+    index = run(model, corpus, windows=windows or DEFAULT_WINDOWS, out=out, seq_len=seq_len, threshold=threshold,
+                device=device, dtype=dtype, batch_size=batch_size)
+    console.print(f"report: {index}")
+
+
+@app.command()
+def report(
+    run_dir: Path = typer.Argument(..., help="A finished run directory (from analyze or reproduce)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Report directory (default: the run directory)."),
+    example: bool = typer.Option(True, "--example/--no-example", help="Also draw the per-text figures (4, 5, 9) on a fixed example window (runs the model once)."),
+    device: Optional[str] = Device,
+) -> None:
+    """Regenerate the report from saved results without recomputing the statistics."""
+    from ..corpus import load_corpus
+    from ..report.build import build_report
+    from ..reproduction import example_inspection
+    from ..rundir import load_run
+
+    run = load_run(run_dir)
+    inspection = None
+    if example:
+        meta = run.meta
+        corpus = load_corpus(meta["corpus"]["name"]) if "shards" not in meta["corpus"] else None
+        if corpus is not None:
+            model = meta["model"]["name"] if meta["model"]["name"] != "default" else None
+            inspection = example_inspection(corpus, model, seq_len=meta["seq_len"], threshold=meta["threshold"])
+    index = build_report(run_dir, out or run_dir, inspection)
+    console.print(f"report: {index}")
+
+
+@app.command()
+def compare(
+    runs: List[Path] = typer.Argument(..., help="Two or more finished run directories."),
+    out: Path = typer.Option(..., "--out", "-o", help="Directory for the comparison page."),
+) -> None:
+    """Put several runs side by side: per-layer curves on shared axes and the claims table."""
+    from ..errors import require
+    from ..report.compare import compare_runs
+
+    require(len(runs) >= 2, "compare needs at least two run directories", "pass RUN_A RUN_B …")
+    index = compare_runs(runs, out)
+    console.print(f"comparison: {index}")

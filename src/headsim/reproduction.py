@@ -1,0 +1,60 @@
+"""`headsim reproduce`: analysis + report of every paper figure and claim, in one call.
+
+The run lives in ``OUT/run`` and is reused (or resumed) when it is already there with the same
+settings; the report (figures, claims, index.html) is written into ``OUT``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from . import rundir
+from .analysis import analyze
+from .corpus import Corpus, load_corpus
+from .inspection import Inspection, inspect_text
+from .models import as_loaded
+
+#: windows analysed by default: finishes in a few minutes on 2 CPU cores with the embedded model
+DEFAULT_WINDOWS = 2000
+
+
+def example_inspection(corpus: Corpus, model, *, seq_len: int, threshold: float) -> Inspection:
+    """Per-text views (Figs 4, 5, 9, 12) of a fixed example: the first window of the corpus's first document."""
+    return inspect_text(corpus.documents[0].text, model, seq_len=seq_len, threshold=threshold, window=0)
+
+
+def reproduce(
+    model=None,
+    corpus: Corpus | str = "default",
+    *,
+    windows: int | None = DEFAULT_WINDOWS,
+    out: str | os.PathLike = "reproduce-out",
+    seq_len: int = 128,
+    threshold: float = 0.3,
+    device: str | None = None,
+    dtype: str | None = None,
+    batch_size: int | None = None,
+    progress: bool = True,
+) -> Path:
+    """Analyse (or reuse) a run and write the full report into ``out``; returns the index.html path."""
+    from .report.build import build_report
+
+    out_path = Path(out)
+    run_dir = out_path / "run"
+    loaded = as_loaded(model, device=device, dtype=dtype)
+    corp = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
+    finished = (run_dir / rundir.RUN_JSON).exists() and rundir.read_json(run_dir / rundir.RUN_JSON).get("complete")
+    if finished:
+        meta = rundir.read_json(run_dir / rundir.RUN_JSON)
+        same = (meta["model"]["source"] == loaded.source and meta["corpus"]["sha256"] == corp.sha256
+                and meta["seq_len"] == seq_len and meta["threshold"] == threshold
+                and (windows is None or meta["windows"] == min(windows, meta["corpus"]["windows_available"])))
+        if not same:
+            analyze(loaded, corp, windows=windows, out=run_dir, seq_len=seq_len, threshold=threshold,
+                    batch_size=batch_size, overwrite=True, progress=progress)
+    else:
+        analyze(loaded, corp, windows=windows, out=run_dir, seq_len=seq_len, threshold=threshold,
+                batch_size=batch_size, resume=(run_dir / rundir.RUN_JSON).exists(), progress=progress)
+    example = example_inspection(corp, loaded, seq_len=seq_len, threshold=threshold)
+    return build_report(run_dir, out_path, example)
