@@ -30,8 +30,7 @@ from .corpus import Corpus, load_corpus
 from .errors import HeadsimError, require
 from .models import LoadedModel, as_loaded
 from .similarity import check_threshold
-from .stats import BatchInfo, CorpusStats, heads_table, layers_table
-from .tokens import punctuation_lookup, special_ids
+from .stats import BatchInfo, CorpusStats, batch_info, heads_table, layers_table
 from .windows import Windows, check_seq_len, iter_windows
 
 
@@ -87,19 +86,9 @@ class Engine:
 
     def __init__(self, loaded: LoadedModel, stats: CorpusStats, fresh: Callable[[], CorpusStats]):
         self.loaded, self.stats, self.fresh = loaded, stats, fresh
-        tok = loaded.tokenizer
-        self.cls_id, self.sep_id = special_ids(tok)
-        self.punct = torch.as_tensor(punctuation_lookup(tok), device=loaded.device)
 
     def batch_info(self, w: Windows) -> BatchInfo:
-        dev = self.loaded.device
-        ids = torch.as_tensor(w.input_ids, device=dev)
-        valid = torch.as_tensor(w.attention_mask, device=dev).bool()
-        return BatchInfo(
-            input_ids=ids, valid=valid, sentence_ids=torch.as_tensor(w.sentence_ids, device=dev),
-            is_cls=(ids == self.cls_id) & valid, is_sep=(ids == self.sep_id) & valid,
-            is_punct=self.punct[ids.clamp(0, self.punct.numel() - 1)] & valid,
-        )
+        return batch_info(w.input_ids, w.attention_mask, w.sentence_ids, self.loaded.tokenizer, self.loaded.device)
 
     def process(self, w: Windows, stats: CorpusStats | None = None) -> None:
         """Add one batch of windows to the statistics."""
@@ -268,7 +257,7 @@ def analyze(
             meta = old
             saved = _checkpoint_state(ckpt)
             if saved is not None:
-                stats, done = CorpusStats.from_state_dict(saved[0]), saved[1]
+                stats, done = CorpusStats.from_state_dict(saved[0], device=loaded.device), saved[1]
         ckpt.mkdir(parents=True, exist_ok=True)
         for part in ckpt.glob("windows-*.parquet"):  # parts written after the last saved state
             if int(part.stem.split("-")[1]) >= done:

@@ -15,6 +15,7 @@ import numpy as np
 
 from .errors import HeadsimError, require
 from .sentences import sentence_index, sentence_starts
+from .tokens import special_ids
 
 MIN_SEQ_LEN = 8
 SPECIAL = -1  # sentence id / text index / offset of [CLS], [SEP] and padding
@@ -96,13 +97,11 @@ def tokenize(texts: list[str], tokenizer, *, first_index: int = 0, sentence_spli
 
 
 def _special_ids(tokenizer) -> tuple[int, int, int]:
-    cls = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
-    sep = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
+    cls, sep = special_ids(tokenizer)
     pad = tokenizer.pad_token_id
-    if cls is None or sep is None or pad is None:
-        raise HeadsimError("the tokenizer has no [CLS]/[SEP]/[PAD] tokens",
-                           "use an encoder tokenizer (BERT, RoBERTa) that defines them")
-    return int(cls), int(sep), int(pad)
+    if pad is None:
+        raise HeadsimError("the tokenizer has no padding token", "use an encoder tokenizer (BERT, RoBERTa) that defines one")
+    return cls, sep, int(pad)
 
 
 def _chunks(streams: Iterable[TokenStream], content: int, pack: bool) -> Iterator[list[tuple[TokenStream, int, int]]]:
@@ -175,6 +174,9 @@ def iter_windows(
         batch_windows: windows per yielded batch (the last batch may be smaller).
         sentence_splitter: see :func:`headsim.sentences.sentence_starts`.
     """
+    require(isinstance(seq_len, (int, np.integer)) and seq_len >= MIN_SEQ_LEN,
+            f"seq_len {seq_len} is below {MIN_SEQ_LEN}",
+            f"choose a window length of at least {MIN_SEQ_LEN} tokens (the paper uses 128)")
     content = seq_len - 2
 
     def streams() -> Iterator[TokenStream]:

@@ -1,0 +1,275 @@
+#!/usr/bin/env python
+"""Throughput of headsim's corpus statistics against the bare forward pass and a naive reference.
+
+One process, the same windows for every contender:
+  (a) bare forward: the model as loaded (SDPA attention), nothing captured;
+  (b) headsim: every corpus statistic (headsim.analysis.Engine → headsim.stats.CorpusStats);
+  (c) naive: what a careful researcher would write — Hugging Face ``output_attentions`` with the
+      eager kernel, a hook for the head outputs, then per-window, per-head numpy code — on a
+      subset, extrapolated per window.
+Also: tokenisation/windowing throughput, peak memory, agreement of (b) with (c) on the subset,
+and for bf16 the agreement of thresholded elements and head statistics with fp32.
+
+    python benchmarks/throughput.py --device cpu --json benchmarks/results/throughput-cpu.json
+    python benchmarks/throughput.py --device cuda --dtype bf16 --windows 4096 --json $OUT/throughput-cuda.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import sys
+import time
+from collections import Counter
+from datetime import datetime, timezone
+
+import numpy as np
+import torch
+
+from headsim.analysis import Engine
+from headsim.capture import attention_probs, capture, forward
+from headsim.corpus import default_corpus
+from headsim.models import from_pretrained_objects, load_model
+from headsim.similarity import similarity
+from headsim.stats import CorpusStats, heads_table
+from headsim.tokens import punctuation_lookup, special_ids
+from headsim.windows import Windows, iter_windows
+
+THRESHOLD, TOP_K = 0.3, 3
+
+
+def build_model(device: str, dtype: str, attn: str = "sdpa"):
+    """The embedded MiniLM on CPU; a random-weight BERT-base on CUDA (timing only)."""
+    if device == "cpu":
+        return load_model("default", device=device, dtype=dtype, attn_implementation=attn), "embedded all-MiniLM-L6-v2 (pretrained)"
+    from transformers import BertConfig, BertModel
+
+    tok = load_model("default", device="cpu").tokenizer  # same 30522-token uncased vocabulary as BERT-base
+    torch.manual_seed(0)
+    model = BertModel(BertConfig(attn_implementation=attn), add_pooling_layer=False)
+    loaded = from_pretrained_objects(model.to(device=device, dtype={"bf16": torch.bfloat16, "fp16": torch.float16}.get(dtype, torch.float32)), tok,
+                                     name="bert-base config, random weights")
+    return loaded, "BERT-base configuration with random weights (timing only, not a pretrained model)"
+
+
+def make_batches(loaded, n: int, seq_len: int, batch: int) -> tuple[list[Windows], float]:
+    """``n`` packed windows of the default corpus (cycled if needed) and windows/s of windowing."""
+    texts = [d.text for d in default_corpus()]
+    out, got, t0 = [], 0, time.perf_counter()
+    while got < n:
+        for w in iter_windows(texts, loaded.tokenizer, seq_len, pack=True, batch_windows=batch):
+            take = min(len(w), n - got)
+            out.append(w.select(slice(0, take)) if take < len(w) else w)
+            got += take
+            if got >= n:
+                break
+    return out, n / (time.perf_counter() - t0)
+
+
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def time_bare(loaded, batches, device) -> float:
+    for w in batches[:1]:
+        forward(loaded, torch.as_tensor(w.input_ids, device=loaded.device), torch.as_tensor(w.attention_mask, device=loaded.device))
+    sync(device)
+    t0 = time.perf_counter()
+    for w in batches:
+        forward(loaded, torch.as_tensor(w.input_ids, device=loaded.device), torch.as_tensor(w.attention_mask, device=loaded.device))
+    sync(device)
+    return time.perf_counter() - t0
+
+
+def new_stats(loaded, seq_len) -> CorpusStats:
+    return CorpusStats(loaded.n_layers, loaded.n_heads, seq_len, threshold=THRESHOLD, top_k_columns=TOP_K, device=loaded.device)
+
+
+def time_headsim(loaded, batches, device, seq_len) -> tuple[float, CorpusStats]:
+    warm = Engine(loaded, new_stats(loaded, seq_len), lambda: new_stats(loaded, seq_len))
+    warm.process(batches[0])
+    engine = Engine(loaded, new_stats(loaded, seq_len), lambda: new_stats(loaded, seq_len))
+    sync(device)
+    t0 = time.perf_counter()
+    for w in batches:
+        engine.process(w)
+    sync(device)
+    return time.perf_counter() - t0, engine.stats
+
+
+def naive_stats(model, tokenizer, windows: Windows, seq_len: int, device) -> dict:
+    """Per-window, per-head numpy code on top of output_attentions (the naive reference)."""
+    cls_id, sep_id = special_ids(tokenizer)
+    punct = punctuation_lookup(tokenizer)
+    cfg = model.config
+    L, H = cfg.num_hidden_layers, cfg.num_attention_heads
+    T = seq_len
+    r = {k: np.zeros((L, H), np.int64) for k in ("n_pairs", "n_repeat", "n_same_sentence", "n_repeat_same_sentence")}
+    r.update(attn_sum=np.zeros((L, H, T, T)), attn_top=np.zeros((L, H, T, T)), sim_sum=np.zeros((L, H, T, T)),
+             locations=np.zeros((L, H, T, T), np.int64), dist=np.zeros((L, H, T), np.int64), focus=np.zeros((L, H, 5)),
+             anchor_sum=np.zeros((L, H)), anchor_windows=np.zeros((L, H), np.int64), sim_hist=np.zeros((L, H, 120), np.int64))
+    captured = {}
+    handles = [layer.attention.output.dense.register_forward_pre_hook(
+        lambda m, inp, li=li: captured.__setitem__(li, inp[0].detach())) for li, layer in enumerate(model.encoder.layer)]
+    try:
+        for w in range(len(windows)):
+            ids = torch.as_tensor(windows.input_ids[w: w + 1], device=device)
+            mask = torch.as_tensor(windows.attention_mask[w: w + 1], device=device)
+            with torch.no_grad():
+                out = model(input_ids=ids, attention_mask=mask, output_attentions=True)
+            n = int(windows.attention_mask[w].sum())
+            tid = windows.input_ids[w, :n]
+            sent = windows.sentence_ids[w, :n]
+            for l in range(L):
+                att = out.attentions[l][0].float().cpu().numpy()
+                z = captured[l][0].float().cpu().numpy().reshape(T, H, -1)
+                for h in range(H):
+                    a = att[h, :n, :n]
+                    r["attn_sum"][l, h, :n, :n] += a
+                    top = np.argsort(-a.sum(0), kind="stable")[:TOP_K]
+                    a2 = a.copy()
+                    a2[:, top] = 0
+                    r["attn_top"][l, h, :n, :n] += a2
+                    r["focus"][l, h] += [a[:, tid == cls_id].sum(), a[:, tid == sep_id].sum(), a[:, punct[tid]].sum(),
+                                         np.trace(a, -1), np.trace(a, 1)]
+                    zh = z[:n, h]
+                    s = zh @ zh.T
+                    np.fill_diagonal(s, 0)
+                    peak = s.max()
+                    s = s / peak if peak > 0 else np.zeros_like(s)
+                    r["sim_sum"][l, h, :n, :n] += s
+                    iu = np.triu_indices(n, 1)
+                    r["sim_hist"][l, h] += np.histogram(np.clip(s[iu], -0.2, 1.0 - 1e-9), bins=120, range=(-0.2, 1.0))[0]
+                    keep = s[iu] > THRESHOLD
+                    i, j = iu[0][keep], iu[1][keep]
+                    r["n_pairs"][l, h] += len(i)
+                    same = (sent[i] >= 0) & (sent[i] == sent[j])
+                    rep = tid[i] == tid[j]
+                    r["n_repeat"][l, h] += rep.sum()
+                    r["n_same_sentence"][l, h] += same.sum()
+                    r["n_repeat_same_sentence"][l, h] += (rep & same).sum()
+                    r["dist"][l, h] += np.bincount(j - i, minlength=T)[:T]
+                    np.add.at(r["locations"][l, h], (i, j), 1)
+                    np.add.at(r["locations"][l, h], (j, i), 1)
+                    if len(i):
+                        counts = Counter()
+                        for a_, b_ in zip(tid[i], tid[j]):
+                            counts.update({a_, b_})
+                        best = max(counts.values())
+                        r["anchor_sum"][l, h] += best / len(i)
+                        r["anchor_windows"][l, h] += 1
+    finally:
+        for hd in handles:
+            hd.remove()
+    return r
+
+
+def agreement_naive(stats: CorpusStats, ref: dict) -> dict:
+    """Max differences between headsim's accumulators and the naive reference on the same windows."""
+    ds = stats.to_dataset()
+    acc = {k: ds[k].values for k in ds.data_vars}
+    return {
+        "pair_counts_equal": bool(all(np.array_equal(acc[k], ref[k]) for k in ("n_pairs", "n_repeat", "n_same_sentence", "n_repeat_same_sentence"))),
+        "distance_hist_equal": bool(np.array_equal(acc["distance_hist"], ref["dist"])),
+        "locations_equal": bool(np.array_equal(acc["location_counts"], ref["locations"])),
+        "attn_sum_max_abs_diff": float(np.abs(acc["attn_sum"] - ref["attn_sum"]).max()),
+        "sim_sum_max_abs_diff": float(np.abs(acc["sim_sum"] - ref["sim_sum"]).max()),
+        "anchor_fraction_sum_max_abs_diff": float(np.abs(acc["anchor_fraction_sum"] - ref["anchor_sum"]).max()),
+    }
+
+
+def agreement_dtype(loaded_low, loaded_fp32, batches, seq_len) -> dict:
+    """bf16/fp16 against fp32: identical thresholded elements and head-statistic differences."""
+    same = total = 0
+    s_low, s_32 = new_stats(loaded_low, seq_len), new_stats(loaded_fp32, seq_len)
+    e_low = Engine(loaded_low, s_low, lambda: new_stats(loaded_low, seq_len))
+    e_32 = Engine(loaded_fp32, s_32, lambda: new_stats(loaded_fp32, seq_len))
+    for w in batches:
+        a = capture(loaded_low, w.input_ids, w.attention_mask, ("head_output",))["head_output"]
+        b = capture(loaded_fp32, w.input_ids, w.attention_mask, ("head_output",))["head_output"]
+        mask = torch.as_tensor(w.attention_mask, device=a.device)
+        ma = similarity(a, THRESHOLD, mask).mask
+        mb = similarity(b, THRESHOLD, mask).mask
+        valid = (mask.bool()[:, None, None, :, None] & mask.bool()[:, None, None, None, :]).expand_as(ma)
+        same += int((ma == mb)[valid].sum())
+        total += int(valid.sum())
+        e_low.process(w)
+        e_32.process(w)
+    h_low, h_32 = heads_table(s_low.to_dataset()), heads_table(s_32.to_dataset())
+    cols = ["p_repeat", "p_same_sentence", "p_repeat_same_sentence", "anchor_fraction_mean"]
+    return {"identical_thresholded_elements": same / max(total, 1),
+            "max_abs_diff_head_stats": {c: float(np.nanmax(np.abs(h_low[c] - h_32[c]))) for c in cols}}
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--dtype", default=None, help="fp32 (default on CPU) or bf16 (default on CUDA)")
+    ap.add_argument("--windows", type=int, default=None, help="windows for (a) and (b) (default: 256 on CPU, 4096 on CUDA)")
+    ap.add_argument("--naive-windows", type=int, default=None, help="subset for (c) (default: 4 on CPU, 16 on CUDA)")
+    ap.add_argument("--batch-size", type=int, default=None)
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--json", default=None, help="write the result here")
+    args = ap.parse_args(argv)
+    cuda = args.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        sys.exit("error: --device cuda but CUDA is not available — run on a GPU machine or use --device cpu")
+    dtype = args.dtype or ("bf16" if cuda else "fp32")
+    n = args.windows or (4096 if cuda else 256)
+    n_naive = args.naive_windows or (16 if cuda else 4)
+    bs = args.batch_size or (256 if cuda else 32)
+    loaded, model_note = build_model(args.device, dtype)
+    batches, windowing_rate = make_batches(loaded, n, args.seq_len, bs)
+    print(f"{model_note}; {n} windows × {args.seq_len} tokens, batch {bs}, {dtype} on {args.device}", flush=True)
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    t_bare = time_bare(loaded, batches, args.device)
+    t_head, stats = time_headsim(loaded, batches, args.device, args.seq_len)
+    naive_model, _ = build_model(args.device, dtype, attn="eager")
+    if cuda:  # same random weights
+        naive_model.model.load_state_dict(loaded.model.state_dict())
+    subset = Windows.concat(batches).select(slice(0, n_naive))
+    t0 = time.perf_counter()
+    ref = naive_stats(naive_model.model, loaded.tokenizer, subset, args.seq_len, loaded.device)
+    t_naive = (time.perf_counter() - t0) / n_naive
+    sub_engine = Engine(loaded, new_stats(loaded, args.seq_len), lambda: new_stats(loaded, args.seq_len))
+    sub_engine.process(subset)
+    result = {
+        "device": torch.cuda.get_device_name() if cuda else f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)",
+        "model": model_note, "dtype": dtype, "windows": n, "seq_len": args.seq_len, "batch_size": bs,
+        "bare_windows_per_s": n / t_bare, "headsim_windows_per_s": n / t_head, "naive_windows_per_s": 1.0 / t_naive,
+        "naive_windows_measured": n_naive, "windowing_windows_per_s": windowing_rate,
+        "peak_memory_bytes": {"cpu_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                              "gpu_max_allocated": torch.cuda.max_memory_allocated() if cuda else None},
+        "agreement_vs_naive": agreement_naive(sub_engine.stats, ref),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "torch": torch.__version__,
+    }
+    result["ratio_vs_bare"] = result["headsim_windows_per_s"] / result["bare_windows_per_s"]
+    result["speedup_vs_naive"] = result["headsim_windows_per_s"] / result["naive_windows_per_s"]
+    if dtype != "fp32":
+        fp32, _ = build_model(args.device, "fp32")
+        if cuda:
+            fp32.model.load_state_dict({k: v.float() for k, v in loaded.model.state_dict().items()})
+        result["agreement_vs_fp32"] = agreement_dtype(loaded, fp32, batches[:2], args.seq_len)
+    print(f"{'contender':<12}{'windows/s':>12}")
+    for name in ("bare", "headsim", "naive"):
+        print(f"{name:<12}{result[name + '_windows_per_s']:>12.2f}")
+    print(f"headsim / bare = {result['ratio_vs_bare']:.3f}   headsim / naive = {result['speedup_vs_naive']:.1f}×   "
+          f"windowing {windowing_rate:.0f} windows/s   peak RSS {result['peak_memory_bytes']['cpu_rss'] / 2**30:.2f} GiB")
+    print("agreement with naive reference:", json.dumps(result["agreement_vs_naive"]))
+    if "agreement_vs_fp32" in result:
+        print("agreement with fp32:", json.dumps(result["agreement_vs_fp32"]))
+    if args.json:
+        from pathlib import Path
+
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result, indent=2))
+    return result
+
+
+if __name__ == "__main__":
+    main()
