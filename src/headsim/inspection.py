@@ -96,6 +96,8 @@ class Inspection:
         from .plots.text import fig04_attention, fig05_blocks, fig12_summed_similarity, similarity_panels
 
         out = Path(out_dir)
+        require(not out.exists() or out.is_dir(), f"output path {str(out)!r} is a file, not a directory",
+                "pass a directory for --out (it is created if missing)")
         model = self.extraction.model.name
         labels = token_labels(self.tokens)
         attention, l, h = self.attention, self.layer, self.head
@@ -118,7 +120,7 @@ class Inspection:
             out.mkdir(parents=True, exist_ok=True)
             written = []
             for f in sorted(tmp.iterdir()):
-                os.replace(f, out / f.name)
+                shutil.move(f, out / f.name)  # os.replace fails across file systems (tmp outside out's parent)
                 written.append(out / f.name)
             return written
         finally:

@@ -41,11 +41,10 @@ def run_app(argv: list[str] | None = None) -> int:
     except (typer.Abort, KeyboardInterrupt):
         err_console.print("aborted")
         return 130
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            return exc.exit_code
+    except Exception as exc:  # click usage errors (typer >= 0.22 vendors its own click: duck-type them)
+        show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
+        if callable(show) and isinstance(code, int):
+            show()
+            return code
         raise
     return 0

@@ -45,6 +45,8 @@ def inspect(
     from ..errors import require
     from ..inspection import example_text, inspect_text
 
+    require(not out.exists() or out.is_dir(), f"--out {str(out)!r} is a file, not a directory",
+            "pass a directory (it is created if missing)")
     if example is not None:
         require(text is None and text_file is None, "--example given together with a text", "pass one of them")
         body = example_text(example)

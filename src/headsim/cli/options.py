@@ -22,8 +22,13 @@ def read_text_arg(text: Optional[str], text_file: Optional[Path]) -> str:
     if text_file is None:
         require(text is not None, "no text given", "pass TEXT, --text-file FILE or --example NAME")
         return text
+    require(not text_file.is_dir(), f"cannot read {str(text_file)!r}: it is a directory", "pass a text file")
     require(text_file.is_file(), f"cannot read {str(text_file)!r}: no such file", "check the path")
-    raw = text_file.read_bytes()
+    try:
+        raw = text_file.read_bytes()
+    except OSError as exc:
+        raise HeadsimError(f"cannot read {str(text_file)!r}: {exc.strerror or exc}",
+                           "check the file's permissions, or pass the text directly") from exc
     require(b"\x00" not in raw[:8192], f"{str(text_file)!r} is a binary file, not text", "pass a UTF-8 text file")
     try:
         return raw.decode("utf-8")

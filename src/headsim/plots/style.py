@@ -8,6 +8,7 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text in SVG: smaller, searchable
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
@@ -28,8 +29,13 @@ def token_labels(tokens: list[str], valid: np.ndarray | None = None) -> list[str
 
 def heatmap(ax: Axes, matrix: np.ndarray, *, title: str, cmap: str, labels: list[str] | None = None,
             cbar_label: str = "", vmin: float | None = None, vmax: float | None = None,
-            xlabel: str = "key position j", ylabel: str = "query position i") -> None:
-    """Draw a square matrix with a colour bar and (optionally) token tick labels."""
+            xlabel: str = "key position j", ylabel: str = "query position i",
+            xticks: bool = True, yticks: bool = True) -> None:
+    """Draw a square matrix with a colour bar and (optionally) token tick labels.
+
+    ``xticks``/``yticks`` False leave the token labels of that axis to a neighbouring panel
+    with the same tokens (labels are the slow part of drawing, and repeating them adds nothing).
+    """
     img = ax.imshow(matrix, cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest", aspect="equal")
     bar = ax.figure.colorbar(img, ax=ax, fraction=0.046, pad=0.02)
     bar.set_label(cbar_label, fontsize=8)
@@ -38,15 +44,19 @@ def heatmap(ax: Axes, matrix: np.ndarray, *, title: str, cmap: str, labels: list
     if labels:
         n = len(labels)
         size = max(2.2, min(7.0, 300.0 / max(n, 1)))
-        ax.set_xticks(range(n))
-        ax.set_yticks(range(n))
-        ax.set_xticklabels(labels, rotation=90, fontsize=size)
-        ax.set_yticklabels(labels, fontsize=size)
+        if xticks:
+            ax.set_xticks(range(n), labels, rotation=90, fontsize=size)
+        else:
+            ax.set_xticks([])
+        if yticks:
+            ax.set_yticks(range(n), labels, fontsize=size)
+        else:
+            ax.set_yticks([])
         ax.tick_params(length=1.5, pad=1)
     else:
         ax.tick_params(labelsize=7)
-    ax.set_xlabel(xlabel, fontsize=8)
-    ax.set_ylabel(ylabel, fontsize=8)
+    ax.set_xlabel(xlabel if xticks or not labels else "", fontsize=8)
+    ax.set_ylabel(ylabel if yticks or not labels else "", fontsize=8)
 
 
 def new_figure(nrows: int, ncols: int, *, panel: float = 4.5, suptitle: str = "") -> tuple[Figure, np.ndarray]:

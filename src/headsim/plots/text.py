@@ -8,6 +8,14 @@ from matplotlib.figure import Figure
 from .style import ATTENTION_CMAP, SIMILARITY_CMAP, heatmap, new_figure
 
 
+def mark_lines(ax, lines: np.ndarray) -> None:
+    """Outline separator rows and columns (``lines`` is the ``[T, T]`` mask of :func:`headsim.views.separator_lines`)."""
+    positions = np.flatnonzero(lines.all(axis=0)) if lines.size else []
+    for p in positions:
+        ax.axvline(p, color="red", lw=0.8, alpha=0.8)
+        ax.axhline(p, color="red", lw=0.8, alpha=0.8)
+
+
 def fig04_attention(attention: np.ndarray, labels: list[str], layers: list[int], head: int, *, model: str) -> Figure:
     """Fig 4: per chosen layer, one head's attention map (left) and the sum over the layer's heads (right).
 
@@ -17,9 +25,11 @@ def fig04_attention(attention: np.ndarray, labels: list[str], layers: list[int],
     fig, axes = new_figure(len(layers), 2, panel=6.0,
                            suptitle=f"Fig 4 — attention maps of one input ({model})")
     for row, layer in enumerate(layers):
-        heatmap(axes[row, 0], attention[layer, head], labels=labels, cmap=ATTENTION_CMAP, vmin=0,
+        bottom = row == len(layers) - 1
+        heatmap(axes[row, 0], attention[layer, head], labels=labels, cmap=ATTENTION_CMAP, vmin=0, xticks=bottom,
                 title=f"layer {layer + 1}, head {head + 1}", cbar_label="attention probability")
         heatmap(axes[row, 1], attention[layer].sum(axis=0), labels=labels, cmap=ATTENTION_CMAP, vmin=0,
+                xticks=bottom, yticks=False,
                 title=f"layer {layer + 1}, sum over {attention.shape[1]} heads", cbar_label="summed attention")
     return fig
 
@@ -29,15 +39,16 @@ def fig05_blocks(attention: np.ndarray, normalized: np.ndarray, lines: np.ndarra
     """Fig 5: attention map, similarity matrix, separator lines over the map, block-averaged similarity."""
     fig, axes = new_figure(2, 2, panel=6.5, suptitle=f"Fig 5 — separator blocks of one input ({model})")
     where = f"layer {layer + 1}, head {head + 1}"
-    heatmap(axes[0, 0], attention, labels=labels, cmap=ATTENTION_CMAP, vmin=0,
+    heatmap(axes[0, 0], attention, labels=labels, cmap=ATTENTION_CMAP, vmin=0, xticks=False,
             title=f"attention map, {where}", cbar_label="attention probability")
-    heatmap(axes[0, 1], normalized, labels=labels, cmap=SIMILARITY_CMAP,
+    heatmap(axes[0, 1], normalized, labels=labels, cmap=SIMILARITY_CMAP, xticks=False, yticks=False,
             title=f"context similarity (normalised, diagonal zeroed), {where}", cbar_label="S / max S")
-    masked = np.where(lines, attention.max() if attention.size else 1.0, attention)
-    heatmap(axes[1, 0], masked, labels=labels, cmap=ATTENTION_CMAP, vmin=0,
-            title=f"separator columns of layer {sep_layer + 1} (rows and columns marked)", cbar_label="attention probability")
-    heatmap(axes[1, 1], averaged, labels=labels, cmap=SIMILARITY_CMAP,
+    heatmap(axes[1, 0], attention, labels=labels, cmap=ATTENTION_CMAP, vmin=0,
+            title=f"separator columns of layer {sep_layer + 1} marked (red)", cbar_label="attention probability")
+    mark_lines(axes[1, 0], lines)
+    heatmap(axes[1, 1], averaged, labels=labels, cmap=SIMILARITY_CMAP, yticks=False,
             title="similarity averaged over separator blocks", cbar_label="mean S / max S in block")
+    mark_lines(axes[1, 1], lines)
     return fig
 
 
@@ -47,7 +58,7 @@ def similarity_panels(normalized: np.ndarray, mask: np.ndarray, labels: list[str
     fig, axes = new_figure(1, 2, panel=6.5, suptitle=f"Context similarity, layer {layer + 1}, head {head + 1} ({model})")
     heatmap(axes[0, 0], normalized, labels=labels, cmap=SIMILARITY_CMAP,
             title="S = Z·Zᵀ, diagonal zeroed, divided by max", cbar_label="S / max S")
-    heatmap(axes[0, 1], mask.astype(float), labels=labels, cmap="Greys", vmin=0, vmax=1,
+    heatmap(axes[0, 1], mask.astype(float), labels=labels, cmap="Greys", vmin=0, vmax=1, yticks=False,
             title=f"high-similarity elements (> {threshold:g}): {int(np.triu(mask, 1).sum())} pairs",
             cbar_label="1 = high similarity")
     return fig
@@ -61,6 +72,6 @@ def fig12_summed_similarity(normalized: np.ndarray, labels: list[str] | None, la
     """
     fig, axes = new_figure(1, len(layers), panel=6.0, suptitle=f"Fig 12 — {title} ({model})")
     for col, layer in enumerate(layers):
-        heatmap(axes[0, col], normalized[layer].sum(axis=0), labels=labels, cmap=SIMILARITY_CMAP,
+        heatmap(axes[0, col], normalized[layer].sum(axis=0), labels=labels, cmap=SIMILARITY_CMAP, yticks=col == 0,
                 title=f"layer {layer + 1}, sum over {normalized.shape[1]} heads", cbar_label="summed S / max S")
     return fig
