@@ -1,0 +1,119 @@
+"""`headsim compare`: several finished runs side by side, in one ``index.html``.
+
+:func:`compare_runs` reads each run, draws the per-layer curves of all runs on shared axes (mean
+distance, same sentence against chance, spread of the repetition probability over heads, distinct
+anchors, where attention goes) and puts the claims of every run into one table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import require
+from ..plots import corpus as cf
+from .build import RunData, _version, load_run_data, save_once
+from .claims import _jsonable, compute_claims
+from .html import PAPER_MODEL, is_default_model, minilm_note, model_description, render
+
+STEM = "compare_layers"
+
+
+def _labels(runs: list[RunData]) -> list[str]:
+    """Unique short labels: the directory name, with its parent where names repeat."""
+    names = [r.path.resolve().name or str(r.path) for r in runs]
+    out = []
+    for i, (r, name) in enumerate(zip(runs, names)):
+        if names.count(name) > 1:
+            parent = r.path.resolve().parent.name
+            name = f"{parent}/{name}" if parent else f"{name} ({i + 1})"
+        out.append(name)
+    seen: dict[str, int] = {}
+    for i, name in enumerate(out):
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] > 1:
+            out[i] = f"{name} ({seen[name]})"
+    return out
+
+
+def _random_distance(run: RunData) -> float:
+    chance = cf.chance_distances(run.ds)
+    return float((chance * run.ds["distance"].values).sum()) if chance.sum() > 0 else float("nan")
+
+
+def compare_runs(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, *, dpi: int = 200) -> Path:
+    """Compare finished runs; writes ``compare_layers.png/.svg``, ``claims_compare.csv/.json`` and
+    ``index.html`` into ``out_dir`` and returns the path of ``index.html``."""
+    run_dirs = list(run_dirs)
+    require(len(run_dirs) >= 2, f"compare needs at least two run directories, got {len(run_dirs)}", "pass RUN_A RUN_B …")
+    runs = [load_run_data(d) for d in run_dirs]
+    labels = _labels(runs)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    claims = {label: compute_claims(r.ds, r.heads, r.layers, r.meta, shares=r.shares) for label, r in zip(labels, runs)}
+    tmp = Path(tempfile.mkdtemp(prefix=".compare-", dir=out))
+    try:
+        series = [{"label": label, "legend": f"{label}: {r.label}", "heads": r.heads, "layers": r.layers, "n_heads": int(r.ds.sizes["head"]),
+                   "shares": r.shares, "random_distance": _random_distance(r)} for label, r in zip(labels, runs)]
+        save_once(cf.layer_comparison(series), tmp, STEM, dpi=dpi)
+        depths = {int(r.ds.sizes["layer"]) for r in runs}
+        warnings = []
+        if len(depths) > 1:
+            warnings.append(f"The runs have different depths ({', '.join(str(d) for d in sorted(depths))} layers): the "
+                            "curves are drawn against the layer number, so the same layer number is not the same relative depth.")
+        for key, what in (("threshold", "thresholds"), ("seq_len", "window lengths")):
+            values = {str(r.meta.get(key, r.ds.attrs.get(key))) for r in runs}
+            if len(values) > 1:
+                warnings.append(f"The runs use different {what} ({', '.join(sorted(values))}); their statistics are not "
+                                "directly comparable.")
+        figures = [{"stem": STEM, "title": "per-layer statistics of every run", "png": f"{STEM}.png", "svg": f"{STEM}.svg",
+                    "caption": ("Per layer (numbered from 1), one colour per run: (a) mean distance |i − j| of "
+                                "high-similarity pairs, dotted the mean of random valid pairs; (b) probability that a "
+                                "high-similarity pair lies inside one sentence, dashed the chance level; (c) probability "
+                                "that a pair is two equal tokens, the median head (line) and the range over heads (band); "
+                                "(d) number of distinct anchor tokens across a layer's heads, dashed the number of heads; "
+                                "(e–g) mean attention per query on [SEP] + punctuation, on [CLS], and on the previous + "
+                                "next token, dotted each kind's share of the tokens (uniform attention).")}]
+        rows, csv_rows = [], []
+        ids = [c.id for c in next(iter(claims.values()))]
+        for k, cid in enumerate(ids):
+            first = next(iter(claims.values()))[k]
+            cells = [{"verdict": claims[label][k].verdict, "value": claims[label][k].value} for label in labels]
+            rows.append({"claim": first.claim, "criterion": first.criterion, "cells": cells})
+            row = {"id": cid, "claim": first.claim, "criterion": first.criterion}
+            for label, cell in zip(labels, cells):
+                row[f"{label}: verdict"] = cell["verdict"]
+                row[f"{label}: value"] = cell["value"]
+            csv_rows.append(row)
+        pd.DataFrame(csv_rows).to_csv(tmp / "claims_compare.csv", index=False)
+        payload = {"runs": [{"label": label, "path": str(r.path), "model": r.model, "windows": r.n_windows,
+                             "threshold": r.threshold, "token_shares": r.shares} for label, r in zip(labels, runs)],
+                   "claims": {label: [c.to_dict() for c in cs] for label, cs in claims.items()}}
+        (tmp / "claims_compare.json").write_text(json.dumps(_jsonable(payload), indent=2, ensure_ascii=False))
+        run_rows = []
+        for label, r in zip(labels, runs):
+            m = r.model
+            run_rows.append({
+                "label": label, "path": str(r.path), "model": r.label, "note": model_description(m),
+                "shape": f"{r.ds.sizes['layer']} × {r.ds.sizes['head']}", "corpus": r.meta.get("corpus", {}).get("name", "?"),
+                "windows": f"{r.n_windows:,}", "seq_len": r.ds.attrs.get("seq_len", r.meta.get("seq_len", "?")),
+                "threshold": f"{r.threshold:g}", "created": r.meta.get("created", "?"),
+            })
+        default_run = next((r.model for r in runs if is_default_model(r.model)), None)
+        note = f"The paper analysed {PAPER_MODEL}. " + minilm_note(None)
+        if default_run is not None:
+            note += " Runs of the embedded model show whether the paper's qualitative pattern appears in it."
+        html = render("compare.html.j2", runs=run_rows, figures=figures, claim_rows=rows, warnings=warnings, note=note,
+                      headsim_version=_version(), generated=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        (tmp / "index.html").write_text(html, encoding="utf-8")
+        for item in sorted(tmp.iterdir(), key=lambda f: (f.name == "index.html", f.name)):
+            os.replace(item, out / item.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out / "index.html"
