@@ -1,0 +1,611 @@
+"""Payloads of the explorer's JSON API, as plain functions (no HTTP in here).
+
+The server (:mod:`headsim.explorer.app`) only validates requests, caches and locks; everything a
+response contains is built here from the core: windows from :func:`headsim.windows.make_windows`,
+attention and head outputs from :mod:`headsim.capture` (the same tensors
+:func:`headsim.extract.extract` returns), normalised similarity from
+:func:`headsim.similarity.similarity`, separator columns and block averages from
+:mod:`headsim.views`. Layers and heads are 1-based in every payload (as in every figure and table);
+token positions are 0-based ([CLS] = 0).
+
+A run directory (written by the corpus statistics) is read-only input:
+
+* ``heads.parquet``: one row per head, ``layer`` and ``head`` 1-based (required);
+* ``stats.nc``: ``distance_hist[layer, head, distance]`` (optional; read lazily, one head at a time);
+* ``windows.parquet``: an ``input_ids`` list column (optional; the first few rows are decoded for
+  the example menu).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..capture import attention_probs, capture
+from ..errors import HeadsimError, require
+from ..inspection import EXAMPLES, check_index, example_text
+from ..models import LoadedModel
+from ..similarity import check_threshold, similarity
+from ..views import block_average, block_ids, column_scores, separator_columns
+from ..windows import Windows, check_seq_len, check_texts, make_windows
+
+DEFAULT_THRESHOLD = 0.3
+DEFAULT_SEP_THRESHOLD = 0.5
+DEFAULT_SEQ_LEN = 128
+THUMB_SIZE = 32  # thumbnails are max-pooled to at most THUMB_SIZE × THUMB_SIZE
+DECIMALS = 4  # attention and similarity are rounded to this many decimals in payloads
+COUNT_STEPS = 100  # high_counts[k] = pairs above k / COUNT_STEPS
+RUN_WINDOWS = 4  # windows of a run offered as examples
+NUMBERING = "layers and heads numbered from 1; token positions from 0 ([CLS] = 0)"
+
+EXAMPLE_TITLES = {
+    "gerstenslager": "Gerstenslager (paper Fig 4)",
+    "airport_policing": "Airport policing (paper Fig 9)",
+}
+
+# head statistics of a run, in display order, with what each measures
+HEAD_STATS = {
+    "p_repeat": "probability that a high-similarity pair is a repeated token (Fig 6a)",
+    "p_repeat_same_sentence": "probability that a high-similarity pair is a repeated token within one sentence",
+    "p_same_sentence": "probability that a high-similarity pair lies within one sentence (Figs 6b, 8)",
+    "p_same_sentence_chance": "chance level of p_same_sentence (random pairs of the same windows)",
+    "p_same_sentence_excess": "p_same_sentence minus its chance level",
+    "mean_distance": "mean token distance |i - j| of high-similarity pairs (Fig 7)",
+    "median_distance": "median token distance of high-similarity pairs (Fig 7)",
+    "anchor_fraction_mean": "fraction of high-similarity elements containing the head's most common token (Fig 11a)",
+    "attn_cls": "attention to [CLS]",
+    "attn_sep": "attention to [SEP]",
+    "attn_punct": "attention to punctuation",
+    "attn_prev": "attention to the previous token",
+    "attn_next": "attention to the next token",
+    "n_pairs": "number of high-similarity pairs counted over the corpus",
+}
+
+# per-head statistics of the analysed text (always available, no run needed)
+TEXT_STATS = {
+    "attn_cls": "attention to [CLS] in this text (mean over query tokens)",
+    "attn_sep": "attention to [SEP] in this text",
+    "attn_punct": "attention to punctuation in this text",
+    "attn_prev": "attention to the previous token in this text",
+    "attn_next": "attention to the next token in this text",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# small helpers
+
+
+def analysis_id(text: str, seq_len: int) -> str:
+    """Stable id of an analysis: a hash of (text, seq_len)."""
+    return hashlib.sha256(f"{int(seq_len)}\x00{text}".encode("utf-8")).hexdigest()[:16]
+
+
+def check_text_size(text: str, max_bytes: int) -> str:
+    """Refuse texts above ``max_bytes`` (UTF-8) with status 413."""
+    size = len(text.encode("utf-8"))
+    require(size <= max_bytes, f"the text is {size:,} bytes, above this server's limit of {max_bytes:,} bytes",
+            "send a shorter text (analyse it in parts), or restart the server with a larger --max-text-kb",
+            status=413)
+    return text
+
+
+def check_window(window: int, n_windows: int) -> int:
+    """0-based window index, with the same message as ``headsim inspect``."""
+    require(isinstance(window, (int, np.integer)) and 0 <= window < n_windows, f"window {window} does not exist",
+            f"this text has windows 0..{n_windows - 1}")
+    return int(window)
+
+
+def rounded(a: np.ndarray, decimals: int = DECIMALS) -> list:
+    """Nested lists of rounded floats (``-0.0`` → ``0.0``) for JSON."""
+    return (np.round(np.asarray(a, dtype=np.float64), decimals) + 0.0).tolist()
+
+
+def _json_value(v):
+    if v is None:
+        return None
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return None if not math.isfinite(float(v)) else float(v)
+    if isinstance(v, (np.bool_,)):
+        return bool(v)
+    return v
+
+
+def is_punctuation(token: str) -> bool:
+    """A token made only of punctuation characters (WordPiece ``##`` and SentencePiece marks ignored)."""
+    body = token.removeprefix("##").lstrip("\u2581\u0120")
+    return body != "" and all(unicodedata.category(c).startswith("P") for c in body)
+
+
+def model_info(loaded: LoadedModel) -> dict:
+    """Model dimensions for the page header and the API."""
+    info = loaded.describe()
+    info["max_seq_len"] = loaded.max_seq_len
+    return info
+
+
+# ---------------------------------------------------------------------------------------------
+# texts → windows → per-window tensors
+
+
+@dataclass
+class Prepared:
+    """A text cut into windows (cheap: tokenizer only); the model runs per window on demand."""
+
+    id: str
+    text: str
+    seq_len: int
+    windows: Windows
+
+    @property
+    def n_windows(self) -> int:
+        return len(self.windows)
+
+
+def prepare(text: str, loaded: LoadedModel, seq_len: int = DEFAULT_SEQ_LEN) -> Prepared:
+    """Validate ``text`` and ``seq_len`` and cut the text into windows (same windows as ``extract``)."""
+    check_texts(text)
+    seq_len = check_seq_len(seq_len, loaded.max_seq_len)
+    return Prepared(analysis_id(text, seq_len), text, seq_len, make_windows(text, loaded.tokenizer, seq_len))
+
+
+@dataclass
+class WindowData:
+    """One window's valid tokens and every head's matrices over them.
+
+    ``attention`` and ``normalized`` are ``[L, H, n, n]`` float32 (0-based layer/head axes):
+    attention probabilities and the normalised context similarity (``similarity(...).normalized``).
+    """
+
+    window: int
+    tokens: list[str]
+    offsets: np.ndarray  # [n, 2] character spans in the text; -1 for [CLS]/[SEP]
+    sentences: np.ndarray  # [n] sentence number within the window; -1 for [CLS]/[SEP]
+    special: np.ndarray  # [n] bool: [CLS]/[SEP] (and BOS/EOS)
+    attention: np.ndarray
+    normalized: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.attention.nbytes + self.normalized.nbytes)
+
+
+def special_positions(ids: np.ndarray, tokenizer) -> np.ndarray:
+    """Boolean mask of [CLS]/[SEP]/BOS/EOS positions (the columns separators never include)."""
+    specials = [i for i in (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.bos_token_id,
+                            tokenizer.eos_token_id) if i is not None]
+    return np.isin(np.asarray(ids), specials)
+
+
+def compute_window(loaded: LoadedModel, prepared: Prepared, window: int = 0) -> WindowData:
+    """Run the model on one window and return its attention maps and normalised similarity.
+
+    Only the window's valid tokens go through the model (padding removed): the numbers equal those
+    of :func:`headsim.extract.extract` on the same text and ``seq_len`` up to float rounding.
+    """
+    w = check_window(window, prepared.n_windows)
+    win = prepared.windows
+    n = int(win.attention_mask[w].sum())
+    ids = win.input_ids[w: w + 1, :n]
+    mask = np.ones_like(ids)
+    got = capture(loaded, ids, mask, ("query", "key", "head_output"))
+    b, nl, h, t, _ = got["query"].shape
+    probs = attention_probs(got["query"].flatten(1, 2), got["key"].flatten(1, 2),
+                            torch.as_tensor(mask, device=loaded.device))
+    attention = probs.view(nl, h, t, t).float().cpu().numpy()
+    outputs = got["head_output"][0].float().cpu().numpy()  # [L, H, n, d]
+    normalized = np.asarray(similarity(outputs, DEFAULT_THRESHOLD, kind="dot").normalized, dtype=np.float32)
+    return WindowData(
+        window=w,
+        tokens=list(win.tokens[w][:n]),
+        offsets=win.offsets[w, :n].copy(),
+        sentences=win.sentence_ids[w, :n].copy(),
+        special=special_positions(ids[0], loaded.tokenizer),
+        attention=attention,
+        normalized=normalized,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# /api/analyze
+
+
+def upper_values(normalized: np.ndarray) -> np.ndarray:
+    """``[..., n, n]`` → ``[..., n(n-1)/2]`` values of the pairs ``i < j``."""
+    n = normalized.shape[-1]
+    i, j = np.triu_indices(n, k=1)
+    return normalized[..., i, j]
+
+
+def high_counts(normalized: np.ndarray, steps: int = COUNT_STEPS) -> np.ndarray:
+    """``[L, H, steps + 1]``: number of pairs ``i < j`` with similarity above ``k / steps``.
+
+    The page reads the number of high-similarity pairs at any slider position (steps of 0.01)
+    from this, so thumbnails can be coloured by it without a request per slider move.
+    """
+    vals = np.sort(upper_values(normalized).astype(np.float32), axis=-1)
+    edges = (np.arange(steps + 1) / steps).astype(np.float32)
+    flat = vals.reshape(-1, vals.shape[-1])
+    counts = np.stack([flat.shape[1] - np.searchsorted(row, edges, side="right") for row in flat])
+    return counts.reshape(vals.shape[:-1] + (steps + 1,))
+
+
+def pool_max(matrix: np.ndarray, size: int = THUMB_SIZE) -> np.ndarray:
+    """Max-pool ``[..., n, n]`` to at most ``size × size`` (identity when ``n <= size``)."""
+    n = matrix.shape[-1]
+    if n <= size:
+        return matrix
+    edges = np.linspace(0, n, size + 1).astype(np.int64)[:-1]
+    rows = np.maximum.reduceat(matrix, edges, axis=-2)
+    return np.maximum.reduceat(rows, edges, axis=-1)
+
+
+def thumbnails(matrices: np.ndarray, size: int = THUMB_SIZE) -> list:
+    """``[L, H, n, n]`` → ``[L][H]`` flattened ``s × s`` integer images 0..100, each scaled to its max."""
+    pooled = pool_max(np.clip(matrices, 0.0, None), size)
+    peak = pooled.max(axis=(-1, -2), keepdims=True)
+    scaled = np.divide(pooled, peak, out=np.zeros_like(pooled), where=peak > 0)
+    q = np.rint(scaled * 100).astype(np.int64)
+    return q.reshape(q.shape[0], q.shape[1], -1).tolist()
+
+
+def text_head_stats(wd: WindowData) -> dict[str, np.ndarray]:
+    """Per-head attention fractions in this window (``[L, H]`` each, means over query tokens)."""
+    a = wd.attention
+    n = wd.n
+    stats = {
+        "attn_cls": a[..., :, 0].mean(axis=-1),
+        "attn_sep": a[..., :, n - 1].mean(axis=-1) if n > 1 else np.zeros(a.shape[:2]),
+    }
+    punct = np.array([is_punctuation(t) and not s for t, s in zip(wd.tokens, wd.special)])
+    stats["attn_punct"] = a[..., :, punct].sum(axis=-1).mean(axis=-1) if punct.any() else np.zeros(a.shape[:2])
+    stats["attn_prev"] = np.diagonal(a, offset=-1, axis1=-2, axis2=-1).mean(axis=-1) if n > 1 else np.zeros(a.shape[:2])
+    stats["attn_next"] = np.diagonal(a, offset=1, axis1=-2, axis2=-1).mean(axis=-1) if n > 1 else np.zeros(a.shape[:2])
+    return stats
+
+
+def window_text(prepared: Prepared, wd: WindowData) -> tuple[str, int]:
+    """The part of the text a window covers, and the character position it starts at."""
+    real = wd.offsets[:, 0] >= 0
+    if not real.any():
+        return "", 0
+    start, end = int(wd.offsets[real, 0].min()), int(wd.offsets[real, 1].max())
+    return prepared.text[start:end], start
+
+
+def analyze_payload(prepared: Prepared, wd: WindowData, loaded: LoadedModel,
+                    threshold: float = DEFAULT_THRESHOLD) -> dict:
+    """Tokens, model dimensions and per-head summaries (counts, thumbnails) of one window."""
+    threshold = check_threshold(threshold)
+    text, start = window_text(prepared, wd)
+    offsets = np.where(wd.offsets >= 0, wd.offsets - start, -1)
+    counts = high_counts(wd.normalized)
+    n_high = (upper_values(wd.normalized) > np.float32(threshold)).sum(axis=-1)
+    stats = text_head_stats(wd)
+    return {
+        "id": prepared.id,
+        "seq_len": prepared.seq_len,
+        "window": wd.window,
+        "n_windows": prepared.n_windows,
+        "n_tokens": wd.n,
+        "model": model_info(loaded),
+        "numbering": NUMBERING,
+        "text": text,
+        "tokens": wd.tokens,
+        "offsets": offsets.tolist(),
+        "sentences": wd.sentences.tolist(),
+        "special": wd.special.tolist(),
+        "threshold": threshold,
+        "heads": {
+            "n_high": n_high.tolist(),
+            "high_counts": counts.tolist(),
+            "count_steps": COUNT_STEPS,
+            **{k: rounded(v) for k, v in stats.items()},
+        },
+        "text_stats": TEXT_STATS,
+        "thumbnails": {
+            "size": min(wd.n, THUMB_SIZE),
+            "pooling": "max",
+            "similarity": thumbnails(wd.normalized),
+            "attention": thumbnails(wd.attention),
+        },
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# /api/head
+
+
+def separator_payload(wd: WindowData, head_matrix: np.ndarray, sep_layer: int, sep_threshold: float) -> dict:
+    """Fig 5: separator columns of a layer's summed attention and the block-averaged similarity.
+
+    ``sep_layer`` is 0-based; [CLS]/[SEP] are excluded from the column scores (as in ``inspect``).
+    """
+    valid = np.ones(wd.n, dtype=bool)
+    attn = wd.attention[sep_layer]
+    scores = column_scores(attn, valid, exclude=wd.special)
+    seps = separator_columns(attn, valid, sep_threshold, exclude=wd.special)
+    blocks = block_ids(seps, valid)
+    return {
+        "layer": sep_layer + 1,
+        "threshold": sep_threshold,
+        "scores": rounded(scores),
+        "columns": [int(s) for s in seps],
+        "blocks": blocks.tolist(),
+        "block_average": rounded(block_average(head_matrix, blocks)),
+    }
+
+
+def head_payload(prepared: Prepared, wd: WindowData, loaded: LoadedModel, layer: int, head: int, *,
+                 sep_layer: int | None = None, sep_threshold: float = DEFAULT_SEP_THRESHOLD) -> dict:
+    """One head of one window: attention map, normalised similarity and Fig 5 separators.
+
+    ``layer``, ``head`` and ``sep_layer`` are 1-based (``sep_layer`` defaults to the last layer).
+    Matrices cover the window's valid tokens only, rounded to :data:`DECIMALS` decimals.
+    """
+    n_layers, n_heads = wd.attention.shape[:2]
+    l = check_index(layer, n_layers, "layer")
+    h = check_index(head, n_heads, "head")
+    sl = check_index(sep_layer if sep_layer is not None else n_layers, n_layers, "layer")
+    sep_threshold = check_threshold(sep_threshold, "separator threshold")
+    sim = wd.normalized[l, h]
+    return {
+        "id": prepared.id,
+        "window": wd.window,
+        "layer": l + 1,
+        "head": h + 1,
+        "n_tokens": wd.n,
+        "numbering": NUMBERING,
+        "tokens": wd.tokens,
+        "attention": rounded(wd.attention[l, h]),
+        "similarity": rounded(sim),
+        "separators": separator_payload(wd, sim, sl, sep_threshold),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# examples and runs
+
+
+class Run:
+    """A run directory's head statistics, read once; its larger files are read lazily."""
+
+    HEADS, STATS, WINDOWS, META = "heads.parquet", "stats.nc", "windows.parquet", "run.json"
+
+    def __init__(self, path: str | Path) -> None:
+        root = Path(path).expanduser()
+        require(root.is_dir(), f"run directory {str(path)!r} does not exist",
+                "pass --run with a directory written by the corpus statistics (it holds heads.parquet)", status=404)
+        heads_file = root / self.HEADS
+        require(heads_file.is_file(), f"run directory {str(path)!r} has no {self.HEADS}",
+                "pass the directory of a finished run (heads.parquet, stats.nc, windows.parquet)", status=404)
+        try:
+            heads = pd.read_parquet(heads_file)
+        except Exception as exc:  # pyarrow raises several types for a broken file
+            raise HeadsimError(f"cannot read {heads_file}: {str(exc).splitlines()[0]}",
+                               "rewrite the run, or pass another --run directory") from exc
+        missing = [c for c in ("layer", "head") if c not in heads.columns]
+        require(not missing, f"{heads_file} has no column(s) {', '.join(missing)}",
+                "pass a run whose heads.parquet has one row per head with 1-based layer and head")
+        require(len(heads) > 0 and int(heads["layer"].min()) >= 1 and int(heads["head"].min()) >= 1,
+                f"{heads_file} has no rows or 0-based layer/head numbers",
+                "heads.parquet numbers layers and heads from 1")
+        if {"p_same_sentence", "p_same_sentence_chance"} <= set(heads.columns):
+            heads["p_same_sentence_excess"] = heads["p_same_sentence"] - heads["p_same_sentence_chance"]
+        self.path = root
+        self.meta = _read_meta(root / self.META)
+        self.warnings: list[str] = []
+        if self.meta and self.meta.get("complete") is False:
+            self.warnings.append("this run is not finished; its statistics cover only the windows analysed so far")
+        self.heads = heads.sort_values(["layer", "head"]).reset_index(drop=True)
+        self.n_layers = int(self.heads["layer"].max())
+        self.n_heads = int(self.heads["head"].max())
+        self._io = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def stat_columns(self) -> list[str]:
+        numeric = [c for c in self.heads.columns if c not in ("layer", "head")
+                   and pd.api.types.is_numeric_dtype(self.heads[c])]
+        known = [c for c in HEAD_STATS if c in numeric]
+        return known + [c for c in numeric if c not in known]
+
+    def check_model(self, loaded: LoadedModel) -> None:
+        """The run must come from a model with the same layers × heads."""
+        require(self.n_layers == loaded.n_layers and self.n_heads == loaded.n_heads,
+                f"run {str(self.path)!r} has {self.n_layers} layers × {self.n_heads} heads but model "
+                f"{loaded.name!r} has {loaded.n_layers} × {loaded.n_heads}",
+                "start the server with the --model the run was made with")
+        made_with = (self.meta.get("model") or {}) if isinstance(self.meta.get("model"), dict) else {}
+        if made_with.get("name") and made_with.get("name") != loaded.name:
+            self.warnings.append(f"the run was made with model {made_with['name']!r} but the server runs "
+                                 f"{loaded.name!r}: its windows are decoded with the server's tokenizer")
+
+    @property
+    def model_name(self) -> str | None:
+        model = self.meta.get("model")
+        return model.get("name") if isinstance(model, dict) else (model if isinstance(model, str) else None)
+
+    def describe(self) -> dict:
+        return {
+            "name": self.name,
+            "model": self.model_name,
+            "warnings": list(self.warnings),
+            "n_layers": self.n_layers,
+            "n_heads": self.n_heads,
+            "stats": self.stat_columns,
+            "has_distance_hist": (self.path / self.STATS).is_file(),
+            "has_windows": (self.path / self.WINDOWS).is_file(),
+        }
+
+
+def _read_meta(path: Path) -> dict:
+    """``run.json`` (optional): the run's model, corpus and whether it finished; ``{}`` if absent or unreadable."""
+    if not path.is_file():
+        return {}
+    import json
+
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def info_payload(loaded: LoadedModel, run: Run | None, max_text_bytes: int) -> dict:
+    """What the page needs before the first analysis."""
+    return {
+        "model": model_info(loaded),
+        "run": run.describe() if run is not None else None,
+        "numbering": NUMBERING,
+        "limits": {"max_text_bytes": max_text_bytes, "max_seq_len": loaded.max_seq_len},
+        "defaults": {"threshold": DEFAULT_THRESHOLD, "sep_threshold": DEFAULT_SEP_THRESHOLD,
+                     "seq_len": DEFAULT_SEQ_LEN, "sep_layer": loaded.n_layers},
+        "head_stats": HEAD_STATS,
+        "text_stats": TEXT_STATS,
+    }
+
+
+def heads_payload(run: Run | None) -> dict:
+    """Every head's statistics from the run (404 when no run is loaded)."""
+    require(run is not None, "no run is loaded, so there are no corpus head statistics",
+            "start the server with --run DIR (a run directory holding heads.parquet)", status=404)
+    cols = ["layer", "head"] + run.stat_columns
+    rows = [{k: _json_value(v) for k, v in rec.items()} for rec in run.heads[cols].to_dict(orient="records")]
+    return {
+        "run": run.name,
+        "n_layers": run.n_layers,
+        "n_heads": run.n_heads,
+        "numbering": NUMBERING,
+        "columns": cols,
+        "descriptions": {c: HEAD_STATS.get(c, "") for c in run.stat_columns},
+        "rows": rows,
+    }
+
+
+def _select_head(da, dim: str, value: int):
+    """Pick a 1-based layer/head from a DataArray whose coordinate may be 1-based, 0-based or absent."""
+    if dim in da.coords:
+        coord = np.asarray(da.coords[dim].values)
+        if coord.size and coord.min() == 1:
+            return da.sel({dim: value})
+        if coord.size and coord.min() == 0:
+            return da.sel({dim: value - 1})
+    return da.isel({dim: value - 1})
+
+
+def distance_histogram(run: Run, layer: int, head: int) -> dict | None:
+    """``distance_hist[layer, head, :]`` of ``stats.nc`` (read lazily); ``None`` without one."""
+    path = run.path / Run.STATS
+    if not path.is_file():
+        return None
+    import xarray as xr
+
+    with run._io:
+        try:
+            with xr.open_dataset(path) as ds:
+                if "distance_hist" not in ds:
+                    return None
+                da = ds["distance_hist"]
+                if not {"layer", "head"} <= set(da.dims):
+                    return None
+                da = _select_head(_select_head(da, "layer", layer), "head", head)
+                require(da.ndim == 1, f"{path} distance_hist has dims {da.dims}", "expected [layer, head, distance]")
+                dim = da.dims[0]
+                counts = np.asarray(da.values, dtype=np.float64)
+                distance = (np.asarray(da.coords[dim].values) if dim in da.coords else np.arange(counts.size))
+        except HeadsimError:
+            raise
+        except Exception as exc:  # broken or foreign netCDF file
+            raise HeadsimError(f"cannot read {path}: {str(exc).splitlines()[0]}",
+                               "rewrite the run's stats.nc, or remove it to browse without histograms",
+                               status=500) from exc
+    return {"distance": [_json_value(x) for x in distance.tolist()],
+            "count": [_json_value(x) for x in counts.tolist()]}
+
+
+def profile_payload(run: Run | None, layer: int, head: int) -> dict:
+    """One head's corpus profile: its statistics, their rank among heads, layer means, distance histogram."""
+    require(run is not None, "no run is loaded, so there is no corpus profile",
+            "start the server with --run DIR (a run directory holding heads.parquet)", status=404)
+    l = check_index(layer, run.n_layers, "layer") + 1
+    h = check_index(head, run.n_heads, "head") + 1
+    table = run.heads
+    sel = table[(table["layer"] == l) & (table["head"] == h)]
+    require(len(sel) == 1, f"run {run.name!r} has no statistics for layer {l}, head {h}",
+            "the run's heads.parquet is incomplete; rerun the statistics")
+    cols = run.stat_columns
+    row = sel.iloc[0]
+    ranks = table[cols].rank(ascending=False, method="min")
+    layer_rows = table[table["layer"] == l]
+    return {
+        "layer": l,
+        "head": h,
+        "run": run.name,
+        "numbering": NUMBERING,
+        "stats": {c: _json_value(row[c]) for c in cols},
+        "ranks": {c: (None if pd.isna(r := ranks.loc[sel.index[0], c]) else int(r)) for c in cols},
+        "n_heads_total": int(len(table)),
+        "layer_mean": {c: _json_value(layer_rows[c].mean()) for c in cols},
+        "descriptions": {c: HEAD_STATS.get(c, "") for c in cols},
+        "distance_hist": distance_histogram(run, l, h),
+    }
+
+
+def run_windows(run: Run, tokenizer, k: int = RUN_WINDOWS) -> list[dict]:
+    """The first ``k`` windows of the run's ``windows.parquet``, decoded back to text."""
+    path = run.path / Run.WINDOWS
+    if not path.is_file():
+        return []
+    import pyarrow.parquet as pq
+
+    with run._io:
+        try:
+            pf = pq.ParquetFile(path)
+            names = pf.schema_arrow.names
+            if "input_ids" not in names:
+                return []
+            cols = ["input_ids"] + (["attention_mask"] if "attention_mask" in names else [])
+            batch = next(pf.iter_batches(batch_size=k, columns=cols), None)
+        except Exception as exc:
+            raise HeadsimError(f"cannot read {path}: {str(exc).splitlines()[0]}",
+                               "rewrite the run's windows.parquet, or remove it", status=500) from exc
+    if batch is None:
+        return []
+    data = batch.to_pydict()
+    out = []
+    for i, ids in enumerate(data["input_ids"][:k]):
+        ids = list(ids or [])
+        if "attention_mask" in data and data["attention_mask"][i] is not None:
+            ids = [t for t, m in zip(ids, data["attention_mask"][i]) if m]
+        text = tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=True).strip()
+        text = text.removeprefix("##")  # a window may start inside a word
+        if text:
+            out.append({"id": f"run:{i}", "title": f"run window {i}", "source": "run", "text": text})
+    return out
+
+
+def examples_payload(loaded: LoadedModel, run: Run | None) -> dict:
+    """Built-in paragraphs (paper Figs 4 and 9) and, with a run, a few of its windows."""
+    items = [{"id": f"example:{name}", "title": EXAMPLE_TITLES.get(name, name), "source": "built-in",
+              "text": example_text(name)} for name in EXAMPLES]
+    if run is not None:
+        items += run_windows(run, loaded.tokenizer)
+    return {"examples": items}

@@ -1,0 +1,258 @@
+"""The explorer page in a real browser: Debian's Chromium, headless, driven by Playwright.
+
+Set-up (no ``playwright install``: the test uses the system Chromium):
+
+    apt-get install -y chromium
+    pip install playwright
+
+Run with ``pytest -m browser tests/test_explorer_browser.py``. Screenshots go to
+``$HEADSIM_SCREENSHOTS`` when set, else to pytest's temporary directory (the path is printed).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+SENTENCE = ("The old mill stands by the river, and the river turns the wheel of the old mill. "
+            "Millers sold flour to the town across the river.")
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"{CHROMIUM} is absent: install Debian's Chromium (apt-get install -y chromium) to run the browser tests",
+                allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is absent: pip install playwright")
+uvicorn = pytest.importorskip("uvicorn")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _fake_run(root: Path, n_layers: int, n_heads: int, tokenizer) -> Path:
+    """A small run directory in the documented format, so the corpus profile renders."""
+    root.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(1)
+    cols = ["p_repeat", "p_repeat_same_sentence", "p_same_sentence", "anchor_fraction_mean", "attn_cls", "attn_sep",
+            "attn_punct", "attn_prev", "attn_next"]
+    rows = [{"layer": l, "head": h, "n_pairs": int(rng.integers(100, 10_000)), "p_same_sentence_chance": 0.35,
+             "mean_distance": float(rng.uniform(2, 30)), "median_distance": float(rng.uniform(1, 20)),
+             **{c: float(rng.beta(2, 5)) for c in cols}}
+            for l in range(1, n_layers + 1) for h in range(1, n_heads + 1)]
+    pd.DataFrame(rows).to_parquet(root / "heads.parquet", index=False)
+    import xarray as xr
+
+    d = np.arange(1, 128)
+    hist = np.stack([[1000 * np.exp(-d / rng.uniform(3, 40)) for _ in range(n_heads)] for _ in range(n_layers)])
+    xr.Dataset({"distance_hist": (("layer", "head", "distance"), hist.round())},
+               coords={"layer": np.arange(1, n_layers + 1), "head": np.arange(1, n_heads + 1), "distance": d}
+               ).to_netcdf(root / "stats.nc")
+    enc = tokenizer(["The Amazon is the largest river by discharge. It rises in the Andes."], padding="max_length",
+                    max_length=32, truncation=True)
+    pd.DataFrame({"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}).to_parquet(
+        root / "windows.parquet", index=False)
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """The explorer with the embedded model and a fake run, on a free loopback port, in a thread."""
+    from headsim.explorer.app import LOOPBACK_HOSTS, create_app
+    from headsim.models import load_model
+
+    model = load_model(device="cpu")
+    run = _fake_run(tmp_path_factory.mktemp("run") / "demo-run", model.n_layers, model.n_heads, model.tokenizer)
+    app = create_app(model, run, allowed_hosts=LOOPBACK_HOSTS)
+    port = _free_port()
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not srv.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the explorer server did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    srv.should_exit = True
+    thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def shots(tmp_path) -> Path:
+    out = Path(os.environ.get("HEADSIM_SCREENSHOTS") or tmp_path)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+class Watch:
+    """Console errors, page errors and any request that leaves the server."""
+
+    def __init__(self, page, origin: str) -> None:
+        self.errors: list[str] = []
+        self.external: list[str] = []
+        page.on("console", lambda m: self.errors.append(f"console: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+        page.on("request", lambda r: None if r.url.startswith((origin, "data:", "blob:")) else self.external.append(r.url))
+
+
+def _wait_head(page, layer: int, head: int) -> None:
+    page.wait_for_function(
+        "([l, h]) => { const s = window.headsim.state; return s.head && s.head.layer === l && s.head.head === h"
+        " && s.head.id === s.analysis.id && document.getElementById('attn-plot').data; }",
+        arg=[layer, head], timeout=20_000)
+
+
+def _thumb_point(page, layer: int, head: int) -> tuple[float, float]:
+    """Page coordinates of the centre of a head's thumbnail (1-based layer/head), via Plotly's axes."""
+    return tuple(page.evaluate(
+        """([l, h]) => {
+            const d = document.getElementById('thumb-plot'), g = window.headsim.state.grid;
+            const xa = d._fullLayout.xaxis, ya = d._fullLayout.yaxis, r = d.getBoundingClientRect();
+            const x = (h - 1) * g.step + (g.size - 1) / 2, y = (l - 1) * g.step + (g.size - 1) / 2;
+            return [r.left + xa._offset + xa.l2p(x), r.top + ya._offset + ya.l2p(y)];
+        }""", [layer, head]))
+
+
+def _table(page) -> list[list[str]]:
+    return page.eval_on_selector_all("#pair-table tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))")
+
+
+def test_explore_a_sentence(server, browser, shots):
+    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    watch = Watch(page, server)
+    page.goto(server + "/")
+    # the page opens on the first example, analysed
+    page.wait_for_function("() => !!(window.headsim && window.headsim.state.head)", timeout=30_000)
+    assert "numbered from 1" in page.inner_text("#numbering")
+    assert "demo-run" in page.inner_text("#run-line")
+
+    # type a sentence and analyse it
+    page.fill("#text-input", SENTENCE)
+    page.click("#analyze-btn")
+    page.wait_for_function("(t) => { const s = window.headsim.state; return s.analysis && s.analysis.text === t"
+                           " && s.head && s.head.id === s.analysis.id; }", arg=SENTENCE, timeout=20_000)
+    words = page.inner_text("#token-text")
+    assert "[CLS]" in words and "river" in words and "[SEP]" in words
+
+    # open layer 3, head 5 by clicking its thumbnail in the model view
+    x, y = _thumb_point(page, 3, 5)
+    page.mouse.click(x, y)
+    _wait_head(page, 3, 5)
+    assert page.inner_text("#head-title").startswith("Layer 3, head 5")
+    n = page.evaluate("() => window.headsim.state.head.n_tokens")
+    assert page.evaluate("() => document.getElementById('sim-plot').data[0].z.length") == n
+    assert page.evaluate("() => document.getElementById('attn-plot').data[0].z.length") == n
+    page.wait_for_function("() => document.getElementById('profile-sub').textContent.startsWith('layer 3, head 5')")
+
+    # move the threshold slider: mask and pair table follow without a request
+    before_table, before_note = _table(page), page.inner_text("#pair-note")
+    before_mask = page.evaluate("() => document.getElementById('mask-plot').data[0].z.flat().reduce((a, b) => a + b, 0)")
+    requests = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.focus("#threshold")
+    for _ in range(12):
+        page.keyboard.press("ArrowLeft")  # 0.30 → 0.18
+    page.wait_for_function("() => document.getElementById('thr-value').textContent === '0.18'")
+    page.wait_for_timeout(200)
+    after_table, after_note = _table(page), page.inner_text("#pair-note")
+    after_mask = page.evaluate("() => document.getElementById('mask-plot').data[0].z.flat().reduce((a, b) => a + b, 0)")
+    assert after_note != before_note and after_table != before_table
+    assert after_mask > before_mask
+    assert not [u for u in requests if "/api/" in u], requests
+    shown = int(page.inner_text("#pair-count2"))
+    assert after_mask == 2 * shown  # the mask is symmetric; the table lists i < j
+
+    # sort the table by similarity (descending) by clicking its header
+    page.click("#pair-table th[data-key=similarity]")
+    sims = [float(r[4]) for r in _table(page)]
+    assert sims == sorted(sims, reverse=True) and len(sims) > 1
+
+    # hovering a token highlights its row and column in the maps, the token and its table rows
+    page.hover("#token-text .tok[data-i='4']")
+    page.wait_for_function("() => document.querySelector('#token-text .tok[data-i=\"4\"]').classList.contains('hl-i')")
+    bands = page.evaluate("() => (document.getElementById('sim-plot').layout.shapes || []).filter(s => s.type === 'rect')"
+                          ".map(s => [s.x0, s.x1, s.y0, s.y1])")
+    assert [-0.5, n - 0.5, 3.5, 4.5] in bands and [3.5, 4.5, -0.5, n - 0.5] in bands
+    attn_bands = page.evaluate(
+        "() => (document.getElementById('attn-plot').layout.shapes || []).filter(s => s.type === 'rect').length")
+    assert attn_bands >= 2
+    page.screenshot(path=str(shots / "explorer_hover.png"))
+    page.mouse.move(5, 5)
+
+    # the separator threshold asks the server again (Fig 5)
+    page.focus("#sep-threshold")
+    page.keyboard.press("ArrowLeft")
+    page.wait_for_function("() => window.headsim.state.head.separators.threshold === 0.45", timeout=20_000)
+
+    # keyboard navigation between heads
+    page.click("#head-title")
+    page.keyboard.press("ArrowRight")
+    _wait_head(page, 3, 6)
+
+    # clicking a token pins its highlight until Esc
+    page.click("#token-text .tok[data-i='2']")
+    page.mouse.move(5, 5)
+    page.wait_for_timeout(150)
+    assert page.evaluate("() => document.querySelector('#token-text .tok[data-i=\"2\"]').classList.contains('hl-i')")
+    page.keyboard.press("Escape")
+    page.wait_for_function("() => !document.querySelector('#token-text .tok[data-i=\"2\"]').classList.contains('hl-i')")
+
+    page.evaluate("() => window.scrollTo(0, 0)")
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(shots / "explorer.png"), full_page=True)
+    box = page.evaluate("() => { const r = document.getElementById('head-card').getBoundingClientRect();"
+                        " return {x: r.left + scrollX, y: r.top + scrollY, width: r.width, height: r.height}; }")
+    page.screenshot(path=str(shots / "explorer_head.png"), full_page=True, clip=box)
+    print(f"screenshots in {shots}")
+    assert watch.errors == [], watch.errors
+    assert watch.external == [], watch.external
+    page.close()
+
+
+def test_narrow_window_and_errors(server, browser, shots):
+    page = browser.new_page(viewport={"width": 800, "height": 900})
+    watch = Watch(page, server)
+    page.goto(server + "/")
+    page.wait_for_function("() => !!(window.headsim && window.headsim.state.head)", timeout=30_000)
+    # one column: the sidebar sits above the maps
+    side, main = page.locator("#sidebar").bounding_box(), page.locator("#model-card").bounding_box()
+    assert main["y"] >= side["y"] + side["height"] - 1
+    # the run's windows are offered as examples
+    assert page.locator("#example-select option[value='run:0']").count() == 1
+    # an empty text is refused in the page, without a request
+    page.fill("#text-input", "   ")
+    page.click("#analyze-btn")
+    assert "empty" in page.inner_text("#error")
+    page.screenshot(path=str(shots / "explorer_narrow.png"), full_page=True)
+    assert watch.errors == [] and watch.external == [], (watch.errors, watch.external)
+    page.close()
+
+
+def test_api_docs_offline(server, browser):
+    page = browser.new_page()
+    watch = Watch(page, server)
+    page.goto(server + "/docs")
+    page.wait_for_selector(".opblock", timeout=20_000)
+    assert "/api/analyze" in page.inner_text("body")
+    assert watch.errors == [] and watch.external == [], (watch.errors, watch.external)
+    page.close()
