@@ -318,12 +318,17 @@ def _flush_parts(ckpt: Path, parts: list, start: int) -> None:
 
 
 def _combine_parts(ckpt: Path, target: Path) -> None:
-    import pyarrow as pa
-
+    """Stream the checkpoint's window parts into one ``windows.parquet`` (memory: one part)."""
     files = sorted(ckpt.glob("windows-*.parquet"))
-    table = pa.concat_tables([pq.read_table(f) for f in files]) if files else None
-    if table is not None:
-        rundir.atomic_write(target, lambda p: pq.write_table(table, p))
+    if not files:
+        return
+
+    def write(path: Path) -> None:
+        with pq.ParquetWriter(path, pq.read_schema(files[0])) as writer:
+            for f in files:
+                writer.write_table(pq.read_table(f))
+
+    rundir.atomic_write(target, write)
 
 
 def _load_result(path: Path) -> Result:

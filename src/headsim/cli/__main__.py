@@ -1,0 +1,5 @@
+"""``python -m headsim.cli``."""
+
+from . import main
+
+main()

@@ -1,0 +1,168 @@
+"""`headsim analyze`, resume after SIGKILL, merge, bounded memory and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from headsim.analysis import analyze
+from headsim.errors import HeadsimError
+from headsim.merging import merge_runs
+from headsim.rundir import load_run
+
+pytestmark = pytest.mark.slow
+
+
+def _corpus(tmp_path: Path, n_docs: int = 24) -> Path:
+    from headsim.corpus import lee_documents
+
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n\n".join(d.text for d in lee_documents()[:n_docs]), encoding="utf-8")
+    return path
+
+
+def _run(args: list[str], **kw) -> subprocess.CompletedProcess:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    return subprocess.run([sys.executable, "-m", "headsim.cli", *args], capture_output=True, text=True, env=env, **kw)
+
+
+def test_run_directory_contents(tmp_path):
+    corpus = _corpus(tmp_path, 6)
+    res = analyze(None, str(corpus), windows=12, out=tmp_path / "run", seq_len=32, batch_size=4,
+                  checkpoint_every=8, progress=False)
+    run = load_run(tmp_path / "run")
+    for name in ("run.json", "stats.nc", "heads.parquet", "layers.parquet", "windows.parquet"):
+        assert (tmp_path / "run" / name).exists(), name
+    assert not (tmp_path / "run" / "checkpoint").exists()
+    assert run.meta["windows"] == 12 and run.meta["complete"] and run.meta["corpus"]["sha256"]
+    assert len(run.heads) == 6 * 12 and run.heads["layer"].min() == 1 and run.heads["head"].max() == 12
+    windows = run.windows()
+    assert len(windows) == 12 and list(windows["window"]) == list(range(12))
+    assert int(run.dataset["windows"]) == 12
+    # the tokens recorded are exactly the valid tokens counted by the statistics
+    assert sum(int(np.sum(m)) for m in windows["attention_mask"]) == int(run.dataset["tokens"])
+    # windows are packed full except possibly the last
+    assert all(int(np.sum(m)) == 32 for m in windows["attention_mask"][:-1])
+    assert res.heads.equals(run.heads)
+
+
+def test_sigkill_and_resume_give_identical_results(tmp_path):
+    corpus = _corpus(tmp_path)
+    common = ["analyze", "--corpus", str(corpus), "--seq-len", "32", "--batch-size", "4", "--checkpoint-every", "8",
+              "--windows", "96"]
+    whole = _run([*common, "--out", str(tmp_path / "whole")])
+    assert whole.returncode == 0, whole.stderr
+    out = tmp_path / "killed"
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    proc = subprocess.Popen([sys.executable, "-m", "headsim.cli", *common, "--out", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    state = out / "checkpoint" / "state.npz"
+    deadline = time.time() + 120
+    while not state.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (out / "heads.parquet").exists()
+    refused = _run([*common, "--out", str(out)])
+    assert refused.returncode == 2 and "--resume" in refused.stderr
+    resumed = _run([*common, "--out", str(out), "--resume"])
+    assert resumed.returncode == 0, resumed.stderr
+    a, b = pd.read_parquet(tmp_path / "whole" / "heads.parquet"), pd.read_parquet(out / "heads.parquet")
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    da = xr.open_dataset(tmp_path / "whole" / "stats.nc", engine="h5netcdf")
+    db = xr.open_dataset(out / "stats.nc", engine="h5netcdf")
+    xr.testing.assert_identical(da.load(), db.load())
+    wa, wb = pd.read_parquet(tmp_path / "whole" / "windows.parquet"), pd.read_parquet(out / "windows.parquet")
+    assert wa["input_ids"].map(list).tolist() == wb["input_ids"].map(list).tolist()
+
+
+def test_merge_equals_one_run(tmp_path):
+    a_txt, b_txt = tmp_path / "a.txt", tmp_path / "b.txt"
+    from headsim.corpus import lee_documents
+
+    docs = [d.text for d in lee_documents()[:8]]
+    a_txt.write_text("\n\n".join(docs[:4]))
+    b_txt.write_text("\n\n".join(docs[4:]))
+    kw = dict(seq_len=32, batch_size=4, progress=False)
+    ra = analyze(None, str(a_txt), out=tmp_path / "ra", **kw)
+    rb = analyze(None, str(b_txt), out=tmp_path / "rb", **kw)
+    merged = load_run(merge_runs([tmp_path / "ra", tmp_path / "rb"], tmp_path / "merged"))
+    for name in ("n_pairs", "n_repeat", "distance_hist", "location_counts", "windows", "valid_pairs"):
+        np.testing.assert_array_equal(merged.dataset[name].values, ra.dataset[name].values + rb.dataset[name].values)
+    np.testing.assert_allclose(merged.dataset["attn_sum"].values, ra.dataset["attn_sum"].values + rb.dataset["attn_sum"].values)
+    assert merged.meta["windows"] == ra.meta["windows"] + rb.meta["windows"]
+    assert len(merged.windows()) == merged.meta["windows"]
+    n = merged.heads["n_pairs"].to_numpy()
+    np.testing.assert_array_equal(n, ra.heads["n_pairs"].to_numpy() + rb.heads["n_pairs"].to_numpy())
+
+
+def _peak_rss(tmp_path: Path, corpus: Path, windows: int, tag: str) -> int:
+    code = (
+        "import resource, sys; from headsim.analysis import analyze; "
+        f"analyze(None, {str(corpus)!r}, windows={windows}, out={str(tmp_path / tag)!r}, seq_len=32, batch_size=8, "
+        "checkpoint_every=32, progress=False); print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    assert out.returncode == 0, out.stderr
+    return int(out.stdout.strip().splitlines()[-1])
+
+
+def test_peak_memory_does_not_grow_with_windows(tmp_path):
+    corpus = _corpus(tmp_path, 120)
+    small = _peak_rss(tmp_path, corpus, 64, "small")
+    large = _peak_rss(tmp_path, corpus, 512, "large")
+    assert large < small * 1.10 + 40_000, (small, large)  # KiB: 8× the windows, < 10 % (+40 MiB slack) more memory
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--corpus", "/no/such/corpus.txt"], "does not exist"),
+    (["--threshold", "0"], "threshold"),
+    (["--seq-len", "4"], "seq_len"),
+    (["--windows", "0"], "windows"),
+])
+def test_bad_input_exits_2_and_writes_nothing(tmp_path, args, needle):
+    out = tmp_path / "run"
+    res = _run(["analyze", *args, "--out", str(out)])
+    assert res.returncode == 2, res.stderr
+    assert needle in res.stderr and "Traceback" not in res.stderr
+    assert not out.exists()
+
+
+def test_too_many_windows_flag(tmp_path):
+    corpus = _corpus(tmp_path, 2)
+    with pytest.raises(HeadsimError, match="gives only"):
+        analyze(None, str(corpus), windows=10_000, seq_len=32, allow_fewer=False, progress=False)
+    with pytest.warns(UserWarning, match="gives only"):
+        res = analyze(None, str(corpus), windows=10_000, seq_len=32, progress=False)
+    assert res.meta["windows"] == res.meta["corpus"]["windows_available"]
+
+
+def test_corpus_shorter_than_one_window(tmp_path):
+    short = tmp_path / "short.txt"
+    short.write_text("Just a few words.")
+    with pytest.raises(HeadsimError, match="less than one window"):
+        analyze(None, str(short), seq_len=128, progress=False)
+
+
+def test_refuses_other_run_and_overwrites_on_request(tmp_path):
+    corpus = _corpus(tmp_path, 2)
+    analyze(None, str(corpus), windows=4, out=tmp_path / "run", seq_len=32, progress=False)
+    with pytest.raises(HeadsimError, match="already holds another run"):
+        analyze(None, str(corpus), windows=4, out=tmp_path / "run", seq_len=32, progress=False)
+    res = analyze(None, str(corpus), windows=4, out=tmp_path / "run", seq_len=32, overwrite=True, progress=False)
+    assert res.meta["complete"]
+    with pytest.raises(HeadsimError, match="other settings"):
+        (tmp_path / "run" / "run.json").write_text(json.dumps({**res.meta, "complete": False}))
+        analyze(None, str(corpus), windows=4, out=tmp_path / "run", seq_len=32, threshold=0.5, resume=True, progress=False)
