@@ -1,0 +1,31 @@
+"""Corpus statistics of every head (paper Figs 2, 3, 6, 7, 8, 10, 11, 12, 13).
+
+:class:`CorpusStats` accumulates exact counts and float64 sums batch by batch, merges, checkpoints
+and labels them as an :class:`xarray.Dataset`; :func:`heads_table` and :func:`layers_table`
+summarise that Dataset. ``docs/statistics.md`` defines every variable and column.
+"""
+
+from __future__ import annotations
+
+from .accumulators import SCHEMA, VARIABLES, CorpusStats
+from .attention import TARGETS
+from .batch import BatchInfo, batch_info, is_punctuation_token, punctuation_ids
+from .pairs import ANCHOR_KINDS, SimBins
+from .tables import HEADS_COLUMNS, LAYERS_COLUMNS, heads_table, layers_table
+
+__all__ = [
+    "ANCHOR_KINDS",
+    "HEADS_COLUMNS",
+    "LAYERS_COLUMNS",
+    "SCHEMA",
+    "TARGETS",
+    "VARIABLES",
+    "BatchInfo",
+    "CorpusStats",
+    "SimBins",
+    "batch_info",
+    "heads_table",
+    "is_punctuation_token",
+    "layers_table",
+    "punctuation_ids",
+]

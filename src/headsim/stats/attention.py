@@ -1,0 +1,67 @@
+"""Per-batch attention statistics (Figs 2 and 3, and where the attention mass goes).
+
+Attention enters only at valid (query, key) positions; padded rows and columns are replaced by
+zeros before anything is summed, so whatever the model computed there never counts.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .batch import BatchTensors
+
+TARGETS = ("cls", "sep", "punct", "prev", "next")
+
+
+def top_columns(attention: torch.Tensor, column_sums: torch.Tensor, valid: torch.Tensor, k: int) -> torch.Tensor:
+    """``[B, H, T]`` bool: the ``k`` valid key columns with the largest column sums per window and head.
+
+    Ties go to the smaller key position. Column sums are ranked in float32; wherever the gap
+    between the k-th and (k+1)-th sum is within float32 summation error, that window and head is
+    re-ranked from float64 sums, so the chosen set is the one exact sums give.
+
+    Args:
+        attention: ``[B, H, T, T]`` float32, already zero at padded rows and columns.
+        column_sums: ``attention.sum(-2)``.
+        valid: ``[B, T]`` bool.
+    """
+    b, h, t = column_sums.shape
+    chosen = torch.zeros(b, h, t, dtype=torch.bool, device=column_sums.device)
+    k = min(int(k), t)
+    if k <= 0:
+        return chosen
+    if k == t:
+        return chosen.fill_(True)
+    rank = column_sums.masked_fill(~valid[:, None, :], -torch.inf)
+    values, order = rank.topk(k + 1, dim=-1, sorted=True)
+    kth, nxt = values[..., k - 1], values[..., k]
+    # float32 sums of n ≥ 0 terms err by at most (n−1)·2⁻²⁴·sum each; 4·T·2⁻²⁴ is a safe margin.
+    # Outside that margin the k-th and (k+1)-th sums are apart and the top-k set is settled.
+    close = (kth - nxt) <= (t * 2.0 ** -22) * torch.maximum(kth.abs(), nxt.abs())
+    order = order[..., :k]
+    if bool(close.any()):
+        bi, hi = close.nonzero(as_tuple=True)
+        exact = attention[bi, hi].to(torch.float64).sum(dim=-2).masked_fill(~valid[bi], -torch.inf)
+        order[bi, hi] = exact.sort(dim=-1, descending=True, stable=True).indices[:, :k]
+    return chosen.scatter_(-1, order, True)
+
+
+def attention_batch(attention: torch.Tensor, bt: BatchTensors, top_k: int, into: dict[str, torch.Tensor]) -> None:
+    """Add one layer's attention ``[B, H, T, T]`` (softmax probabilities) to ``into`` (in place).
+
+    ``into`` holds one layer's accumulators: ``attn_sum``, ``attn_sum_top_zeroed`` ``[H, T, T]`` and
+    ``attn_focus [H, 5]`` (float64, targets :data:`TARGETS`).
+    """
+    a = attention.to(torch.float32) * bt.pair_valid_float  # exact zeros at padding for finite values
+    column_sums = a.sum(dim=-2)  # [B, H, T]
+    if not bool(torch.isfinite(column_sums).all()):  # inf/NaN somewhere (padding or not): mask by selection
+        a = torch.where(bt.pair_valid, attention.to(torch.float32), torch.zeros((), device=attention.device))
+        column_sums = a.sum(dim=-2)
+    into["attn_sum"] += a.sum(dim=0)
+    by_kind = torch.bmm(column_sums.to(torch.float64), bt.key_targets.to(torch.float64)).sum(dim=0)  # [H, 3]
+    focus = into["attn_focus"]
+    focus[:, :3] += by_kind
+    focus[:, 3] += a.diagonal(offset=-1, dim1=-2, dim2=-1).to(torch.float64).sum(dim=(0, 2))  # key = query − 1
+    focus[:, 4] += a.diagonal(offset=1, dim1=-2, dim2=-1).to(torch.float64).sum(dim=(0, 2))  # key = query + 1
+    keep = ~top_columns(a, column_sums, bt.valid, top_k)
+    into["attn_sum_top_zeroed"] += a.mul_(keep[:, :, None, :]).sum(dim=0)

@@ -1,0 +1,171 @@
+"""Per-batch statistics of high-similarity pairs (Figs 6, 7, 8, 10, 11, 12, 13).
+
+Everything here reduces one layer's batch ``[B, H, T, T]`` to per-head totals in a fixed number
+of tensor passes, vectorised over windows and heads. A pair is an unordered pair ``i < j`` of valid
+positions; the high-similarity relation is read from the upper triangle of the mask only (the mask
+of ``Z·Zᵀ`` is symmetric up to floating-point rounding; reading one triangle makes every count
+well defined), and the mirrored pair ``(j, i)`` is implied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .batch import BatchTensors
+
+ANCHOR_KINDS = ("cls", "sep", "punct", "other")
+_KEY_SHIFT = 1 << 32  # anchor ranking key: count · 2³² − token id (more pairs first, then smaller id)
+
+
+@dataclass(frozen=True)
+class SimBins:
+    """Histogram bins of normalised similarity values.
+
+    Bin of a value ``v`` (float32 arithmetic, as the code runs it)::
+
+        clamp(floor(v · scale + offset), 0, bins − 1),   scale = bins / (hi − lo), offset = −lo · scale
+
+    so bin ``k`` holds ``[lo + k·w, lo + (k+1)·w)`` with ``w = (hi − lo) / bins`` up to float32
+    rounding at the edges; values below ``lo`` / at or above ``hi`` land in the end bins, NaN in
+    bin 0.
+    """
+
+    bins: int
+    lo: float
+    hi: float
+
+    @property
+    def scale(self) -> np.float32:
+        return np.float32(self.bins / (self.hi - self.lo))
+
+    @property
+    def offset(self) -> np.float32:
+        return np.float32(-self.lo * self.bins / (self.hi - self.lo))
+
+    @property
+    def edges(self) -> np.ndarray:
+        return np.linspace(self.lo, self.hi, self.bins + 1)
+
+    @property
+    def centres(self) -> np.ndarray:
+        e = self.edges
+        return (e[:-1] + e[1:]) / 2
+
+    def index(self, values: torch.Tensor) -> torch.Tensor:
+        """Float32 bin index (integer valued) of float32 ``values``."""
+        t = values * torch.tensor(self.scale, device=values.device)
+        t.add_(torch.tensor(self.offset, device=values.device)).floor_()
+        return t.nan_to_num_(nan=0.0).clamp_(0, self.bins - 1)
+
+    @property
+    def zero_bin(self) -> int:
+        """Bin of the value 0.0."""
+        return int(self.index_numpy(np.zeros(1))[0])
+
+    def index_numpy(self, values: np.ndarray) -> np.ndarray:
+        """The same bin index for numpy values."""
+        v = np.asarray(values, dtype=np.float32)
+        t = v * self.scale + self.offset
+        t = np.nan_to_num(t.astype(np.float32), nan=0.0)
+        return np.clip(np.floor(t), 0, self.bins - 1).astype(np.int64)
+
+
+def fraction_bin(numerator: torch.Tensor, denominator: torch.Tensor, bins: int) -> torch.Tensor:
+    """Bin of ``numerator / denominator`` in ``bins`` equal bins over [0, 1] (1.0 → last bin), exact."""
+    return torch.clamp((numerator * bins) // denominator.clamp_min(1), max=bins - 1)
+
+
+@dataclass
+class Geometry:
+    """Position constants of one ``seq_len`` on one device."""
+
+    upper: torch.Tensor  # [T, T] bool, True above the diagonal
+    upper_flat: torch.Tensor  # [T(T-1)/2] int64 flat indices of i < j
+
+    @classmethod
+    def build(cls, t: int, device: torch.device) -> Geometry:
+        up = torch.ones(t, t, dtype=torch.bool, device=device).triu(1)
+        iu = torch.triu_indices(t, t, 1, device=device)
+        return cls(up, (iu[0] * t + iu[1]).contiguous())
+
+
+def _count_into(acc: torch.Tensor, index: torch.Tensor, weight: torch.Tensor | None = None) -> None:
+    """``acc.view(-1)[index] += weight`` (1 where ``weight`` is None), duplicates accumulating."""
+    index = index.reshape(-1)
+    if weight is None:
+        weight = torch.ones(1, dtype=acc.dtype, device=acc.device).expand(index.numel())
+    acc.view(-1).index_add_(0, index, weight.reshape(-1).to(acc.dtype))
+
+
+def pair_batch(normalized: torch.Tensor, high: torch.Tensor, bt: BatchTensors, geo: Geometry,
+               sim_bins: SimBins, into: dict[str, torch.Tensor], *, masked: bool = False) -> None:
+    """Add one layer's batch to the per-layer accumulator slices ``into`` (in place).
+
+    Args:
+        normalized: ``[B, H, T, T]`` float32 normalised similarity (0 on the diagonal and padding).
+        high: ``[B, H, T, T]`` bool high-similarity mask (only ``i < j`` between valid positions is read).
+        bt: the batch's :class:`~headsim.stats.batch.BatchTensors`.
+        into: one layer's accumulators: ``location_upper [H, T, T]``, ``n_repeat``,
+            ``n_same_sentence``, ``n_repeat_same_sentence`` ``[H]``, ``sim_sum [H, T, T]`` (float64),
+            ``sim_value_hist [H, bins]``, ``anchor_fraction_hist [H, fraction_bins]``,
+            ``anchor_fraction_sum [H]`` (float64), ``anchor_windows [H]``, ``anchor_kind [H, 4]``,
+            ``anchor_distinct_hist [H + 1]``; counts int64.
+        masked: ``True`` when ``normalized`` and ``high`` are already zero/False off the valid
+            off-diagonal block (as :func:`headsim.similarity.similarity` returns them); otherwise
+            they are masked here first.
+    """
+    b, h, t, _ = normalized.shape
+    dev = normalized.device
+    if not masked:
+        keep = bt.pair_valid & ~torch.eye(t, dtype=torch.bool, device=dev)
+        high = high.bool() & keep
+        normalized = torch.where(keep, normalized.float(), torch.zeros((), device=dev))
+
+    # Fig 12 and the value distribution (§3: most values < 0.1, few in 0.1–0.6)
+    into["sim_sum"] += normalized.sum(dim=0)
+    nb = sim_bins.bins
+    flat = normalized.reshape(b * h, t * t)
+    upper = torch.gather(flat, 1, geo.upper_flat[None].expand(b * h, -1)).view(b, h, -1)  # [B, H, T(T-1)/2]
+    binned = sim_bins.index(upper).to(torch.int32)
+    del upper
+    binned.add_(torch.arange(0, h * nb, nb, device=dev, dtype=torch.int32)[None, :, None])
+    _count_into(into["sim_value_hist"], binned)
+    del binned
+    # pairs that are not valid hold exactly 0.0 in the normalised matrix: take them back out of 0's bin
+    into["sim_value_hist"][:, sim_bins.zero_bin] -= b * geo.upper_flat.numel() - bt.counts["valid_pairs"]
+
+    # high-similarity pairs i < j between valid positions, as float32 0/1 (exact counts < 2^24)
+    u = (high & geo.upper).to(torch.float32)  # upper triangle as 0/1
+    into["location_upper"] += u.sum(dim=0).to(torch.int64)  # Fig 10
+    rows = u.sum(dim=-1)  # [B, H, T] partners j > p
+    cols = u.sum(dim=-2)  # [B, H, T] partners i < p
+    sent = torch.bmm(bt.sentence_features, u.view(b, h, t * t).transpose(1, 2)).sum(dim=0)  # [2, H] Figs 6b, 8
+    into["n_same_sentence"] += sent[0].to(torch.int64)
+    into["n_repeat_same_sentence"] += sent[1].to(torch.int64)
+    inner = u.mul_(bt.repeat[:, None]).sum(dim=-1)  # [B, H, T] partners j > p with the same token id
+    del u
+    into["n_repeat"] += inner.sum(dim=(0, 2)).to(torch.int64)  # Fig 6a
+
+    # Fig 11a: pairs containing token class c = Σ_{p∈c} degree(p) − pairs inside c
+    per_class = torch.bmm(rows + cols - inner, bt.token_class)  # [B, H, T] (column c = first position of an id)
+    ids = bt.info.input_ids.long()[:, None, :]
+    best = (per_class.to(torch.int64) * _KEY_SHIFT - ids).argmax(dim=-1, keepdim=True)  # [B, H, 1]
+    count = per_class.gather(-1, best)[..., 0].to(torch.int64)
+    anchor = ids.expand(b, h, t).gather(-1, best)[..., 0]
+    n_w = rows.sum(dim=-1).to(torch.int64)  # [B, H] pairs per window and head
+    has = n_w > 0
+    head = torch.arange(h, device=dev)[None, :]
+    fb = into["anchor_fraction_hist"].shape[-1]
+    _count_into(into["anchor_fraction_hist"], head * fb + fraction_bin(count, n_w, fb), has)
+    share = count.to(torch.float64) / n_w.clamp_min(1).to(torch.float64)
+    into["anchor_fraction_sum"] += torch.where(has, share, torch.zeros_like(share)).sum(dim=0)
+    into["anchor_windows"] += has.sum(dim=0)
+    kind = bt.categories[:, None, :].expand(b, h, t).gather(-1, best)[..., 0]
+    _count_into(into["anchor_kind"], head * len(ANCHOR_KINDS) + kind, has)
+    # Fig 11b: distinct anchor ids over the heads that have one
+    ranked = torch.where(has, anchor, torch.full_like(anchor, -1)).sort(dim=-1).values
+    fresh = (ranked[:, 1:] != ranked[:, :-1]) & (ranked[:, 1:] >= 0)
+    _count_into(into["anchor_distinct_hist"], fresh.sum(dim=-1) + (ranked[:, 0] >= 0))

@@ -1,0 +1,160 @@
+"""Per-head and per-layer summary tables from the statistics Dataset (:meth:`CorpusStats.to_dataset`).
+
+Every ratio is NaN where its denominator is 0. Layers and heads are 1-based, as in the paper.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+HEADS_COLUMNS = [
+    "layer", "head", "n_pairs", "p_repeat", "p_repeat_same_sentence", "p_same_sentence", "p_same_sentence_chance",
+    "mean_distance", "median_distance", "anchor_fraction_mean", "attn_cls", "attn_sep", "attn_punct", "attn_prev",
+    "attn_next",
+    # extras
+    "mean_pairs_per_window", "anchor_windows", "anchor_cls", "anchor_sep", "anchor_punct",
+    "share_sim_below_0_1", "share_sim_0_1_to_0_6",
+]
+LAYERS_COLUMNS = [
+    "layer", "n_pairs", "mean_distance", "median_distance", "p_same_sentence", "p_same_sentence_chance",
+    "mean_distinct_anchors", "median_anchor_fraction", "share_sim_below_0_1", "share_sim_0_1_to_0_6",
+    # extras
+    "p_repeat", "mean_pairs_per_window",
+]
+LOW_CUT, HIGH_CUT = 0.1, 0.6  # §3: most normalised values lie below 0.1, few in [0.1, 0.6)
+
+
+def ratio(num, den) -> np.ndarray:
+    """``num / den`` as float64, NaN where ``den`` is 0."""
+    num = np.asarray(num, dtype=np.float64)
+    den = np.asarray(den, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den != 0, num / np.where(den != 0, den, 1.0), np.nan)
+
+
+def distance_summary(hist: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and median distance of histograms ``[..., distance]`` (distance = index).
+
+    The median is the smallest distance whose cumulative share reaches 0.5.
+    """
+    hist = np.asarray(hist, dtype=np.float64)
+    d = np.arange(hist.shape[-1], dtype=np.float64)
+    total = hist.sum(axis=-1)
+    mean = ratio((hist * d).sum(axis=-1), total)
+    cum = np.cumsum(hist, axis=-1)
+    reached = cum >= 0.5 * total[..., None]
+    median = np.where(total > 0, reached.argmax(axis=-1).astype(np.float64), np.nan)
+    return mean, median
+
+
+def histogram_share(hist: np.ndarray, edges: np.ndarray, low: float, high: float) -> np.ndarray:
+    """Share of a histogram ``[..., bin]`` in ``[low, high)`` (values clamped into the end bins count there).
+
+    Bins fully inside count whole; a bin the cut falls inside counts by the overlapping fraction
+    of its width (with the default bins 0.1 and 0.6 are bin edges, so the share is exact).
+    """
+    hist = np.asarray(hist, dtype=np.float64)
+    e0, e1 = np.asarray(edges[:-1], dtype=np.float64), np.asarray(edges[1:], dtype=np.float64)
+    width = e1 - e0
+    part = (np.minimum(e1, high) - np.maximum(e0, low)) / width
+    part = np.clip(part, 0.0, 1.0)
+    part = np.where(np.abs(part) < 1e-9, 0.0, np.where(np.abs(part - 1.0) < 1e-9, 1.0, part))
+    return ratio((hist * part).sum(axis=-1), hist.sum(axis=-1))
+
+
+def histogram_median(hist: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Median of a binned distribution ``[..., bin]``: linear interpolation inside the median bin.
+
+    With ``N`` values and cumulative counts ``C``, the median bin ``k`` is the first with
+    ``C_k ≥ N/2``; the median is ``lo_k + (N/2 − C_{k−1}) / n_k · width_k``.
+    """
+    hist = np.asarray(hist, dtype=np.float64)
+    edges = np.asarray(edges, dtype=np.float64)
+    total = hist.sum(axis=-1)
+    cum = np.cumsum(hist, axis=-1)
+    k = (cum >= 0.5 * total[..., None]).argmax(axis=-1)
+    before = np.take_along_axis(cum, k[..., None], axis=-1)[..., 0] - np.take_along_axis(hist, k[..., None], axis=-1)[..., 0]
+    count = np.take_along_axis(hist, k[..., None], axis=-1)[..., 0]
+    lo, width = edges[k], edges[k + 1] - edges[k]
+    inside = ratio(0.5 * total - before, count)
+    return np.where(total > 0, lo + np.nan_to_num(inside) * width, np.nan)
+
+
+def _queries(ds: xr.Dataset) -> np.ndarray:
+    if "attn_queries_layer" in ds:
+        return ds["attn_queries_layer"].values.astype(np.float64)
+    return np.full(ds.sizes["layer"], float(ds["attn_queries"].values))
+
+
+def heads_table(ds: xr.Dataset) -> pd.DataFrame:
+    """One row per (layer, head), 1-based; columns :data:`HEADS_COLUMNS` (see ``docs/statistics.md``)."""
+    L, H = ds.sizes["layer"], ds.sizes["head"]
+    v = lambda name: ds[name].values
+    n_pairs = v("n_pairs")
+    mean_d, median_d = distance_summary(v("distance_hist"))
+    focus = v("attn_focus") / np.where(_queries(ds) > 0, _queries(ds), np.nan)[:, None, None]
+    target = {t: i for i, t in enumerate(ds["target"].values.tolist())}
+    kinds = {t: i for i, t in enumerate(ds["anchor_kind"].values.tolist())}
+    chance = float(ratio(v("valid_pairs_same_sentence"), v("valid_pairs")))
+    edges = np.asarray(ds.attrs["sim_bin_edges"], dtype=np.float64)
+    hist = v("sim_value_hist")
+    cols = {
+        "layer": np.repeat(ds["layer"].values, H),
+        "head": np.tile(ds["head"].values, L),
+        "n_pairs": n_pairs,
+        "p_repeat": ratio(v("n_repeat"), n_pairs),
+        "p_repeat_same_sentence": ratio(v("n_repeat_same_sentence"), v("n_same_sentence")),
+        "p_same_sentence": ratio(v("n_same_sentence"), n_pairs),
+        "p_same_sentence_chance": np.full((L, H), chance),
+        "mean_distance": mean_d,
+        "median_distance": median_d,
+        "anchor_fraction_mean": ratio(v("anchor_fraction_sum"), v("anchor_windows")),
+        "attn_cls": focus[..., target["cls"]],
+        "attn_sep": focus[..., target["sep"]],
+        "attn_punct": focus[..., target["punct"]],
+        "attn_prev": focus[..., target["prev"]],
+        "attn_next": focus[..., target["next"]],
+        "mean_pairs_per_window": ratio(n_pairs, v("layer_windows")[:, None]),
+        "anchor_windows": v("anchor_windows"),
+        "anchor_cls": ratio(v("anchor_kind_counts")[..., kinds["cls"]], v("anchor_windows")),
+        "anchor_sep": ratio(v("anchor_kind_counts")[..., kinds["sep"]], v("anchor_windows")),
+        "anchor_punct": ratio(v("anchor_kind_counts")[..., kinds["punct"]], v("anchor_windows")),
+        "share_sim_below_0_1": histogram_share(hist, edges, -np.inf, LOW_CUT),
+        "share_sim_0_1_to_0_6": histogram_share(hist, edges, LOW_CUT, HIGH_CUT),
+    }
+    out = pd.DataFrame({k: np.asarray(c).reshape(-1) for k, c in cols.items()}, columns=HEADS_COLUMNS)
+    for name in ("layer", "head", "n_pairs", "anchor_windows"):
+        out[name] = out[name].astype(np.int64)
+    return out
+
+
+def layers_table(ds: xr.Dataset) -> pd.DataFrame:
+    """One row per layer, 1-based; columns :data:`LAYERS_COLUMNS` (see ``docs/statistics.md``)."""
+    v = lambda name: ds[name].values
+    n_pairs = v("n_pairs").sum(axis=1)
+    mean_d, median_d = distance_summary(v("distance_hist").sum(axis=1))
+    distinct = v("anchor_distinct_hist").astype(np.float64)
+    n = np.arange(distinct.shape[-1], dtype=np.float64)
+    edges = np.asarray(ds.attrs["sim_bin_edges"], dtype=np.float64)
+    hist = v("sim_value_hist").sum(axis=1)
+    cols = {
+        "layer": ds["layer"].values,
+        "n_pairs": n_pairs,
+        "mean_distance": mean_d,
+        "median_distance": median_d,
+        "p_same_sentence": ratio(v("n_same_sentence").sum(axis=1), n_pairs),
+        "p_same_sentence_chance": np.full(n_pairs.shape, float(ratio(v("valid_pairs_same_sentence"), v("valid_pairs")))),
+        "mean_distinct_anchors": ratio((distinct * n).sum(axis=-1), distinct.sum(axis=-1)),
+        "median_anchor_fraction": histogram_median(v("anchor_fraction_hist").sum(axis=1),
+                                                   np.asarray(ds.attrs["fraction_bin_edges"], dtype=np.float64)),
+        "share_sim_below_0_1": histogram_share(hist, edges, -np.inf, LOW_CUT),
+        "share_sim_0_1_to_0_6": histogram_share(hist, edges, LOW_CUT, HIGH_CUT),
+        "p_repeat": ratio(v("n_repeat").sum(axis=1), n_pairs),
+        "mean_pairs_per_window": ratio(n_pairs, v("layer_windows")),
+    }
+    out = pd.DataFrame(cols, columns=LAYERS_COLUMNS)
+    for name in ("layer", "n_pairs"):
+        out[name] = out[name].astype(np.int64)
+    return out

@@ -1,0 +1,457 @@
+"""Tests for headsim.stats: the accumulators against the naive reference, merge, checkpoints, padding."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import numpy as np
+import pytest
+import torch
+import xarray as xr
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from reference_stats import reference_stats
+
+from headsim.errors import HeadsimError
+from headsim.stats import (
+    HEADS_COLUMNS,
+    LAYERS_COLUMNS,
+    BatchInfo,
+    CorpusStats,
+    batch_info,
+    heads_table,
+    layers_table,
+)
+
+CLS, SEP, PAD = 1, 2, 0
+PUNCT = (3, 4)
+
+COUNTS = ["windows", "tokens", "valid_pairs", "valid_pairs_same_sentence", "pair_count_valid", "n_pairs", "n_repeat",
+          "n_same_sentence", "n_repeat_same_sentence", "distance_hist", "location_counts", "sim_value_hist",
+          "anchor_fraction_hist", "anchor_windows", "anchor_kind_counts", "anchor_distinct_hist", "layer_windows",
+          "attn_queries", "attn_queries_layer", "attn_windows", "attn_pair_count"]
+SUMS = ["attn_sum", "attn_sum_top_zeroed", "attn_sum_top_diag_zeroed", "attn_focus", "sim_sum", "anchor_fraction_sum"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Random windows
+# ---------------------------------------------------------------------------------------------
+
+
+def random_batch(rng: np.random.Generator, b: int, n_layers: int, n_heads: int, t: int, d: int = 8, vocab: int = 6,
+                 attention: bool = True, min_len: int = 2) -> dict:
+    """Windows with random padding, sentences and a small vocabulary (repeats and anchor ties)."""
+    lengths = rng.integers(min_len, t + 1, size=b)
+    lengths[0] = t  # one full window per batch
+    ids = np.full((b, t), PAD, np.int64)
+    sid = np.full((b, t), -1, np.int64)
+    for w, n in enumerate(lengths):
+        ids[w, 0], ids[w, n - 1] = CLS, SEP
+        ids[w, 1:n - 1] = rng.integers(3, 3 + vocab, size=n - 2)
+        cuts = np.sort(rng.integers(0, 3, size=n - 2)).cumsum() if rng.random() < 0.5 else np.zeros(n - 2, np.int64)
+        sid[w, 1:n - 1] = np.unique(cuts, return_inverse=True)[1]
+    valid = np.arange(t)[None, :] < lengths[:, None]
+    # head outputs: a per-head token embedding plus noise, so equal tokens tend to be similar
+    emb = rng.normal(size=(n_layers, n_heads, 3 + vocab, d))
+    z = emb[:, :, ids] + rng.normal(scale=0.7, size=(n_layers, n_heads, b, t, d))  # [L, H, B, T, d]
+    z[:, :, ~valid] = rng.normal(scale=50.0, size=(n_layers, n_heads, int((~valid).sum()), d))
+    z = np.ascontiguousarray(z.transpose(2, 0, 1, 3, 4))  # [B, L, H, T, d]
+    out = {"input_ids": ids, "valid": valid, "sentence_ids": sid, "is_cls": (ids == CLS) & valid,
+           "is_sep": (ids == SEP) & valid, "is_punct": np.isin(ids, PUNCT) & valid,
+           "head_outputs": z.astype(np.float32), "attention": None}
+    if attention:
+        logits = rng.normal(scale=2.0, size=(b, n_layers, n_heads, t, t))
+        logits[:, :, 0] = 0.0  # some heads attend uniformly: exactly tied column sums
+        logits = np.where(valid[:, None, None, None, :], logits, -np.inf)
+        a = np.exp(logits - logits.max(-1, keepdims=True))
+        a = a / a.sum(-1, keepdims=True)
+        pad_rows = ~valid[:, None, None, :, None] | ~valid[:, None, None, None, :]
+        a = np.where(pad_rows, rng.random(a.shape), a)  # garbage at padding, must never count
+        out["attention"] = a.astype(np.float32)
+    return out
+
+
+def to_info(batch: dict, device: str = "cpu") -> BatchInfo:
+    t = lambda name: torch.as_tensor(batch[name], device=device)
+    return BatchInfo(t("input_ids"), t("valid"), t("sentence_ids"), t("is_cls"), t("is_sep"), t("is_punct"))
+
+
+def accumulate(batches: list[dict], n_layers: int, n_heads: int, t: int, **kwargs) -> CorpusStats:
+    stats = CorpusStats(n_layers, n_heads, t, **kwargs)
+    for batch in batches:
+        info = to_info(batch)
+        stats.begin_batch(info)
+        for layer in range(n_layers):
+            att = None if batch["attention"] is None else torch.as_tensor(batch["attention"][:, layer])
+            stats.update_layer(layer, att, torch.as_tensor(batch["head_outputs"][:, layer]), info)
+    return stats
+
+
+def assert_matches_reference(ds: xr.Dataset, ref: dict) -> None:
+    for name in COUNTS:
+        got = ds[name].values
+        assert got.dtype == np.int64, name
+        np.testing.assert_array_equal(got, np.asarray(ref[name]), err_msg=name)
+    for name in SUMS:
+        np.testing.assert_allclose(ds[name].values, ref[name], rtol=1e-6, atol=1e-6, err_msg=name)
+
+
+# ---------------------------------------------------------------------------------------------
+# (1) random windows against the reference
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def random_run():
+    rng = np.random.default_rng(7)
+    n_layers, n_heads, t = 2, 4, 20
+    batches = [random_batch(rng, 8, n_layers, n_heads, t) for _ in range(7)]  # 56 windows
+    batches[3]["attention"] = None  # attention skipped for one batch
+    kwargs = {"threshold": 0.3, "top_k_columns": 3, "sim_bins": 40, "sim_range": (-0.2, 1.0), "fraction_bins": 10}
+    stats = accumulate(batches, n_layers, n_heads, t, chunk_windows=3, **kwargs)  # batches of 8 in steps of 3
+    ref = reference_stats(batches, n_layers, n_heads, t, **kwargs)
+    return stats, ref, batches
+
+
+def test_random_windows_match_reference(random_run):
+    stats, ref, _ = random_run
+    ds = stats.to_dataset()
+    assert int(ds["windows"]) == 56
+    assert_matches_reference(ds, ref)
+    # the data exercised the interesting cases
+    assert ref["_anchor_ties"] > 0 and ref["_column_ties"] > 0
+    assert (ds["n_repeat"] > 0).any() and (ds["n_same_sentence"] < ds["n_pairs"]).any()
+    assert int(ds["attn_windows"][0]) == 48 and int(ds["layer_windows"][0]) == 56
+
+
+def test_dataset_schema(random_run, tmp_path):
+    stats, _, _ = random_run
+    ds = stats.to_dataset()
+    L, H, T = 2, 4, 20
+    assert ds["layer"].values.tolist() == [1, 2] and ds["head"].values.tolist() == [1, 2, 3, 4]
+    assert ds["target"].values.tolist() == ["cls", "sep", "punct", "prev", "next"]
+    assert ds["attn_sum"].dims == ("layer", "head", "query", "key") and ds["attn_sum"].dtype == np.float64
+    assert ds["distance_hist"].dims == ("layer", "head", "distance") and ds.sizes["distance"] == T
+    assert ds["sim_value_hist"].dims == ("layer", "head", "sim_bin") and len(ds.attrs["sim_bin_edges"]) == 41
+    assert ds["anchor_distinct_hist"].dims == ("layer", "n_anchors") and ds.sizes["n_anchors"] == H + 1
+    for name in ("attn_queries", "valid_pairs", "valid_pairs_same_sentence", "windows", "tokens"):
+        assert ds[name].dims == () and ds[name].dtype == np.int64
+    assert ds.attrs["threshold"] == 0.3 and ds.attrs["top_k_columns"] == 3 and ds.attrs["seq_len"] == T
+    # internal consistency
+    np.testing.assert_array_equal(ds["distance_hist"].sum("distance"), ds["n_pairs"])
+    np.testing.assert_array_equal(ds["location_counts"].sum(("query", "key")), 2 * ds["n_pairs"])
+    np.testing.assert_array_equal(ds["distance_hist"].sel(distance=0), 0)
+    np.testing.assert_array_equal(ds["anchor_distinct_hist"].sum("n_anchors"), ds["layer_windows"])
+    assert (ds["sim_value_hist"].sum("sim_bin") == ds["valid_pairs"]).all()
+    assert ds["location_counts"].shape == (L, H, T, T)
+    # netCDF (the run directory's stats.nc) round trip, with whichever netCDF engine is installed
+    engine = next((e for e, mod in (("h5netcdf", "h5py"), ("netcdf4", "netCDF4")) if _importable(mod)), None)
+    if engine is not None:
+        ds.to_netcdf(tmp_path / "stats.nc", engine=engine)
+        with xr.open_dataset(tmp_path / "stats.nc", engine=engine) as back:
+            xr.testing.assert_identical(back.load(), ds)
+
+
+def _importable(module: str) -> bool:
+    try:
+        __import__(module)
+        return True
+    except ImportError:
+        return False
+
+
+def test_tables(random_run):
+    stats, ref, _ = random_run
+    ds = stats.to_dataset()
+    heads, layers = heads_table(ds), layers_table(ds)
+    assert list(heads.columns) == HEADS_COLUMNS and list(layers.columns) == LAYERS_COLUMNS
+    assert heads[["layer", "head"]].values.tolist() == [[l, h] for l in (1, 2) for h in (1, 2, 3, 4)]
+    row = heads.iloc[5]  # layer 2, head 2
+    n = ref["n_pairs"][1, 1]
+    assert row["n_pairs"] == n
+    assert row["p_repeat"] == pytest.approx(ref["n_repeat"][1, 1] / n)
+    assert row["p_same_sentence"] == pytest.approx(ref["n_same_sentence"][1, 1] / n)
+    assert row["p_repeat_same_sentence"] == pytest.approx(ref["n_repeat_same_sentence"][1, 1] / ref["n_same_sentence"][1, 1])
+    assert row["p_same_sentence_chance"] == pytest.approx(ref["valid_pairs_same_sentence"] / ref["valid_pairs"])
+    dist = np.repeat(np.arange(20), ref["distance_hist"][1, 1])
+    assert row["mean_distance"] == pytest.approx(dist.mean())
+    assert row["median_distance"] == np.sort(dist)[(len(dist) - 1) // 2]
+    assert row["anchor_fraction_mean"] == pytest.approx(ref["anchor_fraction_sum"][1, 1] / ref["anchor_windows"][1, 1])
+    assert row["attn_cls"] == pytest.approx(ref["attn_focus"][1, 1, 0] / ref["attn_queries_layer"][1])
+    assert row["attn_next"] == pytest.approx(ref["attn_focus"][1, 1, 4] / ref["attn_queries_layer"][1])
+    distinct = ref["anchor_distinct_hist"][0]
+    assert layers.loc[0, "mean_distinct_anchors"] == pytest.approx((distinct * np.arange(5)).sum() / distinct.sum())
+    assert 0 <= layers.loc[0, "median_anchor_fraction"] <= 1
+    below = ref["sim_value_hist"][1].sum(0)[:10].sum() / ref["sim_value_hist"][1].sum()  # 40 bins of 0.03: 0.1 = edge 10
+    assert layers.loc[1, "share_sim_below_0_1"] == pytest.approx(below)
+    assert layers.loc[1, "n_pairs"] == ref["n_pairs"][1].sum()
+    empty = heads_table(CorpusStats(1, 2, 8).to_dataset())
+    assert empty["p_repeat"].isna().all() and empty["mean_distance"].isna().all()
+
+
+def test_histogram_helpers():
+    from headsim.stats.tables import distance_summary, histogram_median, histogram_share
+
+    edges = np.linspace(0.0, 1.0, 5)
+    assert histogram_median(np.array([0, 2, 2, 0]), edges) == pytest.approx(0.5)
+    assert histogram_median(np.array([1, 0, 0, 3]), edges) == pytest.approx(0.75 + 1 / 3 * 0.25)
+    assert np.isnan(histogram_median(np.zeros(4), edges))
+    assert histogram_share(np.array([1, 1, 1, 1]), edges, -np.inf, 0.5) == pytest.approx(0.5)
+    assert histogram_share(np.array([1, 1, 1, 1]), edges, 0.25, 0.375) == pytest.approx(0.125)
+    mean, median = distance_summary(np.array([0, 1, 1, 2]))
+    assert mean == pytest.approx(2.25) and median == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# (2) a tiny random-weight BERT on real windows
+# ---------------------------------------------------------------------------------------------
+
+
+def test_tiny_bert_matches_reference():
+    from transformers import BertConfig, BertModel
+
+    import headsim
+    from headsim.capture import attention_probs, capture
+    from headsim.inspection import example_text
+    from headsim.models import from_pretrained_objects
+    from headsim.windows import make_windows
+
+    tokenizer = headsim.load_model().tokenizer
+    torch.manual_seed(0)
+    config = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                        vocab_size=len(tokenizer), max_position_embeddings=64)
+    loaded = from_pretrained_objects(BertModel(config), tokenizer, "tiny")
+    windows = make_windows([example_text("gerstenslager"), example_text("airport_policing")], tokenizer, seq_len=24)
+    assert (windows.attention_mask == 0).any()
+    batches = []
+    for start in range(0, len(windows), 4):
+        ids = windows.input_ids[start:start + 4]
+        mask = windows.attention_mask[start:start + 4]
+        got = capture(loaded, ids, mask)
+        m = torch.as_tensor(mask)
+        att = torch.stack([attention_probs(got["query"][:, l], got["key"][:, l], m) for l in range(2)], dim=1)
+        info = batch_info(ids, mask, windows.sentence_ids[start:start + 4], tokenizer)
+        batches.append({"input_ids": info.input_ids.numpy(), "valid": info.valid.numpy(),
+                        "sentence_ids": info.sentence_ids.numpy(), "is_cls": info.is_cls.numpy(),
+                        "is_sep": info.is_sep.numpy(), "is_punct": info.is_punct.numpy(),
+                        "head_outputs": got["head_output"].numpy(), "attention": att.numpy(), "info": info})
+    assert any(b["is_punct"].any() for b in batches)
+    for batch in batches:  # categories agree with the token strings
+        tokens = np.asarray(tokenizer.convert_ids_to_tokens(batch["input_ids"].reshape(-1).tolist())).reshape(-1, 24)
+        assert set(tokens[batch["is_cls"]]) == {"[CLS]"} and set(tokens[batch["is_sep"]]) == {"[SEP]"}
+        assert set(tokens[batch["is_punct"]]) <= set(".,;:!?'\"()-%$&/[]")
+        assert not (batch["is_punct"] & ~batch["valid"]).any()
+    stats = CorpusStats(2, 4, 24)
+    for batch in batches:
+        stats.begin_batch(batch["info"])
+        for layer in range(2):
+            stats.update_layer(layer, torch.as_tensor(batch["attention"][:, layer]),
+                               torch.as_tensor(batch["head_outputs"][:, layer]), batch["info"])
+    ds = stats.to_dataset()
+    assert int(ds["windows"]) == len(windows)
+    assert_matches_reference(ds, reference_stats(batches, 2, 4, 24))
+    assert int(ds["n_pairs"].sum()) > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# (3) properties: merge, checkpoints, pair statistics on arbitrary masks
+# ---------------------------------------------------------------------------------------------
+
+
+def assert_same_state(a: CorpusStats, b: CorpusStats, rtol: float = 0.0) -> None:
+    sa, sb = a.state_dict(), b.state_dict()
+    assert sa.keys() == sb.keys()
+    for key in sa:
+        if sa[key].dtype.kind == "f" and rtol:
+            np.testing.assert_allclose(sa[key], sb[key], rtol=rtol, atol=rtol, err_msg=key)
+        else:
+            np.testing.assert_array_equal(sa[key], sb[key], err_msg=key)
+            assert sa[key].dtype == sb[key].dtype, key
+
+
+HYP = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@HYP
+@given(seed=st.integers(0, 2**31 - 1), sizes=st.lists(st.integers(1, 4), min_size=3, max_size=5),
+       t=st.integers(4, 12))
+def test_merge_is_exact_and_associative(seed, sizes, t):
+    rng = np.random.default_rng(seed)
+    batches = [random_batch(rng, b, 2, 3, t, attention=bool(rng.random() < 0.8)) for b in sizes]
+    cut1, cut2 = 1, 2 + (len(batches) > 3)
+    parts = [batches[:cut1], batches[cut1:cut2], batches[cut2:]]
+    whole = accumulate(batches, 2, 3, t)
+    make = lambda i: accumulate(parts[i], 2, 3, t)
+    left = make(0).merge(make(1)).merge(make(2))
+    right = make(0).merge(make(1).merge(make(2)))
+    assert_same_state(left, whole, rtol=1e-9)
+    assert_same_state(left, right, rtol=1e-9)
+    assert left.windows == sum(sizes)
+    with pytest.raises(HeadsimError):
+        left.merge(CorpusStats(2, 3, t, threshold=0.5))
+
+
+@HYP
+@given(seed=st.integers(0, 2**31 - 1), t=st.integers(4, 12))
+def test_state_dict_round_trip_is_exact(seed, t):
+    rng = np.random.default_rng(seed)
+    stats = accumulate([random_batch(rng, 3, 2, 2, t) for _ in range(2)], 2, 2, t, top_k_columns=2,
+                       sim_bins=17, sim_range=(-0.5, 1.5), fraction_bins=7, threshold=0.45)
+    buf = io.BytesIO()
+    np.savez(buf, **stats.state_dict())
+    buf.seek(0)
+    with np.load(buf) as archive:
+        back = CorpusStats.from_state_dict(archive)
+    assert back.config == stats.config
+    assert_same_state(back, stats)
+    xr.testing.assert_identical(back.to_dataset(), stats.to_dataset())
+    # resuming continues exactly as if never interrupted
+    more = random_batch(rng, 2, 2, 2, t)
+    for s in (stats, back):
+        info = to_info(more)
+        s.begin_batch(info)
+        for layer in range(2):
+            s.update_layer(layer, torch.as_tensor(more["attention"][:, layer]),
+                           torch.as_tensor(more["head_outputs"][:, layer]), info)
+    assert_same_state(back, stats)
+
+
+@HYP
+@given(seed=st.integers(0, 2**31 - 1), b=st.integers(1, 5), h=st.integers(1, 4), t=st.integers(2, 16),
+       density=st.floats(0.0, 1.0))
+def test_pair_statistics_on_random_masks(seed, b, h, t, density):
+    rng = np.random.default_rng(seed)
+    batch = random_batch(rng, b, 1, h, t, attention=False)
+    raw = rng.random((b, h, t, t)) < density
+    sym = np.triu(raw, 1) | np.triu(raw, 1).transpose(0, 1, 3, 2)
+    norm = rng.random((b, h, t, t)).astype(np.float32)
+    info = to_info(batch)
+    stats = CorpusStats(1, h, t, fraction_bins=5)
+    stats.begin_batch(info)
+    stats.update_similarity(0, torch.as_tensor(norm), torch.as_tensor(sym), info)
+    ds = stats.to_dataset()
+    valid = batch["valid"]
+    upper = np.triu(sym & valid[:, None, :, None] & valid[:, None, None, :], 1)
+    per_window = upper.sum(axis=(2, 3))  # [b, h]
+    np.testing.assert_array_equal(ds["n_pairs"].values[0], per_window.sum(0))
+    np.testing.assert_array_equal(ds["distance_hist"].values[0].sum(-1), per_window.sum(0))
+    i, j = np.nonzero(upper.any(axis=(0, 1)))
+    assert (ds["distance_hist"].values[0][:, : (j - i).min() if len(i) else 0] == 0).all()
+    loc = ds["location_counts"].values[0]
+    np.testing.assert_array_equal(loc, loc.transpose(0, 2, 1))
+    np.testing.assert_array_equal(loc, (upper | upper.transpose(0, 1, 3, 2)).sum(0))
+    assert (ds["n_repeat"] <= ds["n_pairs"]).all() and (ds["n_same_sentence"] <= ds["n_pairs"]).all()
+    assert (ds["n_repeat_same_sentence"] <= np.minimum(ds["n_repeat"], ds["n_same_sentence"])).all()
+    np.testing.assert_array_equal(ds["anchor_windows"].values[0], (per_window > 0).sum(0))
+    np.testing.assert_array_equal(ds["anchor_fraction_hist"].sum("fraction_bin").values[0], (per_window > 0).sum(0))
+    mean = ds["anchor_fraction_sum"] / ds["anchor_windows"].where(ds["anchor_windows"] > 0)
+    assert ((mean > 0) & (mean <= 1)).where(ds["anchor_windows"] > 0, True).all()
+    assert int(ds["anchor_distinct_hist"].sum()) == b
+    assert int(ds["sim_value_hist"].sum()) == int(ds["valid_pairs"]) * h
+    np.testing.assert_allclose(ds["sim_sum"].values[0],
+                               np.where(valid[:, None, :, None] & valid[:, None, None, :] & ~np.eye(t, dtype=bool),
+                                        norm, 0).sum(0), rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# (4) padding never counts; misuse is a clear error
+# ---------------------------------------------------------------------------------------------
+
+
+def test_padding_changes_nothing():
+    rng = np.random.default_rng(3)
+    batches = [random_batch(rng, 6, 2, 3, 16, min_len=3) for _ in range(3)]
+    assert any((~b["valid"]).any() for b in batches)
+    changed = []
+    for batch in batches:
+        other = dict(batch)
+        pad = ~batch["valid"]
+        z = batch["head_outputs"].copy()
+        zt = z.transpose(0, 3, 1, 2, 4)  # view [B, T, L, H, d]
+        noise = rng.normal(scale=1e3, size=zt[pad].shape)
+        noise[..., 0] = np.nan
+        zt[pad] = noise
+        a = batch["attention"].copy()
+        cross = pad[:, None, None, :, None] | pad[:, None, None, None, :]
+        a = np.where(cross, np.where(rng.random(a.shape) < 0.5, np.nan, 7.0), a).astype(np.float32)
+        other["head_outputs"], other["attention"] = z, a
+        changed.append(other)
+    assert_same_state(accumulate(batches, 2, 3, 16), accumulate(changed, 2, 3, 16))
+
+
+def test_misuse_raises():
+    rng = np.random.default_rng(0)
+    batch = random_batch(rng, 2, 1, 2, 8)
+    stats = CorpusStats(1, 2, 8)
+    info = to_info(batch)
+    z = torch.as_tensor(batch["head_outputs"][:, 0])
+    with pytest.raises(HeadsimError, match="begin_batch"):
+        stats.update_layer(0, None, z, info)
+    stats.begin_batch(info)
+    with pytest.raises(HeadsimError, match="layer"):
+        stats.update_layer(1, None, z, info)
+    with pytest.raises(HeadsimError, match="head_outputs"):
+        stats.update_layer(0, None, z[:, :1], info)
+    stats.update_layer(0, None, z, info)  # the only layer: the batch is complete and released
+    assert stats._chunks == []
+    with pytest.raises(HeadsimError, match="begin_batch"):
+        stats.update_layer(0, None, z, info)
+    stats.begin_batch(info)
+    with pytest.raises(HeadsimError, match="seq_len"):
+        stats.begin_batch(to_info(random_batch(rng, 2, 1, 2, 9)))
+    with pytest.raises(HeadsimError):
+        CorpusStats(1, 2, 8, threshold=1.5)
+    with pytest.raises(HeadsimError):
+        CorpusStats.from_state_dict({"windows": np.zeros(())})
+
+
+# ---------------------------------------------------------------------------------------------
+# cost next to the model's forward (printed, not asserted)
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_update_cost_vs_forward(capsys):
+    import headsim
+    from headsim.capture import forward
+
+    loaded = headsim.load_model(device="cpu")
+    b, h, t, d, n_layers = 32, loaded.n_heads, 128, loaded.d_head, loaded.n_layers
+    rng = np.random.default_rng(0)
+    ids = torch.as_tensor(rng.integers(1000, 20000, size=(b, t)))
+    ids[:, 0], ids[:, -1] = 101, 102
+    mask = torch.ones(b, t, dtype=torch.int64)
+    info = BatchInfo(ids, mask == 1, torch.as_tensor(np.repeat(np.arange(4), 32)[None].repeat(b, 0)),
+                     ids == 101, ids == 102, ids == 1010)
+    z = torch.randn(b, h, t, d)
+    att = torch.softmax(torch.randn(b, h, t, t), dim=-1)
+    stats = CorpusStats(n_layers, h, t)
+    stats.begin_batch(info)
+
+    def best(fn, n):
+        fn()
+        wall, cpu = [], []
+        for _ in range(n):
+            w, c = time.perf_counter(), time.process_time()
+            fn()
+            cpu.append(time.process_time() - c)
+            wall.append(time.perf_counter() - w)
+        return min(wall), min(cpu)
+
+    threads = torch.get_num_threads()
+    lines = []
+    for n_threads in sorted({threads, 1}, reverse=True):
+        torch.set_num_threads(n_threads)
+        try:
+            fwd = best(lambda: forward(loaded, ids, mask), 2)
+            upd = best(lambda: stats.update_layer(0, att, z, info), 3)
+        finally:
+            torch.set_num_threads(threads)
+        lines.append(f"  {n_threads} thread(s): forward {fwd[0] * 1e3:.0f} / {fwd[1] * 1e3:.0f} ms; update_layer "
+                     f"{upd[0] * 1e3:.1f} / {upd[1] * 1e3:.1f} ms; {n_layers} layers = "
+                     f"{n_layers * upd[0] / fwd[0]:.0%} / {n_layers * upd[1] / fwd[1]:.0%} of the forward")
+    with capsys.disabled():
+        print(f"\n[stats cost] B={b}, T={t}, H={h}, d={d}, {n_layers} layers, attention included "
+              f"(steps of {stats._step(b)} windows); best of runs, wall / process CPU time:")
+        print("\n".join(lines))
