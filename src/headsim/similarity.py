@@ -55,11 +55,18 @@ def valid_pairs(attention_mask: torch.Tensor, ndim: int) -> torch.Tensor:
 
 
 def normalize(raw: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
-    """Zero invalid and diagonal entries, divide by the max over valid pairs (0 if not positive)."""
+    """Zero invalid and diagonal entries, divide by the max over valid pairs (0 if not positive).
+
+    The max of the zeroed matrix equals the max over valid pairs whenever that is positive (the
+    zeroed diagonal is always there), so one ``amax`` pass over it decides both cases.
+    """
     kept = torch.where(pairs, raw, torch.zeros((), dtype=raw.dtype, device=raw.device))
-    peak = torch.where(pairs, raw, torch.full((), -torch.inf, dtype=raw.dtype, device=raw.device)).amax(dim=(-1, -2), keepdim=True)
+    peak = kept.amax(dim=(-1, -2), keepdim=True)
     positive = peak > 0
-    return torch.where(positive, kept / torch.where(positive, peak, torch.ones_like(peak)), torch.zeros_like(kept))
+    kept.div_(torch.where(positive, peak, torch.ones_like(peak)))
+    if not bool(positive.all()):
+        kept.mul_(positive)
+    return kept
 
 
 def similarity(
