@@ -93,7 +93,7 @@ class Inspection:
         """Write figures (PNG + SVG), tables (CSV + Parquet) and ``inspect.json``; all or nothing."""
         from .plots import save
         from .plots.style import token_labels
-        from .plots.text import fig04_attention, fig05_blocks, fig12_summed_similarity, similarity_panels
+        from .plots.text import fig04_attention, fig05_blocks, fig09_pair_table, fig12_summed_similarity, similarity_panels
 
         out = Path(out_dir)
         require(not out.exists() or out.is_dir(), f"output path {str(out)!r} is a file, not a directory",
@@ -110,6 +110,8 @@ class Inspection:
                               sep_layer=self.sep_layer, model=model), tmp, "fig05_blocks")
             save(similarity_panels(self.normalized[l, h], self.mask[l, h], labels, layer=l, head=h,
                                    threshold=self.threshold, model=model), tmp, "similarity")
+            save(fig09_pair_table(self.head_pairs(), self.tokens, layer=l, head=h, threshold=self.threshold,
+                                  model=model), tmp, "fig09_pairs")
             save(fig12_summed_similarity(self.normalized, labels, self.figure_layers,
                                          title="similarity summed over heads, one input", model=model),
                  tmp, "fig12_summed_similarity")

@@ -75,3 +75,48 @@ def fig12_summed_similarity(normalized: np.ndarray, labels: list[str] | None, la
         heatmap(axes[0, col], normalized[layer].sum(axis=0), labels=labels, cmap=SIMILARITY_CMAP, yticks=col == 0,
                 title=f"layer {layer + 1}, sum over {normalized.shape[1]} heads", cbar_label="summed S / max S")
     return fig
+
+
+def fig09_pair_table(pairs, tokens: list[str], *, layer: int, head: int, threshold: float, model: str,
+                     max_rows: int = 32) -> Figure:
+    """Fig 9: one head's high-similarity pairs as a table, and the input's tokens with paired tokens coloured.
+
+    ``pairs`` is the head's :func:`headsim.views.pair_table`; tokens sharing a value share a colour.
+    """
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(15, 9), layout="constrained")
+    fig.suptitle(f"Fig 9 — high-similarity token pairs, layer {layer + 1}, head {head + 1} "
+                 f"(threshold {threshold:g}; {len(pairs)} pairs; {model})\n(layers and heads numbered from 1; "
+                 "token positions from 0)", fontsize=11)
+    grid = fig.add_gridspec(1, 2, width_ratios=[1, 2.2])
+    shown = pairs.sort_values(["similarity"], ascending=False).head(max_rows).sort_values(["index_i", "index_j"])
+    values = sorted({*shown["token_i"], *shown["token_j"]})
+    palette = plt.get_cmap("tab20")
+    colour = {v: palette(i % 20) for i, v in enumerate(values)}
+    ax = fig.add_subplot(grid[0, 0])
+    ax.axis("off")
+    rows = [[r.token_i, r.token_j, r.index_i, r.index_j, f"{r.similarity:.2f}"] for r in shown.itertuples()]
+    if rows:
+        table = ax.table(cellText=rows, colLabels=["Token_i", "Token_j", "Index_i", "Index_j", "S/max"],
+                         loc="upper center", cellLoc="center")
+        table.auto_set_font_size(False)
+        table.set_fontsize(8)
+        table.scale(1, 1.15)
+        for k, r in enumerate(rows, start=1):
+            for c in (0, 1):
+                table[k, c].set_facecolor((*colour[r[c]][:3], 0.45))
+    title = f"top {len(rows)} pairs by similarity" if len(pairs) > max_rows else "all pairs"
+    ax.set_title(title if rows else "no pair above the threshold", fontsize=9)
+    ax = fig.add_subplot(grid[0, 1])
+    ax.axis("off")
+    n_cols = 8
+    n_rows = -(-len(tokens) // n_cols)
+    paired = {*shown["index_i"], *shown["index_j"]}
+    for i, tok in enumerate(tokens):
+        col, row = divmod(i, n_rows)
+        face = (*colour[tok][:3], 0.45) if i in paired and tok in colour else "none"
+        ax.text(col / n_cols, 1 - row / max(n_rows, 1), f"{i}: {tok}", fontsize=7, va="top", ha="left",
+                bbox=dict(boxstyle="square,pad=0.15", fc=face, ec="none"))
+    ax.set_title("input tokens (coloured: tokens in the pairs shown; one colour per token value)", fontsize=9)
+    return fig

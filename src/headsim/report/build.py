@@ -291,6 +291,9 @@ def _example_section(example, out: Path) -> dict:
          f"Layer {layer}, head {head}: attention map (top left), normalised similarity matrix with zeroed diagonal (top "
          f"right), the separator rows and columns found from layer {sep_layer}'s attention columns (bottom left) and "
          "the similarity averaged inside each block between separators (bottom right)."),
+        ("fig09_pairs", "Fig 9", "high-similarity token pairs of one head",
+         f"Layer {layer}, head {head}: the pairs whose normalised similarity exceeds {thr} (table, positions from 0) "
+         "and the input's tokens, the paired ones coloured by token value, as in the paper's Fig 9."),
         ("similarity", "Similarity", "one head's similarity and its high-similarity mask",
          f"Layer {layer}, head {head}: S = Z·Zᵀ of the head's output vectors with the diagonal zeroed and divided by its "
          f"maximum (left), and the elements above the threshold {thr} (right)."),
