@@ -23,15 +23,12 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
+from browser_support import ARGS, CHROMIUM, MISSING  # noqa: E402
 SENTENCE = ("The old mill stands by the river, and the river turns the wheel of the old mill. "
             "Millers sold flour to the town across the river.")
 
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"{CHROMIUM} is absent: install Debian's Chromium (apt-get install -y chromium) to run the browser tests",
-                allow_module_level=True)
+if MISSING:
+    pytest.skip(MISSING, allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is absent: pip install playwright")
 uvicorn = pytest.importorskip("uvicorn")
 
