@@ -8,12 +8,20 @@ extracts straight from the layer weights, in float64, without any headsim code.
 
 from __future__ import annotations
 
+import os
+
+# One thread per process: the suite runs many small tensor ops (and subprocesses inherit this), where
+# OpenMP's thread hand-offs cost more than they give on a 2-core machine, and far more under load.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 import copy
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+
+torch.set_num_threads(1)
 
 import headsim
 from headsim.models import LoadedModel, from_pretrained_objects

@@ -23,6 +23,24 @@ from headsim.rundir import load_run
 pytestmark = pytest.mark.slow
 
 
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory) -> str:
+    """A tiny random-weight BERT saved with save_pretrained (fast; for plumbing, never for results)."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    from headsim.models import load_model
+
+    tok = load_model().tokenizer
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                     intermediate_size=64, max_position_embeddings=128)
+    path = tmp_path_factory.mktemp("tiny") / "tiny-bert"
+    BertModel(cfg, add_pooling_layer=False).save_pretrained(path)
+    tok.save_pretrained(path)
+    return str(path)
+
+
 def _corpus(tmp_path: Path, n_docs: int = 24) -> Path:
     from headsim.corpus import lee_documents
 
@@ -56,10 +74,10 @@ def test_run_directory_contents(tmp_path):
     assert res.heads.equals(run.heads)
 
 
-def test_sigkill_and_resume_give_identical_results(tmp_path):
-    corpus = _corpus(tmp_path)
-    common = ["analyze", "--corpus", str(corpus), "--seq-len", "32", "--batch-size", "4", "--checkpoint-every", "8",
-              "--windows", "96"]
+def test_sigkill_and_resume_give_identical_results(tmp_path, tiny_dir):
+    corpus = _corpus(tmp_path, 300)
+    common = ["analyze", "--model", tiny_dir, "--corpus", str(corpus), "--seq-len", "32", "--batch-size", "4",
+              "--checkpoint-every", "8", "--windows", "2000"]
     whole = _run([*common, "--out", str(tmp_path / "whole")])
     assert whole.returncode == 0, whole.stderr
     out = tmp_path / "killed"
@@ -107,10 +125,10 @@ def test_merge_equals_one_run(tmp_path):
     np.testing.assert_array_equal(n, ra.heads["n_pairs"].to_numpy() + rb.heads["n_pairs"].to_numpy())
 
 
-def _peak_rss(tmp_path: Path, corpus: Path, windows: int, tag: str) -> int:
+def _peak_rss(tmp_path: Path, model: str, corpus: Path, windows: int, tag: str) -> int:
     code = (
         "import resource, sys; from headsim.analysis import analyze; "
-        f"analyze(None, {str(corpus)!r}, windows={windows}, out={str(tmp_path / tag)!r}, seq_len=32, batch_size=8, "
+        f"analyze({model!r}, {str(corpus)!r}, windows={windows}, out={str(tmp_path / tag)!r}, seq_len=32, batch_size=8, "
         "checkpoint_every=32, progress=False); print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -119,11 +137,11 @@ def _peak_rss(tmp_path: Path, corpus: Path, windows: int, tag: str) -> int:
     return int(out.stdout.strip().splitlines()[-1])
 
 
-def test_peak_memory_does_not_grow_with_windows(tmp_path):
-    corpus = _corpus(tmp_path, 120)
-    small = _peak_rss(tmp_path, corpus, 64, "small")
-    large = _peak_rss(tmp_path, corpus, 512, "large")
-    assert large < small * 1.10 + 40_000, (small, large)  # KiB: 8× the windows, < 10 % (+40 MiB slack) more memory
+def test_peak_memory_does_not_grow_with_windows(tmp_path, tiny_dir):
+    corpus = _corpus(tmp_path, 300)
+    small = _peak_rss(tmp_path, tiny_dir, corpus, 256, "small")
+    large = _peak_rss(tmp_path, tiny_dir, corpus, 2048, "large")
+    assert large < small * 1.10 + 40_000, (small, large)  # KiB: 8× the windows: < 10 % (+40 MiB slack) more memory
 
 
 @pytest.mark.parametrize("args, needle", [

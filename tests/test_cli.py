@@ -21,7 +21,7 @@ import headsim
 from headsim.cli import run_app
 
 FILES = sorted(
-    [f"{stem}.{ext}" for stem in ("fig04_attention", "fig05_blocks", "similarity", "fig12_summed_similarity")
+    [f"{stem}.{ext}" for stem in ("fig04_attention", "fig05_blocks", "fig09_pairs", "similarity", "fig12_summed_similarity")
      for ext in ("png", "svg")]
     + [f"{stem}.{ext}" for stem in ("fig09_pairs", "tokens") for ext in ("csv", "parquet")]
     + ["inspect.json"]

@@ -139,7 +139,7 @@ def test_pair_table_is_the_upper_triangle(rng):
 # ---------------------------------------------------------------------------------------------
 
 FILES = sorted(
-    [f"{stem}.{ext}" for stem in ("fig04_attention", "fig05_blocks", "similarity", "fig12_summed_similarity")
+    [f"{stem}.{ext}" for stem in ("fig04_attention", "fig05_blocks", "fig09_pairs", "similarity", "fig12_summed_similarity")
      for ext in ("png", "svg")]
     + [f"{stem}.{ext}" for stem in ("fig09_pairs", "tokens") for ext in ("csv", "parquet")]
     + ["inspect.json"]
@@ -190,7 +190,7 @@ def test_inspect_write(embedded, tmp_path):
     assert sorted(p.name for p in written) == FILES
     assert sorted(p.name for p in out.iterdir()) == FILES
     assert [p.name for p in tmp_path.iterdir()] == ["nested"]  # no temporary directory left behind
-    for stem in ("fig04_attention", "fig05_blocks", "similarity", "fig12_summed_similarity"):
+    for stem in ("fig04_attention", "fig05_blocks", "fig09_pairs", "similarity", "fig12_summed_similarity"):
         assert (out / f"{stem}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert "<svg" in (out / f"{stem}.svg").read_text()[:2000]
     for stem in ("fig09_pairs", "tokens"):
