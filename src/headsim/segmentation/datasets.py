@@ -69,8 +69,11 @@ def choi_lee_docs(n_docs: int = 100, seed: int = 0, min_stories: int = 3, max_st
     from ..corpus import lee_documents
 
     require(n_docs >= 0, f"n_docs must be >= 0, got {n_docs}", "ask for zero or more documents")
-    require(2 <= min_stories <= max_stories, f"bad story counts {min_stories}..{max_stories}",
-            "use 2 <= min_stories <= max_stories")
+    require(
+        2 <= min_stories <= max_stories,
+        f"bad story counts {min_stories}..{max_stories}",
+        "use 2 <= min_stories <= max_stories",
+    )
     stories = [d.text.strip() for d in lee_documents()]
     rng = random.Random(seed)
     docs = []
@@ -84,7 +87,9 @@ def choi_lee_docs(n_docs: int = 100, seed: int = 0, min_stories: int = 3, max_st
     return docs
 
 
-def dev_test_split(docs: Sequence[SegDoc], dev_fraction: float = 0.3, seed: int = 0) -> tuple[list[SegDoc], list[SegDoc]]:
+def dev_test_split(
+    docs: Sequence[SegDoc], dev_fraction: float = 0.3, seed: int = 0
+) -> tuple[list[SegDoc], list[SegDoc]]:
     """Split by document into (dev, test), deterministic for a seed; each keeps the input order.
 
     With two or more documents, both parts get at least one.

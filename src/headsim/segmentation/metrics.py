@@ -14,8 +14,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from nltk.metrics import segmentation as _nltk
-
 from ..errors import require
 from .types import check_gaps
 
@@ -47,6 +45,12 @@ def default_k(ref: Sequence[int]) -> int:
     return max(2, math.floor(n_units / (2 * n_segments) + 0.5))
 
 
+def _nltk():  # imported on first use: importing nltk takes over a second
+    from nltk.metrics import segmentation
+
+    return segmentation
+
+
 def _window(ref: list[int], k: int | None) -> int:
     k = default_k(ref) if k is None else int(k)
     require(k >= 1, f"window k must be at least 1, got {k}", "pass k >= 1 or leave it None")
@@ -61,7 +65,7 @@ def pk(ref: Sequence[int], hyp: Sequence[int], k: int | None = None) -> float:
     ref_v, hyp_v = _vectors(ref, hyp)
     if not ref_v:
         return 0.0
-    return float(_nltk.pk(ref_v, hyp_v, k=_window(ref_v, k), boundary=1))
+    return float(_nltk().pk(ref_v, hyp_v, k=_window(ref_v, k), boundary=1))
 
 
 def windowdiff(ref: Sequence[int], hyp: Sequence[int], k: int | None = None) -> float:
@@ -69,7 +73,7 @@ def windowdiff(ref: Sequence[int], hyp: Sequence[int], k: int | None = None) -> 
     ref_v, hyp_v = _vectors(ref, hyp)
     if not ref_v:
         return 0.0
-    return float(_nltk.windowdiff(ref_v, hyp_v, _window(ref_v, k), boundary=1))
+    return float(_nltk().windowdiff(ref_v, hyp_v, _window(ref_v, k), boundary=1))
 
 
 def boundary_f1(ref: Sequence[int], hyp: Sequence[int], tolerance: int = 0) -> tuple[float, float, float]:

@@ -1,0 +1,148 @@
+"""Segmentation metrics, boundary vectors and segments, checked against hand-computed cases."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from headsim.errors import HeadsimError
+from headsim.segmentation.metrics import boundary_f1, default_k, pk, to_boundary_vector, windowdiff
+from headsim.segmentation.types import Segment, boundaries_to_segments
+from headsim.segmentation.units import MAX_BLOCK, sentence_units
+
+
+def test_boundary_vector():
+    assert to_boundary_vector(5, [1, 3]) == [0, 1, 0, 1]
+    assert to_boundary_vector(5, [3, 1, 1]) == [0, 1, 0, 1]
+    assert to_boundary_vector(1, []) == []
+    with pytest.raises(HeadsimError, match="outside"):
+        to_boundary_vector(5, [4])
+    with pytest.raises(HeadsimError, match="outside"):
+        to_boundary_vector(5, [-1])
+
+
+def test_default_k_is_half_mean_segment_length():
+    # 12 units, 2 segments -> mean 6 -> k 3; 12 units, 4 segments -> 1.5 -> rounds half up to 2
+    assert default_k(to_boundary_vector(12, [5])) == 3
+    assert default_k(to_boundary_vector(12, [2, 5, 8])) == 2
+    # 6 units, 6 segments -> 0.5 -> 1, raised to the minimum of 2
+    assert default_k([1] * 5) == 2
+
+
+def test_pk_hand_computed():
+    # ref = 0 1 0 0 0 (6 units: [0 1][2 3 4 5]), hyp = 0 0 0 1 0 ([0 1 2 3][4 5]), k = 2.
+    # Windows of k = 2 gaps, i.e. unit pairs (i, i + 2), N - k + 1 = 4 of them:
+    #   gaps 0-1: ref has a boundary (1), hyp none (0)  -> miss
+    #   gaps 1-2: ref 1, hyp 0                           -> miss
+    #   gaps 2-3: ref 0, hyp 1                           -> false alarm
+    #   gaps 3-4: ref 0, hyp 1                           -> false alarm
+    # Pk = 4 / 4 = 1.0
+    ref, hyp = [0, 1, 0, 0, 0], [0, 0, 0, 1, 0]
+    assert pk(ref, hyp, k=2) == pytest.approx(1.0)
+    # hyp = 0 0 1 0 0: windows 0-1: 1 vs 0 miss; 1-2: 1 vs 1 ok; 2-3: 0 vs 1 fa; 3-4: 0 vs 0 ok -> 2/4
+    assert pk(ref, [0, 0, 1, 0, 0], k=2) == pytest.approx(0.5)
+    assert pk(ref, ref) == 0.0
+
+
+def test_windowdiff_hand_computed():
+    # ref = 1 0 1 0 0 0, hyp = 1 0 0 0 0 0, k = 3: windows of 3 gaps, N - k + 1 = 4:
+    #   gaps 0-2: ref counts 2, hyp 1 -> differ
+    #   gaps 1-3: ref 1, hyp 0         -> differ
+    #   gaps 2-4: ref 1, hyp 0         -> differ
+    #   gaps 3-5: ref 0, hyp 0         -> same
+    # WindowDiff = 3 / 4; Pk only sees "any boundary": windows 0-2 agree (both have one) -> 2 / 4
+    ref, hyp = [1, 0, 1, 0, 0, 0], [1, 0, 0, 0, 0, 0]
+    assert windowdiff(ref, hyp, k=3) == pytest.approx(0.75)
+    assert pk(ref, hyp, k=3) == pytest.approx(0.5)
+
+
+def test_metrics_edge_cases():
+    assert pk([], []) == 0.0 and windowdiff([], []) == 0.0
+    assert pk([0], [1]) == 1.0  # one gap: k capped at 1, the only window disagrees
+    assert windowdiff([0, 0], [0, 0], k=10) == 0.0  # k larger than the text is capped
+    with pytest.raises(HeadsimError, match="gaps"):
+        pk([0, 1], [0, 1, 0])
+    with pytest.raises(HeadsimError, match="only 0 and 1"):
+        windowdiff([0, 2], [0, 1])
+    with pytest.raises(HeadsimError, match="at least 1"):
+        pk([0, 1, 0], [0, 1, 0], k=0)
+
+
+def test_boundary_f1():
+    ref = to_boundary_vector(10, [2, 5])
+    assert boundary_f1(ref, to_boundary_vector(10, [2, 5])) == (1.0, 1.0, 1.0)
+    # one of two hypothesis boundaries is exact: P = 1/2, R = 1/2
+    assert boundary_f1(ref, to_boundary_vector(10, [2, 6])) == pytest.approx((0.5, 0.5, 0.5))
+    # with tolerance 1, 6 matches 5
+    assert boundary_f1(ref, to_boundary_vector(10, [2, 6]), tolerance=1) == pytest.approx((1.0, 1.0, 1.0))
+    # matches are one-to-one: 3 and 4 are both within 1 of 3 but only one can match it
+    p, r, f = boundary_f1(to_boundary_vector(10, [3]), to_boundary_vector(10, [3, 4]), tolerance=1)
+    assert (p, r) == pytest.approx((0.5, 1.0)) and f == pytest.approx(2 / 3)
+    assert boundary_f1([0, 0], [0, 0]) == (1.0, 1.0, 1.0)
+    assert boundary_f1([0, 1], [0, 0]) == (0.0, 0.0, 0.0)
+    assert boundary_f1([0, 0], [1, 0]) == (0.0, 0.0, 0.0)
+
+
+def test_boundaries_to_segments_whitespace_goes_to_preceding_segment():
+    text = "  One.  Two.\n\nThree.  "
+    spans = [(2, 6), (8, 12), (14, 20)]  # trimmed sentences
+    segments = boundaries_to_segments(text, spans, [0, 1])
+    assert [s.text for s in segments] == ["  One.  ", "Two.\n\n", "Three.  "]
+    assert segments[0].start == 0 and segments[-1].end == len(text)
+    assert [s.text for s in boundaries_to_segments(text, spans, [])] == [text]
+    assert boundaries_to_segments("", [], []) == []
+    assert boundaries_to_segments("   ", [], []) == [Segment(0, 3, "   ")]
+
+
+def test_boundaries_to_segments_rejects_bad_input():
+    with pytest.raises(HeadsimError):
+        boundaries_to_segments("a b", [(0, 1), (2, 3)], [1])
+    with pytest.raises(HeadsimError):
+        boundaries_to_segments("a b", [(2, 3), (0, 1)], [])
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["", " ", "\n", "\n\n  ", "\t"]), st.text("abc. !?", min_size=1, max_size=12)),
+        max_size=8,
+    ),
+    st.sampled_from(["", " ", "\n"]),
+    st.data(),
+)
+def test_boundaries_to_segments_round_trip(pieces, tail, data):
+    text, spans = "", []
+    for space, word in pieces:
+        text += space
+        spans.append((len(text), len(text) + len(word)))
+        text += word
+    text += tail
+    gaps = data.draw(st.sets(st.integers(0, max(len(spans) - 2, 0))) if len(spans) > 1 else st.just(set()))
+    segments = boundaries_to_segments(text, spans, gaps)
+    assert "".join(s.text for s in segments) == text
+    assert all(text[s.start : s.end] == s.text and s.end > s.start for s in segments)
+    assert len(segments) == (len(gaps) + 1 if text else 0)
+
+
+def test_sentence_units_cover_text():
+    text = "  Dr. Smith went to Washington. He paid $3.50!\n\nNew paragraph here? Yes.\n"
+    units = sentence_units(text)
+    assert [u.text.strip() for u in units] == [
+        "Dr. Smith went to Washington.",
+        "He paid $3.50!",
+        "New paragraph here?",
+        "Yes.",
+    ]
+    assert "".join(u.text for u in units) == text and units[0].start == 0 and units[-1].end == len(text)
+    assert all(a.end == b.start for a, b in zip(units, units[1:]))
+    assert sentence_units("") == [] and sentence_units(" \n\t ") == []
+
+
+def test_sentence_units_forced_breaks_and_long_paragraphs():
+    text = "Alpha beta gamma delta. Epsilon zeta."
+    units = sentence_units(text, breaks=[6])
+    assert [u.text for u in units] == ["Alpha ", "beta gamma delta. ", "Epsilon zeta."]
+    long = "word " * (3 * MAX_BLOCK // 5) + "end. " + "Another sentence here. " * 200
+    units = sentence_units(long)
+    assert "".join(u.text for u in units) == long
+    assert max(len(u.text) for u in units) <= MAX_BLOCK + 1
