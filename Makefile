@@ -26,6 +26,7 @@ test-fast: install-test
 	$(PYTHON) -m pytest -q -m "not slow and not browser"
 
 bench-seg: install
+	$(PIP) install -q -e ".[bench]"
 	$(PYTHON) benchmarks/segmentation.py --json benchmarks/results/segmentation.json
 
 bench-throughput: install

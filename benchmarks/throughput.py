@@ -32,7 +32,7 @@ from headsim.analysis import Engine
 from headsim.capture import attention_probs, capture, forward
 from headsim.corpus import default_corpus
 from headsim.models import from_pretrained_objects, load_model
-from headsim.similarity import similarity
+from headsim.context_similarity import similarity
 from headsim.stats import CorpusStats, heads_table
 from headsim.tokens import punctuation_lookup, special_ids
 from headsim.windows import Windows, iter_windows
