@@ -1,7 +1,7 @@
 """Naive reference for headsim.stats, written from the definitions in docs/statistics.md.
 
 Plain loops over windows, layers, heads and pairs i < j; no code from headsim.stats. The only
-headsim function used is headsim.similarity.similarity (the normalised similarity matrices and
+headsim function used is headsim.context_similarity.similarity (the normalised similarity matrices and
 their high-similarity masks), called on the same batch tensors the accumulator sees so that the
 float32 values, and therefore every threshold decision, are bit for bit the same.
 
@@ -19,7 +19,7 @@ from fractions import Fraction
 import numpy as np
 import torch
 
-from headsim.similarity import similarity
+from headsim.context_similarity import similarity
 
 TARGETS = ("cls", "sep", "punct", "prev", "next")
 KINDS = ("cls", "sep", "punct", "other")

@@ -9,7 +9,7 @@ import torch
 
 from conftest import SENTENCES, reference_attentions, reference_head_outputs, valid_rows
 from headsim.capture import capture
-from headsim.extract import extract
+from headsim.extraction import extract
 
 LONG = SENTENCES + " The quiet town slept while rain fell over the river and the old bridge."
 

@@ -18,8 +18,8 @@ from fastapi.testclient import TestClient  # noqa: E402
 from headsim.errors import HeadsimError  # noqa: E402
 from headsim.explorer import api  # noqa: E402
 from headsim.explorer.app import STATIC, create_app  # noqa: E402
-from headsim.extract import extract  # noqa: E402
-from headsim.similarity import similarity  # noqa: E402
+from headsim.extraction import extract  # noqa: E402
+from headsim.context_similarity import similarity  # noqa: E402
 from headsim.views import block_average, block_ids, column_scores, separator_columns  # noqa: E402
 
 TEXT = ("The cat sat on the mat. The dog sat on the log. Cats and dogs are friends, "

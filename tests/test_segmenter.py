@@ -23,7 +23,11 @@ from headsim.segmentation.segmenter import (
     pick_boundaries,
     segment,
 )
-from headsim.segmentation.selection import DEFAULT_CONFIG, fit_topic_from_vectors, prepare_units
+from headsim.segmentation.selection import (
+    DEFAULT_CONFIG,
+    fit_topic_from_vectors,
+    prepare_units,
+)
 
 PARAGRAPH = ("The storm reached the coast on Monday night. Thousands of homes lost power within hours. "
              "Rescue teams worked until dawn to clear the roads! Did anyone expect the damage to be this bad? "

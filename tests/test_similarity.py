@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from conftest import reference_similarity
 from headsim.errors import HeadsimError
-from headsim.similarity import Similarity, similarity
+from headsim.context_similarity import Similarity, similarity
 
 
 def _mask(t: int, n_valid: int) -> np.ndarray:
@@ -163,7 +163,7 @@ def test_batch_axes_broadcast(rng):
 
 def test_on_extracted_head_outputs(tiny_bert):
     """End to end on real head outputs: the padded window's similarity ignores padding."""
-    from headsim.extract import extract
+    from headsim.extraction import extract
 
     ex = extract("The red fox jumps over the fence. A small bird sings in the garden.", tiny_bert, seq_len=12,
                  attention=False)

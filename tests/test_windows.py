@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from conftest import SENTENCES
 from headsim.errors import HeadsimError
-from headsim.extract import extract
+from headsim.extraction import extract
 from headsim.windows import make_windows
 
 WORDS = ("the", "red", "fox", "jumps", "over", "fence", "small", "bird", "sings", "garden", "people",

@@ -29,7 +29,7 @@ from .capture import attention_probs, forward, hooks
 from .corpus import Corpus, load_corpus
 from .errors import HeadsimError, require
 from .models import LoadedModel, as_loaded
-from .similarity import check_threshold
+from .context_similarity import check_threshold
 from .stats import BatchInfo, CorpusStats, batch_info, heads_table, layers_table
 from .windows import Windows, check_seq_len, iter_windows
 

@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 
 from .errors import require
-from .extract import Extraction, extract
+from .extraction import Extraction, extract
 from .models import LoadedModel, as_loaded
-from .similarity import check_threshold, similarity
+from .context_similarity import check_threshold, similarity
 from .views import block_average, block_ids, column_scores, pair_table, separator_columns, separator_lines
 
 EXAMPLES = ("gerstenslager", "airport_policing")

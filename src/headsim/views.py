@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import require
-from .similarity import check_threshold
+from .context_similarity import check_threshold
 
 PAIR_COLUMNS = ["layer", "head", "token_i", "token_j", "index_i", "index_j", "similarity"]
 

@@ -27,7 +27,8 @@ def segment(
 ) -> None:
     """Cut a text into topic segments (or sentences) with the paper's separator columns and head similarity."""
     from ..errors import require
-    from ..segmentation.segmenter import LEVELS, segment as run_segment
+    from ..segmentation.segmenter import LEVELS
+    from ..segmentation.segmenter import segment as run_segment
 
     require(level in LEVELS, f"unknown --level {level!r}", f"use one of {', '.join(LEVELS)}")
     require(out is None or not out.is_dir(), f"--out {str(out)!r} is a directory", "pass a file path, e.g. segments.jsonl")

@@ -3,8 +3,8 @@
 The server (:mod:`headsim.explorer.app`) only validates requests, caches and locks; everything a
 response contains is built here from the core: windows from :func:`headsim.windows.make_windows`,
 attention and head outputs from :mod:`headsim.capture` (the same tensors
-:func:`headsim.extract.extract` returns), normalised similarity from
-:func:`headsim.similarity.similarity`, separator columns and block averages from
+:func:`headsim.extraction.extract` returns), normalised similarity from
+:func:`headsim.context_similarity.similarity`, separator columns and block averages from
 :mod:`headsim.views`. Layers and heads are 1-based in every payload (as in every figure and table);
 token positions are 0-based ([CLS] = 0).
 
@@ -33,7 +33,7 @@ from ..capture import attention_probs, capture
 from ..errors import HeadsimError, require
 from ..inspection import EXAMPLES, check_index, example_text
 from ..models import LoadedModel
-from ..similarity import check_threshold, similarity
+from ..context_similarity import check_threshold, similarity
 from ..views import block_average, block_ids, column_scores, separator_columns
 from ..windows import Windows, check_seq_len, check_texts, make_windows
 
@@ -195,7 +195,7 @@ def compute_window(loaded: LoadedModel, prepared: Prepared, window: int = 0) -> 
     """Run the model on one window and return its attention maps and normalised similarity.
 
     Only the window's valid tokens go through the model (padding removed): the numbers equal those
-    of :func:`headsim.extract.extract` on the same text and ``seq_len`` up to float rounding.
+    of :func:`headsim.extraction.extract` on the same text and ``seq_len`` up to float rounding.
     """
     w = check_window(window, prepared.n_windows)
     win = prepared.windows

@@ -25,9 +25,7 @@ encoded once, only up to the last layer the segmenter reads (the forward stops t
 
 from __future__ import annotations
 
-import math
 import re
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,9 +44,9 @@ __all__ = [
     "HeadsimSegmenter",
     "benchmark_method",
     "benchmark_sentence_method",
+    "depth_scores",
     "encoder_pass",
     "gap_similarity",
-    "depth_scores",
     "pick_boundaries",
     "segment",
     "sentence_cuts",

@@ -290,12 +290,12 @@ DEFAULT_CONFIG: dict[str, Any] = {
     },
     "sentence": {
         "layer": 3,
-        "candidates": "punctuation",
-        "threshold": 0.4,
+        "candidates": "terminal",
+        "threshold": 0.3,
         "fallback": False,
         "dev": {
             "texts": 10,
-            "f1_vs_pysbd": 0.8092,
+            "f1_vs_pysbd": 0.8452,
             "best_f1_any_token_by_layer": {
                 "L1": 0.1175,
                 "L2": 0.3534,
@@ -311,6 +311,14 @@ DEFAULT_CONFIG: dict[str, Any] = {
                 "L4": 0.8092,
                 "L5": 0.4837,
                 "L6": 0.3993
+            },
+            "best_f1_terminal_by_layer": {
+                "L1": 0.828,
+                "L2": 0.8301,
+                "L3": 0.8403,
+                "L4": 0.8452,
+                "L5": 0.828,
+                "L6": 0.824
             }
         }
     }
@@ -341,7 +349,7 @@ def _write_default(config: dict[str, Any]) -> None:
     source = path.read_text(encoding="utf-8")
     body = "DEFAULT_CONFIG: dict[str, Any] = " + _pyliteral(config) + "\n"
     new = re.sub(r"(# BEGIN DEFAULT_CONFIG[^\n]*\n).*?(# END DEFAULT_CONFIG)", lambda m: m.group(1) + body + m.group(2),
-                 source, count=1, flags=re.S)
+                 source, count=1, flags=re.DOTALL)
     path.write_text(new, encoding="utf-8")
 
 

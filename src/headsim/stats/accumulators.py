@@ -20,7 +20,7 @@ import torch
 import xarray as xr
 
 from ..errors import HeadsimError, require
-from ..similarity import check_threshold, similarity
+from ..context_similarity import check_threshold, similarity
 from .attention import TARGETS, attention_batch
 from .batch import BatchInfo, BatchTensors, batch_tensors, check_info
 from .pairs import ANCHOR_KINDS, Geometry, SimBins, pair_batch
@@ -228,7 +228,7 @@ class CorpusStats:
             attention: ``[B, H, T, T]`` softmax probabilities, or ``None`` to skip the attention
                 statistics for this call.
             head_outputs: ``[B, H, T, d]`` head output vectors (any float dtype; similarity is
-                computed in float32 by :func:`headsim.similarity.similarity`).
+                computed in float32 by :func:`headsim.context_similarity.similarity`).
             info: the batch passed to :meth:`begin_batch`.
         """
         layer = self._check_layer(layer)

@@ -114,7 +114,7 @@ def pair_batch(normalized: torch.Tensor, high: torch.Tensor, bt: BatchTensors, g
             ``anchor_fraction_sum [H]`` (float64), ``anchor_windows [H]``, ``anchor_kind [H, 4]``,
             ``anchor_distinct_hist [H + 1]``; counts int64.
         masked: ``True`` when ``normalized`` and ``high`` are already zero/False off the valid
-            off-diagonal block (as :func:`headsim.similarity.similarity` returns them); otherwise
+            off-diagonal block (as :func:`headsim.context_similarity.similarity` returns them); otherwise
             they are masked here first.
     """
     b, h, t, _ = normalized.shape
