@@ -28,11 +28,10 @@ from datetime import datetime, timezone
 import numpy as np
 import torch
 
-from headsim.analysis import Engine
-from headsim.capture import attention_probs, capture, forward
+from headsim.analysis import Engine, mask_agreement
+from headsim.capture import forward
 from headsim.corpus import default_corpus
 from headsim.models import from_pretrained_objects, load_model
-from headsim.context_similarity import similarity
 from headsim.stats import CorpusStats, heads_table
 from headsim.tokens import punctuation_lookup, special_ids
 from headsim.windows import Windows, iter_windows
@@ -183,24 +182,15 @@ def agreement_naive(stats: CorpusStats, ref: dict) -> dict:
 
 def agreement_dtype(loaded_low, loaded_fp32, batches, seq_len) -> dict:
     """bf16/fp16 against fp32: identical thresholded elements and head-statistic differences."""
-    same = total = 0
     s_low, s_32 = new_stats(loaded_low, seq_len), new_stats(loaded_fp32, seq_len)
     e_low = Engine(loaded_low, s_low, lambda: new_stats(loaded_low, seq_len))
     e_32 = Engine(loaded_fp32, s_32, lambda: new_stats(loaded_fp32, seq_len))
     for w in batches:
-        a = capture(loaded_low, w.input_ids, w.attention_mask, ("head_output",))["head_output"]
-        b = capture(loaded_fp32, w.input_ids, w.attention_mask, ("head_output",))["head_output"]
-        mask = torch.as_tensor(w.attention_mask, device=a.device)
-        ma = similarity(a, THRESHOLD, mask).mask
-        mb = similarity(b, THRESHOLD, mask).mask
-        valid = (mask.bool()[:, None, None, :, None] & mask.bool()[:, None, None, None, :]).expand_as(ma)
-        same += int((ma == mb)[valid].sum())
-        total += int(valid.sum())
         e_low.process(w)
         e_32.process(w)
     h_low, h_32 = heads_table(s_low.to_dataset()), heads_table(s_32.to_dataset())
     cols = ["p_repeat", "p_same_sentence", "p_repeat_same_sentence", "anchor_fraction_mean"]
-    return {"identical_thresholded_elements": same / max(total, 1),
+    return {"identical_thresholded_elements": mask_agreement(loaded_low, loaded_fp32, Windows.concat(batches), THRESHOLD),
             "max_abs_diff_head_stats": {c: float(np.nanmax(np.abs(h_low[c] - h_32[c]))) for c in cols}}
 
 

@@ -184,3 +184,10 @@ def test_refuses_other_run_and_overwrites_on_request(tmp_path):
     with pytest.raises(HeadsimError, match="other settings"):
         (tmp_path / "run" / "run.json").write_text(json.dumps({**res.meta, "complete": False}))
         analyze(None, str(corpus), windows=4, out=tmp_path / "run", seq_len=32, threshold=0.5, resume=True, progress=False)
+
+
+def test_low_precision_run_reports_agreement_with_fp32(tmp_path):
+    corpus = _corpus(tmp_path, 4)
+    res = analyze(None, str(corpus), windows=8, seq_len=32, dtype="bf16", progress=False)
+    share = res.meta["agreement_vs_fp32"]["identical_thresholded_elements"]
+    assert 0.9 < share <= 1.0

@@ -126,6 +126,28 @@ class Engine:
         return None
 
 
+def mask_agreement(low: LoadedModel, reference: LoadedModel, windows: Windows, threshold: float) -> float:
+    """Share of valid (query, key) elements whose high-similarity flag is the same in both models.
+
+    Used to report how a bf16/fp16 run agrees with fp32 on the same windows.
+    """
+    from .capture import capture
+    from .context_similarity import similarity
+
+    same = total = 0
+    for start in range(0, len(windows), 8):
+        part = windows.select(slice(start, start + 8))
+        masks = []
+        for loaded in (low, reference):
+            z = capture(loaded, part.input_ids, part.attention_mask, ("head_output",))["head_output"]
+            masks.append(similarity(z, threshold, torch.as_tensor(part.attention_mask, device=z.device)).mask.cpu())
+        valid = torch.as_tensor(part.attention_mask).bool()
+        pairs = (valid[:, None, None, :, None] & valid[:, None, None, None, :]).expand_as(masks[0])
+        same += int((masks[0] == masks[1])[pairs].sum())
+        total += int(pairs.sum())
+    return same / max(total, 1)
+
+
 def default_batch_size(loaded: LoadedModel, seq_len: int) -> int:
     """Windows per batch: 32 on CPU; on CUDA sized to about an eighth of free memory."""
     if loaded.device.type != "cuda":
@@ -270,6 +292,7 @@ def analyze(
     source = iter_windows((d.text for d in corp), loaded.tokenizer, seq_len, pack=True, batch_windows=bs,
                           sentence_splitter=sentence_splitter)
     parts: list = []
+    first: Windows | None = None  # kept for the bf16/fp16 agreement check
     part_start = done
     position = 0
     with _progress(progress, target, done) as advance:
@@ -281,6 +304,7 @@ def analyze(
                 position += take
                 continue
             batch = batch.select(slice(0, take)) if take < len(batch) else batch
+            first = batch.select(slice(0, 16)) if first is None else first
             engine.process_safely(batch)
             position += take
             parts.append(rundir.windows_table(position - take, batch.input_ids, batch.attention_mask, batch.sentence_ids))
@@ -290,6 +314,13 @@ def analyze(
                 _save_checkpoint(ckpt, engine.stats, position)
                 parts, part_start = [], position
     elapsed = time.perf_counter() - started
+    if loaded.dtype != torch.float32 and first is not None and "agreement_vs_fp32" not in meta:
+        try:
+            reference = as_loaded(loaded.source, device=str(loaded.device), dtype="fp32")
+            meta["agreement_vs_fp32"] = {"identical_thresholded_elements": mask_agreement(loaded, reference, first, threshold),
+                                         "windows": len(first)}
+        except HeadsimError as exc:  # a model built in memory has no fp32 twin to load
+            meta["agreement_vs_fp32"] = {"not_measured": exc.problem}
     ds = engine.stats.to_dataset()
     ds.attrs.update({"model": loaded.name, "corpus": corp.name})
     heads, layers = heads_table(ds), layers_table(ds)
