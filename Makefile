@@ -20,7 +20,7 @@ demo: install
 	headsim reproduce --out $(OUT)
 
 test: install-test browser
-	$(PYTHON) -m pytest -q -p no:cacheprovider
+	$(PYTHON) -m pytest -p no:cacheprovider
 
 test-fast: install-test
 	$(PYTHON) -m pytest -q -m "not slow and not browser"
