@@ -65,9 +65,10 @@ def attention_probs(query: torch.Tensor, key: torch.Tensor, attention_mask: torc
     Rows of padded queries are computed like the model does (they attend to the valid keys).
     """
     q, k = query.float(), key.float()
-    scores = torch.matmul(q, k.transpose(-1, -2)) * (q.shape[-1] ** -0.5)
-    invalid = (attention_mask == 0)[:, None, None, :]
-    scores = scores.masked_fill(invalid, torch.finfo(scores.dtype).min)
+    scores = torch.matmul(q, k.transpose(-1, -2)).mul_(q.shape[-1] ** -0.5)
+    bias = torch.zeros(attention_mask.shape, dtype=scores.dtype, device=scores.device)
+    bias.masked_fill_(attention_mask == 0, torch.finfo(scores.dtype).min)
+    scores.add_(bias[:, None, None, :])  # additive mask, as the model's own kernels apply it
     return torch.softmax(scores, dim=-1)
 
 

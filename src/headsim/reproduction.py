@@ -16,7 +16,7 @@ from .inspection import Inspection, inspect_text
 from .models import as_loaded
 
 #: windows analysed by default: a few minutes on 2 CPU cores with the embedded model (the paper: 20,000)
-DEFAULT_WINDOWS = 1500
+DEFAULT_WINDOWS = 4000
 
 
 def example_inspection(corpus: Corpus, model, *, seq_len: int, threshold: float) -> Inspection:

@@ -15,7 +15,7 @@ from .options import Device, Model, SeqLen, Threshold
 def reproduce(
     model: str = Model,
     corpus: str = typer.Option("default", "--corpus", "-c", help="'default' or a corpus path (see analyze)."),
-    windows: Optional[int] = typer.Option(None, "--windows", "-n", help="Windows to analyse (default 1500; the paper: 20000)."),
+    windows: Optional[int] = typer.Option(None, "--windows", "-n", help="Windows to analyse (default 4000; the paper: 20000)."),
     out: Path = typer.Option(Path("reproduce-out"), "--out", "-o", help="Report directory (the run goes into OUT/run)."),
     seq_len: int = SeqLen,
     threshold: float = Threshold,
