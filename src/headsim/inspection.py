@@ -17,7 +17,7 @@ from .errors import require
 from .extraction import Extraction, extract
 from .models import LoadedModel, as_loaded
 from .context_similarity import check_threshold, similarity
-from .views import block_average, block_ids, column_scores, pair_table, separator_columns, separator_lines
+from .views import block_average, block_ids, column_scores, pair_table, separator_lines, separators_from_scores
 
 EXAMPLES = ("gerstenslager", "airport_policing")
 
@@ -171,7 +171,7 @@ def inspect_text(
     special = np.isin(ids, [i for i in (tok.cls_token_id, tok.sep_token_id, tok.bos_token_id, tok.eos_token_id) if i is not None])
     attn = ex.attention[window][sl, :, :n, :n]
     scores = column_scores(attn, valid, exclude=special)
-    seps = separator_columns(attn, valid, sep_threshold, exclude=special)
+    seps = separators_from_scores(scores, sep_threshold)
     tokens = ex.tokens[window][:n]
     pairs = pd.concat([pair_table(sim.normalized[li, hi], sim.mask[li, hi], tokens, layer=li, head=hi)
                        for li in range(n_layers) for hi in range(n_heads)], ignore_index=True)

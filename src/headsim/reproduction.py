@@ -44,17 +44,13 @@ def reproduce(
     run_dir = out_path / "run"
     loaded = as_loaded(model, device=device, dtype=dtype)
     corp = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
-    finished = (run_dir / rundir.RUN_JSON).exists() and rundir.read_json(run_dir / rundir.RUN_JSON).get("complete")
-    if finished:
-        meta = rundir.read_json(run_dir / rundir.RUN_JSON)
-        same = (meta["model"]["source"] == loaded.source and meta["corpus"]["sha256"] == corp.sha256
-                and meta["seq_len"] == seq_len and meta["threshold"] == threshold
-                and (windows is None or meta["windows"] == min(windows, meta["corpus"]["windows_available"])))
-        if not same:
-            analyze(loaded, corp, windows=windows, out=run_dir, seq_len=seq_len, threshold=threshold,
-                    batch_size=batch_size, overwrite=True, progress=progress)
-    else:
-        analyze(loaded, corp, windows=windows, out=run_dir, seq_len=seq_len, threshold=threshold,
-                batch_size=batch_size, resume=(run_dir / rundir.RUN_JSON).exists(), progress=progress)
+    meta = rundir.read_json(run_dir / rundir.RUN_JSON) if (run_dir / rundir.RUN_JSON).exists() else None
+    finished = meta is not None and meta.get("complete", False)
+    same = finished and (meta["model"]["source"] == loaded.source and meta["corpus"]["sha256"] == corp.sha256
+                         and meta["seq_len"] == seq_len and meta["threshold"] == threshold
+                         and (windows is None or meta["windows"] == min(windows, meta["corpus"]["windows_available"])))
+    if not same:  # a finished run with other settings is replaced; an unfinished one is resumed
+        analyze(loaded, corp, windows=windows, out=run_dir, seq_len=seq_len, threshold=threshold, batch_size=batch_size,
+                overwrite=finished, resume=meta is not None and not finished, progress=progress)
     example = example_inspection(corp, loaded, seq_len=seq_len, threshold=threshold)
     return build_report(run_dir, out_path, example)

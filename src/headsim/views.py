@@ -41,8 +41,13 @@ def column_scores(attention: np.ndarray, valid: np.ndarray, *, exclude: np.ndarr
 def separator_columns(attention: np.ndarray, valid: np.ndarray, threshold: float = 0.5, *,
                       exclude: np.ndarray | None = None) -> np.ndarray:
     """Positions whose normalised column attention exceeds ``threshold`` (paper §2, Fig 5)."""
+    return separators_from_scores(column_scores(attention, valid, exclude=exclude), threshold)
+
+
+def separators_from_scores(scores: np.ndarray, threshold: float = 0.5) -> np.ndarray:
+    """Positions whose normalised column score (from :func:`column_scores`) exceeds ``threshold``."""
     threshold = check_threshold(threshold, "separator threshold")
-    return np.flatnonzero(column_scores(attention, valid, exclude=exclude) > threshold)
+    return np.flatnonzero(np.asarray(scores) > threshold)
 
 
 def block_ids(separators: np.ndarray, valid: np.ndarray) -> np.ndarray:

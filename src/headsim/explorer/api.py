@@ -34,7 +34,7 @@ from ..errors import HeadsimError, require
 from ..inspection import EXAMPLES, check_index, example_text
 from ..models import LoadedModel
 from ..context_similarity import check_threshold, similarity
-from ..views import block_average, block_ids, column_scores, separator_columns
+from ..views import block_average, block_ids, column_scores, separators_from_scores
 from ..windows import Windows, check_seq_len, check_texts, make_windows
 
 DEFAULT_THRESHOLD = 0.3
@@ -338,7 +338,7 @@ def separator_payload(wd: WindowData, head_matrix: np.ndarray, sep_layer: int, s
     valid = np.ones(wd.n, dtype=bool)
     attn = wd.attention[sep_layer]
     scores = column_scores(attn, valid, exclude=wd.special)
-    seps = separator_columns(attn, valid, sep_threshold, exclude=wd.special)
+    seps = separators_from_scores(scores, sep_threshold)
     blocks = block_ids(seps, valid)
     return {
         "layer": sep_layer + 1,
