@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import torch
 
 from . import rundir
-from .capture import attention_probs, forward, hooks
+from .capture import forward, hooks
 from .corpus import Corpus, load_corpus
 from .errors import HeadsimError, require
 from .models import LoadedModel, as_loaded
@@ -101,8 +101,7 @@ class Engine:
             got = pending.setdefault(layer, {})
             got[role] = t
             if role == "head_output":
-                attn = attention_probs(got["query"], got["key"], info.valid)
-                stats.update_layer(layer, attn, t, info)
+                stats.update_captured(layer, got["query"], got["key"], t, info)
                 del pending[layer]
 
         with hooks(self.loaded, sink, ("query", "key", "head_output")):

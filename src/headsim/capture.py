@@ -63,12 +63,16 @@ def attention_probs(query: torch.Tensor, key: torch.Tensor, attention_mask: torc
     """softmax(QKᵀ/√d) over valid keys, in float32: ``[batch, head, seq, seq]``.
 
     Rows of padded queries are computed like the model does (they attend to the valid keys).
+    The scale is applied to the queries (a ``[seq, d]`` pass instead of a ``[seq, seq]`` one) and
+    the additive key mask only where a window has padding.
     """
-    q, k = query.float(), key.float()
-    scores = torch.matmul(q, k.transpose(-1, -2)).mul_(q.shape[-1] ** -0.5)
-    bias = torch.zeros(attention_mask.shape, dtype=scores.dtype, device=scores.device)
-    bias.masked_fill_(attention_mask == 0, torch.finfo(scores.dtype).min)
-    scores.add_(bias[:, None, None, :])  # additive mask, as the model's own kernels apply it
+    q = query.float() * query.shape[-1] ** -0.5
+    scores = torch.matmul(q, key.float().transpose(-1, -2))
+    valid = attention_mask.bool()
+    if not bool(valid.all()):
+        bias = torch.zeros(valid.shape, dtype=scores.dtype, device=scores.device)
+        bias.masked_fill_(~valid, torch.finfo(scores.dtype).min)
+        scores.add_(bias[:, None, None, :])  # additive mask, as the model's own kernels apply it
     return torch.softmax(scores, dim=-1)
 
 

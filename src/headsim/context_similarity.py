@@ -54,19 +54,32 @@ def valid_pairs(attention_mask: torch.Tensor, ndim: int) -> torch.Tensor:
     return v.unsqueeze(-1) & v.unsqueeze(-2) & ~eye
 
 
-def normalize(raw: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
-    """Zero invalid and diagonal entries, divide by the max over valid pairs (0 if not positive).
+def normalized_similarity(z: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
+    """The normalised context similarity of float32 head outputs ``z`` ``[..., T, d]`` (one definition).
 
-    The max of the zeroed matrix equals the max over valid pairs whenever that is positive (the
-    zeroed diagonal is always there), so one ``amax`` pass over it decides both cases.
+    Padded vectors are replaced by zeros before ``Z·Zᵀ`` (so padded rows and columns are exactly
+    0, whatever the model left there, NaN included), the diagonal is zeroed, and each matrix is
+    divided by its maximum; matrices whose maximum is not positive become all zero. The maximum of
+    the zeroed matrix equals the maximum over valid off-diagonal pairs whenever that is positive
+    (the zeroed diagonal is always there), so one ``amax`` pass decides both cases. Every
+    statistic and every view calls this, so a threshold decision is the same everywhere.
+
+    Args:
+        z: float32 head outputs; leading axes are batch axes.
+        valid: boolean ``[T]`` or ``[W, T]`` aligned with the leading axis of ``z``; ``None`` → all valid.
     """
-    kept = torch.where(pairs, raw, torch.zeros((), dtype=raw.dtype, device=raw.device))
-    peak = kept.amax(dim=(-1, -2), keepdim=True)
+    if valid is not None and not bool(valid.all()):
+        z = torch.where(expand_mask(valid, z.ndim - 1).unsqueeze(-1), z, torch.zeros((), dtype=z.dtype, device=z.device))
+    else:
+        z = z.contiguous()
+    s = torch.matmul(z, z.transpose(-1, -2))
+    s.diagonal(dim1=-2, dim2=-1).zero_()
+    peak = s.amax(dim=(-1, -2), keepdim=True)
     positive = peak > 0
-    kept.div_(torch.where(positive, peak, torch.ones_like(peak)))
+    s.div_(torch.where(positive, peak, torch.ones_like(peak)))
     if not bool(positive.all()):
-        kept.mul_(positive)
-    return kept
+        s.mul_(positive)
+    return s
 
 
 def similarity(
@@ -97,8 +110,7 @@ def similarity(
     mask_t = torch.ones(t, dtype=torch.bool, device=z.device) if attention_mask is None else torch.as_tensor(attention_mask, device=z.device)
     require(mask_t.shape[-1] == t, f"attention_mask has {mask_t.shape[-1]} positions but head_outputs has {t}",
             "pass the attention_mask of the same windows")
-    pairs = valid_pairs(mask_t, raw.ndim)
-    norm = normalize(raw, pairs)
+    norm = normalized_similarity(z, mask_t.bool())
     high = norm > threshold
     if as_numpy:
         return Similarity(raw.numpy(), norm.numpy(), high.numpy(), threshold, kind)

@@ -20,7 +20,8 @@ import torch
 import xarray as xr
 
 from ..errors import HeadsimError, require
-from ..context_similarity import check_threshold, similarity
+from ..capture import attention_probs
+from ..context_similarity import check_threshold, normalized_similarity
 from .attention import TARGETS, attention_batch
 from .batch import BatchInfo, BatchTensors, batch_tensors, check_info
 from .pairs import ANCHOR_KINDS, Geometry, SimBins, pair_batch
@@ -228,9 +229,25 @@ class CorpusStats:
             attention: ``[B, H, T, T]`` softmax probabilities, or ``None`` to skip the attention
                 statistics for this call.
             head_outputs: ``[B, H, T, d]`` head output vectors (any float dtype; similarity is
-                computed in float32 by :func:`headsim.context_similarity.similarity`).
+                computed in float32 by :func:`headsim.context_similarity.normalized_similarity`).
             info: the batch passed to :meth:`begin_batch`.
         """
+        self._update(layer, head_outputs, info, attention=attention)
+
+    def update_captured(self, layer: int, query: torch.Tensor, key: torch.Tensor, head_outputs: torch.Tensor,
+                        info: BatchInfo) -> None:
+        """Add one layer from the captured queries and keys ``[B, H, T, d]`` and head outputs.
+
+        The attention probabilities are computed here one step of windows at a time
+        (:func:`headsim.capture.attention_probs`), so the batch's ``[B, H, T, T]`` attention never
+        exists whole; the numbers equal :meth:`update_layer` with those probabilities.
+        """
+        self._check_shape("query", query, (info.n_windows, self.n_heads, self.seq_len, None), "d_head")
+        self._check_shape("key", key, tuple(query.shape), "d_head")
+        self._update(layer, head_outputs, info, qk=(query, key))
+
+    def _update(self, layer: int, head_outputs: torch.Tensor, info: BatchInfo, *,
+                attention: torch.Tensor | None = None, qk: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
         layer = self._check_layer(layer)
         chunks = self._current(info)
         b, h, t = info.n_windows, self.n_heads, self.seq_len
@@ -239,13 +256,17 @@ class CorpusStats:
             self._check_shape("attention", attention, (b, h, t, t), "seq")
         pairs, attn = self._slices(layer, _PAIR_KEYS), self._slices(layer, _ATTENTION_KEYS)
         for index, bt in chunks:
-            sim = similarity(head_outputs[index], self.threshold, bt.valid)
-            pair_batch(sim.normalized, sim.mask, bt, self._geo, self.bins, pairs, masked=True)
-            del sim
-            if attention is not None:
+            if qk is not None:
+                probs = attention_probs(qk[0][index], qk[1][index], bt.valid)
+                attention_batch(probs, bt, self.top_k_columns, attn, owned=True)
+                del probs
+            elif attention is not None:
                 attention_batch(attention[index], bt, self.top_k_columns, attn)
+            normalized = normalized_similarity(head_outputs[index].float(), bt.valid)
+            pair_batch(normalized, self.threshold, bt, self._geo, self.bins, pairs, masked=True)
+            del normalized
         self.acc["layer_windows"][layer] += b
-        if attention is not None:
+        if attention is not None or qk is not None:
             self._count_attention(layer, b, chunks)
         self._finish_layer(layer)
 

@@ -14,7 +14,7 @@ TARGETS = ("cls", "sep", "punct", "prev", "next")
 
 
 def top_columns(attention: torch.Tensor, column_sums: torch.Tensor, valid: torch.Tensor, k: int) -> torch.Tensor:
-    """``[B, H, T]`` bool: the ``k`` valid key columns with the largest column sums per window and head.
+    """``[B, H, k]`` int64: the ``k`` valid key columns with the largest column sums per window and head.
 
     Ties go to the smaller key position. Column sums are ranked in float32; wherever the gap
     between the k-th and (k+1)-th sum is within float32 summation error, that window and head is
@@ -26,12 +26,11 @@ def top_columns(attention: torch.Tensor, column_sums: torch.Tensor, valid: torch
         valid: ``[B, T]`` bool.
     """
     b, h, t = column_sums.shape
-    chosen = torch.zeros(b, h, t, dtype=torch.bool, device=column_sums.device)
     k = min(int(k), t)
     if k <= 0:
-        return chosen
+        return torch.zeros(b, h, 0, dtype=torch.int64, device=column_sums.device)
     if k == t:
-        return chosen.fill_(True)
+        return torch.arange(t, device=column_sums.device).expand(b, h, t)
     rank = column_sums.masked_fill(~valid[:, None, :], -torch.inf)
     values, order = rank.topk(k + 1, dim=-1, sorted=True)
     kth, nxt = values[..., k - 1], values[..., k]
@@ -43,25 +42,44 @@ def top_columns(attention: torch.Tensor, column_sums: torch.Tensor, valid: torch
         bi, hi = close.nonzero(as_tuple=True)
         exact = attention[bi, hi].to(torch.float64).sum(dim=-2).masked_fill(~valid[bi], -torch.inf)
         order[bi, hi] = exact.sort(dim=-1, descending=True, stable=True).indices[:, :k]
-    return chosen.scatter_(-1, order, True)
+    return order
 
 
-def attention_batch(attention: torch.Tensor, bt: BatchTensors, top_k: int, into: dict[str, torch.Tensor]) -> None:
+def attention_batch(attention: torch.Tensor, bt: BatchTensors, top_k: int, into: dict[str, torch.Tensor], *,
+                    owned: bool = False) -> None:
     """Add one layer's attention ``[B, H, T, T]`` (softmax probabilities) to ``into`` (in place).
 
     ``into`` holds one layer's accumulators: ``attn_sum``, ``attn_sum_top_zeroed`` ``[H, T, T]`` and
-    ``attn_focus [H, 5]`` (float64, targets :data:`TARGETS`).
+    ``attn_focus [H, 5]`` (float64, targets :data:`TARGETS`). ``owned=True`` lets a float32
+    ``attention`` be overwritten (the driver's freshly computed probabilities), saving a copy.
+
+    Two passes over the ``T×T`` data besides the masking of padded windows: column sums, then the
+    sum with the top columns zeroed; the plain sum adds the (few) zeroed columns back.
     """
-    a = attention.to(torch.float32) * bt.pair_valid_float  # exact zeros at padding for finite values
+    if owned and attention.dtype == torch.float32:
+        a = attention
+    else:
+        a = attention.to(torch.float32, copy=True)
+    if bt.padded:
+        a.mul_(bt.pair_valid_float)  # exact zeros at padding for finite values
     column_sums = a.sum(dim=-2)  # [B, H, T]
     if not bool(torch.isfinite(column_sums).all()):  # inf/NaN somewhere (padding or not): mask by selection
         a = torch.where(bt.pair_valid, attention.to(torch.float32), torch.zeros((), device=attention.device))
         column_sums = a.sum(dim=-2)
-    into["attn_sum"] += a.sum(dim=0)
+    b, h, t, _ = a.shape
     by_kind = torch.bmm(column_sums.to(torch.float64), bt.key_targets.to(torch.float64)).sum(dim=0)  # [H, 3]
     focus = into["attn_focus"]
     focus[:, :3] += by_kind
     focus[:, 3] += a.diagonal(offset=-1, dim1=-2, dim2=-1).to(torch.float64).sum(dim=(0, 2))  # key = query − 1
     focus[:, 4] += a.diagonal(offset=1, dim1=-2, dim2=-1).to(torch.float64).sum(dim=(0, 2))  # key = query + 1
-    keep = ~top_columns(a, column_sums, bt.valid, top_k)
-    into["attn_sum_top_zeroed"] += a.mul_(keep[:, :, None, :]).sum(dim=0)
+    top = top_columns(a, column_sums, bt.valid, top_k)  # [B, H, k]
+    k = top.shape[-1]
+    where = top[:, :, None, :].expand(b, h, t, k)
+    columns = a.gather(-1, where)  # [B, H, T(query), k] the attention the zeroing removes
+    zeroed = a.scatter_(-1, where, 0.0).sum(dim=0)  # [H, T, T]
+    into["attn_sum_top_zeroed"] += zeroed
+    # plain sum = zeroed sum + the removed columns, added back at (head, key) in a [H·T(key), T(query)] view
+    back = torch.zeros(h * t, t, dtype=a.dtype, device=a.device)
+    slot = (torch.arange(h, device=a.device)[None, :, None] * t + top).reshape(-1)
+    back.index_add_(0, slot, columns.permute(0, 1, 3, 2).reshape(-1, t))
+    into["attn_sum"] += zeroed + back.view(h, t, t).transpose(-1, -2)

@@ -107,11 +107,14 @@ class BatchTensors:
     Attributes:
         info: the :class:`BatchInfo` they were built from (``update_layer`` checks identity).
         valid: ``[B, T]`` bool.
+        padded: whether any position of the batch is padding (full windows skip every mask pass).
         pair_valid: ``[B, 1, T, T]`` bool, both positions valid (diagonal included).
         pair_valid_float: the same as float32 0/1.
-        repeat: ``[B, T, T]`` float32, 1 where both positions are valid with equal token ids.
-        sentence_features: ``[B, 2, T*T]`` float32 rows: same sentence (both ids ≥ 0, equal),
-            same sentence and equal ids.
+        same_sentence: ``[B, 1, T*T]`` float32, 1 where both positions are in one sentence (ids ≥ 0, equal).
+        repeat_index: ``(window, i, j)`` int64 ``[N]`` each: every pair ``i < j`` of valid positions
+            with equal token ids (few per window, so repeated-token statistics read ``N`` elements
+            instead of a ``T×T`` pass).
+        repeat_same_sentence: ``[N]`` bool, that pair lies in one sentence.
         token_class: ``[B, T, T]`` float32 one-hot: position ``p`` → first position ``c`` in its
             window with the same token id (0 rows for padding).
         key_targets: ``[B, T, 3]`` float32 key categories [CLS], [SEP], punctuation.
@@ -122,10 +125,12 @@ class BatchTensors:
 
     info: BatchInfo
     valid: torch.Tensor
+    padded: bool
     pair_valid: torch.Tensor
     pair_valid_float: torch.Tensor
-    repeat: torch.Tensor
-    sentence_features: torch.Tensor
+    same_sentence: torch.Tensor
+    repeat_index: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+    repeat_same_sentence: torch.Tensor
     token_class: torch.Tensor
     key_targets: torch.Tensor
     categories: torch.Tensor
@@ -162,7 +167,7 @@ def batch_tensors(info: BatchInfo) -> BatchTensors:
     positions = torch.arange(t, device=valid.device)
     first = torch.where(same_id, positions, t).amin(dim=-1).clamp_max(t - 1)
     token_class = torch.nn.functional.one_hot(first, t).to(torch.float32) * valid[:, :, None]
-    features = torch.stack([same_sent, same_sent & same_id], dim=1).to(torch.float32).reshape(b, 2, t * t)
+    rb, ri, rj = (same_id & upper).nonzero(as_tuple=True)
     cls, sep = info.is_cls.bool() & valid, info.is_sep.bool() & valid
     punct = info.is_punct.bool() & valid
     targets = torch.stack([cls, sep, punct], dim=-1).to(torch.float32)
@@ -179,5 +184,6 @@ def batch_tensors(info: BatchInfo) -> BatchTensors:
         "pair_count_valid": pv.sum(dim=0),
     }
     pair_valid = pv[:, None]
-    return BatchTensors(info, valid, pair_valid, pair_valid.to(torch.float32), same_id.to(torch.float32), features,
+    return BatchTensors(info, valid, not bool(valid.all()), pair_valid, pair_valid.to(torch.float32),
+                        same_sent.to(torch.float32).reshape(b, 1, t * t), (rb, ri, rj), same_sent[rb, ri, rj],
                         token_class, targets, categories, counts)

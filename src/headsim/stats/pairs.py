@@ -83,13 +83,14 @@ class Geometry:
     """Position constants of one ``seq_len`` on one device."""
 
     upper: torch.Tensor  # [T, T] bool, True above the diagonal
+    upper_float: torch.Tensor  # the same as float32 0/1
     upper_flat: torch.Tensor  # [T(T-1)/2] int64 flat indices of i < j
 
     @classmethod
     def build(cls, t: int, device: torch.device) -> Geometry:
         up = torch.ones(t, t, dtype=torch.bool, device=device).triu(1)
         iu = torch.triu_indices(t, t, 1, device=device)
-        return cls(up, (iu[0] * t + iu[1]).contiguous())
+        return cls(up, up.to(torch.float32), (iu[0] * t + iu[1]).contiguous())
 
 
 def _count_into(acc: torch.Tensor, index: torch.Tensor, weight: torch.Tensor | None = None) -> None:
@@ -100,54 +101,76 @@ def _count_into(acc: torch.Tensor, index: torch.Tensor, weight: torch.Tensor | N
     acc.view(-1).index_add_(0, index, weight.reshape(-1).to(acc.dtype))
 
 
-def pair_batch(normalized: torch.Tensor, high: torch.Tensor, bt: BatchTensors, geo: Geometry,
+def value_histogram(upper: torch.Tensor, sim_bins: SimBins) -> torch.Tensor:
+    """``[H, bins]`` int64 counts of the values ``upper`` ``[B, H, N]`` by head (one bincount pass)."""
+    b, h, _ = upper.shape
+    nb = sim_bins.bins
+    binned = sim_bins.index(upper).to(torch.int32)
+    binned.add_(torch.arange(0, h * nb, nb, device=upper.device, dtype=torch.int32)[None, :, None])
+    return torch.bincount(binned.view(-1), minlength=h * nb).view(h, nb)
+
+
+def high_upper(normalized: torch.Tensor, threshold: float, geo: Geometry) -> torch.Tensor:
+    """Float32 0/1 ``[B, H, T, T]``: ``normalized > threshold`` above the diagonal (pairs ``i < j``).
+
+    Written straight into a float tensor (a bool mask converted to float costs several passes).
+    """
+    u = torch.gt(normalized, threshold, out=torch.empty_like(normalized, dtype=torch.float32))
+    return u.mul_(geo.upper_float)
+
+
+def pair_batch(normalized: torch.Tensor, high: torch.Tensor | float, bt: BatchTensors, geo: Geometry,
                sim_bins: SimBins, into: dict[str, torch.Tensor], *, masked: bool = False) -> None:
     """Add one layer's batch to the per-layer accumulator slices ``into`` (in place).
 
     Args:
         normalized: ``[B, H, T, T]`` float32 normalised similarity (0 on the diagonal and padding).
-        high: ``[B, H, T, T]`` bool high-similarity mask (only ``i < j`` between valid positions is read).
+        high: the threshold (a float: the mask is ``normalized > high``, computed here in one pass),
+            or a ``[B, H, T, T]`` bool high-similarity mask (only ``i < j`` between valid positions is read).
         bt: the batch's :class:`~headsim.stats.batch.BatchTensors`.
         into: one layer's accumulators: ``location_upper [H, T, T]``, ``n_repeat``,
             ``n_same_sentence``, ``n_repeat_same_sentence`` ``[H]``, ``sim_sum [H, T, T]`` (float64),
             ``sim_value_hist [H, bins]``, ``anchor_fraction_hist [H, fraction_bins]``,
             ``anchor_fraction_sum [H]`` (float64), ``anchor_windows [H]``, ``anchor_kind [H, 4]``,
             ``anchor_distinct_hist [H + 1]``; counts int64.
-        masked: ``True`` when ``normalized`` and ``high`` are already zero/False off the valid
-            off-diagonal block (as :func:`headsim.context_similarity.similarity` returns them); otherwise
-            they are masked here first.
+        masked: ``True`` when ``normalized`` is already zero off the valid off-diagonal block (as
+            :func:`headsim.context_similarity.normalized_similarity` returns it); otherwise it and a
+            mask ``high`` are masked here first.
     """
     b, h, t, _ = normalized.shape
     dev = normalized.device
     if not masked:
         keep = bt.pair_valid & ~torch.eye(t, dtype=torch.bool, device=dev)
-        high = high.bool() & keep
         normalized = torch.where(keep, normalized.float(), torch.zeros((), device=dev))
+        if not isinstance(high, float):
+            high = high.bool() & keep
 
     # Fig 12 and the value distribution (§3: most values < 0.1, few in 0.1–0.6)
     into["sim_sum"] += normalized.sum(dim=0)
-    nb = sim_bins.bins
-    flat = normalized.reshape(b * h, t * t)
-    upper = torch.gather(flat, 1, geo.upper_flat[None].expand(b * h, -1)).view(b, h, -1)  # [B, H, T(T-1)/2]
-    binned = sim_bins.index(upper).to(torch.int32)
+    upper = torch.gather(normalized.reshape(b * h, t * t), 1, geo.upper_flat[None].expand(b * h, -1))
+    into["sim_value_hist"] += value_histogram(upper.view(b, h, -1), sim_bins)
     del upper
-    binned.add_(torch.arange(0, h * nb, nb, device=dev, dtype=torch.int32)[None, :, None])
-    _count_into(into["sim_value_hist"], binned)
-    del binned
     # pairs that are not valid hold exactly 0.0 in the normalised matrix: take them back out of 0's bin
     into["sim_value_hist"][:, sim_bins.zero_bin] -= b * geo.upper_flat.numel() - bt.counts["valid_pairs"]
 
     # high-similarity pairs i < j between valid positions, as float32 0/1 (exact counts < 2^24)
-    u = (high & geo.upper).to(torch.float32)  # upper triangle as 0/1
+    if isinstance(high, float):
+        u = high_upper(normalized, high, geo)
+    else:
+        u = torch.zeros_like(normalized).masked_fill_(high & geo.upper, 1.0)
     into["location_upper"] += u.sum(dim=0).to(torch.int64)  # Fig 10
     rows = u.sum(dim=-1)  # [B, H, T] partners j > p
     cols = u.sum(dim=-2)  # [B, H, T] partners i < p
-    sent = torch.bmm(bt.sentence_features, u.view(b, h, t * t).transpose(1, 2)).sum(dim=0)  # [2, H] Figs 6b, 8
-    into["n_same_sentence"] += sent[0].to(torch.int64)
-    into["n_repeat_same_sentence"] += sent[1].to(torch.int64)
-    inner = u.mul_(bt.repeat[:, None]).sum(dim=-1)  # [B, H, T] partners j > p with the same token id
+    same = torch.bmm(bt.same_sentence, u.view(b, h, t * t).transpose(1, 2))  # [B, 1, H] Figs 6b, 8
+    into["n_same_sentence"] += same.sum(dim=(0, 1)).to(torch.int64)
+    # pairs with equal token ids, read at their few positions (Fig 6a)
+    rb, ri, rj = bt.repeat_index
+    rep = u[rb, :, ri, rj]  # [N, H]
     del u
-    into["n_repeat"] += inner.sum(dim=(0, 2)).to(torch.int64)  # Fig 6a
+    into["n_repeat"] += rep.sum(dim=0).to(torch.int64)
+    into["n_repeat_same_sentence"] += rep[bt.repeat_same_sentence].sum(dim=0).to(torch.int64)
+    inner = torch.zeros(b, t, h, dtype=rep.dtype, device=dev).index_put_((rb, ri), rep, accumulate=True)
+    inner = inner.transpose(1, 2)  # [B, H, T] partners j > p with the same token id
 
     # Fig 11a: pairs containing token class c = Σ_{p∈c} degree(p) − pairs inside c
     per_class = torch.bmm(rows + cols - inner, bt.token_class)  # [B, H, T] (column c = first position of an id)
