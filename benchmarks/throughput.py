@@ -7,11 +7,13 @@ One process, the same windows for every contender:
   (c) naive: what a careful researcher would write — Hugging Face ``output_attentions`` with the
       eager kernel, a hook for the head outputs, then per-window, per-head numpy code — on a
       subset, extrapolated per window.
-Also: tokenisation/windowing throughput, peak memory, agreement of (b) with (c) on the subset,
-and for bf16 the agreement of thresholded elements and head statistics with fp32.
+Also: tokenisation/windowing throughput (one process and ``--workers`` processes), peak memory,
+agreement of (b) with (c) on the subset, for bf16 the agreement of thresholded elements and head
+statistics with fp32, and with ``--end-to-end N`` the wall time of ``headsim.analyze`` from text to a
+written run directory for N windows (the default corpus repeated as needed).
 
     python benchmarks/throughput.py --device cpu --json benchmarks/results/throughput-cpu.json
-    python benchmarks/throughput.py --device cuda --dtype bf16 --windows 4096 --json $OUT/throughput-cuda.json
+    python benchmarks/throughput.py --device cuda --dtype bf16 --windows 4096 --end-to-end 20000 --json $OUT/throughput-cuda.json
 """
 
 from __future__ import annotations
@@ -53,12 +55,13 @@ def build_model(device: str, dtype: str, attn: str = "sdpa"):
     return loaded, "BERT-base configuration with random weights (timing only, not a pretrained model)"
 
 
-def make_batches(loaded, n: int, seq_len: int, batch: int) -> tuple[list[Windows], float]:
+def make_batches(loaded, n: int, seq_len: int, batch: int, workers: int = 1) -> tuple[list[Windows], float]:
     """``n`` packed windows of the default corpus (cycled if needed) and windows/s of windowing."""
     texts = [d.text for d in default_corpus()]
     out, got, t0 = [], 0, time.perf_counter()
     while got < n:
-        for w in iter_windows(texts, loaded.tokenizer, seq_len, pack=True, batch_windows=batch):
+        for w in iter_windows(texts, loaded.tokenizer, seq_len, pack=True, batch_windows=batch, workers=workers,
+                              token_strings=False):
             take = min(len(w), n - got)
             out.append(w.select(slice(0, take)) if take < len(w) else w)
             got += take
@@ -89,12 +92,12 @@ def new_stats(loaded, seq_len) -> CorpusStats:
 
 def time_headsim(loaded, batches, device, seq_len) -> tuple[float, CorpusStats]:
     warm = Engine(loaded, new_stats(loaded, seq_len), lambda: new_stats(loaded, seq_len))
-    warm.process(batches[0])
+    warm.process_safely(batches[0])
     engine = Engine(loaded, new_stats(loaded, seq_len), lambda: new_stats(loaded, seq_len))
     sync(device)
     t0 = time.perf_counter()
     for w in batches:
-        engine.process(w)
+        engine.process_safely(w)
     sync(device)
     return time.perf_counter() - t0, engine.stats
 
@@ -166,6 +169,33 @@ def naive_stats(model, tokenizer, windows: Windows, seq_len: int, device) -> dic
     return r
 
 
+def end_to_end(loaded, n: int, seq_len: int, batch: int, workers: int) -> dict:
+    """Wall time of headsim.analyze, text in → run directory written, for ``n`` windows."""
+    import tempfile
+
+    from headsim.analysis import analyze
+    from dataclasses import replace
+
+    from headsim.corpus import Corpus
+
+    docs = default_corpus().documents
+    repeat = 1
+    while True:
+        corpus = Corpus(f"default corpus × {repeat}",
+                        [replace(d, doc_id=f"{d.doc_id}#{r}") for r in range(repeat) for d in docs])
+        total = sum(len(d.text) for d in corpus)
+        if total / 4.2 / (seq_len - 2) > n * 1.1 or repeat > 64:  # ≈ 4.2 characters per token
+            break
+        repeat += 1
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        res = analyze(loaded, corpus, windows=n, out=f"{tmp}/run", seq_len=seq_len, batch_size=batch,
+                      workers=workers, progress=False)
+        wall = time.perf_counter() - t0
+    return {"windows": res.meta["windows"], "seconds": wall, "windows_per_s": res.meta["windows"] / wall,
+            "analysis_seconds": res.meta["seconds"], "workers": workers, "corpus": corpus.name}
+
+
 def agreement_naive(stats: CorpusStats, ref: dict) -> dict:
     """Max differences between headsim's accumulators and the naive reference on the same windows."""
     ds = stats.to_dataset()
@@ -205,6 +235,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--naive-windows", type=int, default=None, help="subset for (c) (default: 4 on CPU, 16 on CUDA)")
     ap.add_argument("--batch-size", type=int, default=None)
     ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--workers", type=int, default=None, help="windowing processes, 0 = in-process (default: as headsim analyze)")
+    ap.add_argument("--end-to-end", type=int, default=0, metavar="N", help="also time headsim.analyze on N windows")
     ap.add_argument("--json", default=None, help="write the result here")
     args = ap.parse_args(argv)
     cuda = args.device == "cuda"
@@ -215,7 +247,14 @@ def main(argv=None) -> dict:
     n_naive = args.naive_windows or (16 if cuda else 4)
     bs = args.batch_size or (256 if cuda else 32)
     loaded, model_note = build_model(args.device, dtype)
-    batches, windowing_rate = make_batches(loaded, n, args.seq_len, bs)
+    from headsim.analysis import default_workers
+
+    workers = default_workers(loaded, max(n, args.end_to_end)) if args.workers is None else args.workers
+    batches = make_batches(loaded, n, args.seq_len, bs)[0]
+    # windowing rates over enough windows that start-up (first texts, worker processes) does not dominate
+    n_win = max(n, 2048)
+    windowing_rate = make_batches(loaded, n_win, args.seq_len, bs)[1]
+    parallel_rate = make_batches(loaded, n_win, args.seq_len, bs, workers)[1] if workers >= 1 else windowing_rate
     print(f"{model_note}; {n} windows × {args.seq_len} tokens, batch {bs}, {dtype} on {args.device}", flush=True)
     if cuda:
         torch.cuda.reset_peak_memory_stats()
@@ -235,6 +274,7 @@ def main(argv=None) -> dict:
         "model": model_note, "dtype": dtype, "windows": n, "seq_len": args.seq_len, "batch_size": bs,
         "bare_windows_per_s": n / t_bare, "headsim_windows_per_s": n / t_head, "naive_windows_per_s": 1.0 / t_naive,
         "naive_windows_measured": n_naive, "windowing_windows_per_s": windowing_rate,
+        "windowing_windows_measured": n_win, "windowing_workers": workers, "windowing_parallel_windows_per_s": parallel_rate,
         "peak_memory_bytes": {"cpu_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                               "gpu_max_allocated": torch.cuda.max_memory_allocated() if cuda else None},
         "agreement_vs_naive": agreement_naive(sub_engine.stats, ref),
@@ -248,12 +288,17 @@ def main(argv=None) -> dict:
         if cuda:
             fp32.model.load_state_dict({k: v.float() for k, v in loaded.model.state_dict().items()})
         result["agreement_vs_fp32"] = agreement_dtype(loaded, fp32, batches[:2], args.seq_len)
+    if args.end_to_end:
+        result["end_to_end"] = end_to_end(loaded, args.end_to_end, args.seq_len, bs, workers)
     print(f"{'contender':<12}{'windows/s':>12}")
     for name in ("bare", "headsim", "naive"):
         print(f"{name:<12}{result[name + '_windows_per_s']:>12.2f}")
     print(f"headsim / bare = {result['ratio_vs_bare']:.3f}   headsim / naive = {result['speedup_vs_naive']:.1f}×   "
           f"windowing {windowing_rate:.0f} windows/s   peak RSS {result['peak_memory_bytes']['cpu_rss'] / 2**30:.2f} GiB")
+    print(f"windowing over {n_win} windows: in-process {windowing_rate:.0f} windows/s, {workers} worker processes {parallel_rate:.0f} windows/s")
     print("agreement with naive reference:", json.dumps(result["agreement_vs_naive"]))
+    if "end_to_end" in result:
+        print("end to end (text → run directory):", json.dumps(result["end_to_end"]))
     if "agreement_vs_fp32" in result:
         print("agreement with fp32:", json.dumps(result["agreement_vs_fp32"]))
     if args.json:

@@ -74,6 +74,17 @@ def test_run_directory_contents(tmp_path):
     assert res.heads.equals(run.heads)
 
 
+def test_windowing_workers_change_nothing_and_stop_with_the_run(tmp_path, tiny_dir):
+    corpus = _corpus(tmp_path, 24)  # far more windows than asked for: the run stops the workers early
+    one = analyze(tiny_dir, str(corpus), windows=10, seq_len=32, batch_size=4, progress=False, workers=1)
+    t0 = time.perf_counter()
+    two = analyze(tiny_dir, str(corpus), windows=10, seq_len=32, batch_size=4, progress=False, workers=2)
+    assert time.perf_counter() - t0 < 60
+    pd.testing.assert_frame_equal(one.heads, two.heads)
+    for name in one.dataset.data_vars:
+        np.testing.assert_array_equal(one.dataset[name].values, two.dataset[name].values, err_msg=name)
+
+
 def test_sigkill_and_resume_give_identical_results(tmp_path, tiny_dir):
     corpus = _corpus(tmp_path, 300)
     common = ["analyze", "--model", tiny_dir, "--corpus", str(corpus), "--seq-len", "32", "--batch-size", "4",

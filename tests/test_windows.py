@@ -211,3 +211,26 @@ def test_windows_cover_every_token_once(tokenizer, n_words, seq_len, pack, seed)
         assert re.fullmatch(r"\[CLS\]", w.tokens[r][0])
         ids = w.sentence_ids[r, _content(w, r)]
         assert ids[0] == 0 and set(np.diff(ids).tolist()) <= {0, 1}
+
+
+def test_worker_processes_give_the_same_windows(tokenizer):
+    """Tokenisation and sentence splitting in worker processes change nothing, in any order of arrival."""
+    from headsim.corpus import lee_documents
+    from headsim.windows import Windows, iter_windows
+
+    texts = [d.text for d in lee_documents()[:12]]
+    one = Windows.concat(list(iter_windows(texts, tokenizer, 64, pack=True, batch_windows=16, tokenize_batch=2)))
+    two = Windows.concat(list(iter_windows(texts, tokenizer, 64, pack=True, batch_windows=16, tokenize_batch=2,
+                                           workers=2, token_strings=False)))
+    for name in ("input_ids", "attention_mask", "offsets", "sentence_ids", "text_index"):
+        np.testing.assert_array_equal(getattr(one, name), getattr(two, name), err_msg=name)
+    assert two.tokens == [] and len(one.tokens) == len(one) and two.select(slice(0, 2)).tokens == []
+
+
+def test_long_texts_are_never_truncated_by_the_tokenizer(tokenizer):
+    """A tokenizer saved with truncation on (MiniLM's is, at 128) must still see whole texts."""
+    from headsim.windows import tokenize
+
+    text = "word " * 600
+    tokenizer.backend_tokenizer.enable_truncation(128)
+    assert len(tokenize([text], tokenizer)[0].ids) == 600

@@ -16,6 +16,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -60,32 +61,69 @@ def count_windows(corpus: Corpus, tokenizer, seq_len: int) -> tuple[int, int]:
 
 
 def prefetch(items: Iterator, depth: int = 4) -> Iterator:
-    """Run ``items`` in a background thread, ``depth`` ahead (tokenisation overlaps the model)."""
+    """Run ``items`` in a background thread, ``depth`` ahead (tokenisation overlaps the model).
+
+    Closing the returned generator (or leaving a ``for`` loop over it early) stops the thread and
+    closes ``items``, so windowing worker processes shut down with it.
+    """
     q: queue.Queue = queue.Queue(maxsize=depth)
     done = object()
+    stop = threading.Event()
     failure: list[BaseException] = []
+
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
 
     def work():
         try:
             for item in items:
-                q.put(item)
+                if not put(item):
+                    break
         except BaseException as exc:  # re-raised in the consumer
             failure.append(exc)
         finally:
-            q.put(done)
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+            put(done)
 
-    threading.Thread(target=work, daemon=True, name="headsim-windows").start()
-    while (item := q.get()) is not done:
-        yield item
-    if failure:
-        raise failure[0]
+    thread = threading.Thread(target=work, daemon=True, name="headsim-windows")
+    thread.start()
+    try:
+        while (item := q.get()) is not done:
+            yield item
+        if failure:
+            raise failure[0]
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """An accelerator out-of-memory error (CUDA's, or the generic one other backends raise)."""
+    return isinstance(exc, torch.cuda.OutOfMemoryError) or (
+        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
 
 
 class Engine:
-    """Feeds window batches through the model into a :class:`CorpusStats`."""
+    """Feeds window batches through the model into a :class:`CorpusStats`.
 
-    def __init__(self, loaded: LoadedModel, stats: CorpusStats, fresh: Callable[[], CorpusStats]):
+    With ``backoff`` (the default on accelerators) a batch that runs out of memory is retried in
+    halves through scratch statistics, so a failed attempt never leaves partial sums behind; the
+    size that fits is remembered (:attr:`max_windows`) and later batches are cut to it at once.
+    """
+
+    def __init__(self, loaded: LoadedModel, stats: CorpusStats, fresh: Callable[[], CorpusStats], *,
+                 backoff: bool | None = None):
         self.loaded, self.stats, self.fresh = loaded, stats, fresh
+        self.backoff = loaded.device.type != "cpu" if backoff is None else bool(backoff)
+        self.max_windows: int | None = None
 
     def batch_info(self, w: Windows) -> BatchInfo:
         return batch_info(w.input_ids, w.attention_mask, w.sentence_ids, self.loaded.tokenizer, self.loaded.device)
@@ -108,20 +146,30 @@ class Engine:
             forward(self.loaded, info.input_ids, info.valid.long())
 
     def process_safely(self, w: Windows) -> None:
-        """On CUDA, add a batch through scratch statistics and halve it on out-of-memory."""
-        if self.loaded.device.type != "cuda":
+        """:meth:`process`, halving the batch on out-of-memory when :attr:`backoff` is on."""
+        if not self.backoff:
             return self.process(w)
-        try:
+        size = len(w) if self.max_windows is None else min(len(w), self.max_windows)
+        start = 0
+        while start < len(w):
+            part = w.select(slice(start, start + size)) if (start, size) != (0, len(w)) else w
             scratch = self.fresh()
-            self.process(w, scratch)
-        except torch.cuda.OutOfMemoryError:
-            require(len(w) > 1, "out of GPU memory with a single window", "use a smaller --seq-len or --dtype bf16")
-            torch.cuda.empty_cache()
-            half = len(w) // 2
-            self.process_safely(w.select(slice(0, half)))
-            self.process_safely(w.select(slice(half, len(w))))
-            return None
-        self.stats.merge(scratch)
+            try:
+                self.process(part, scratch)
+            except (RuntimeError, torch.cuda.OutOfMemoryError) as exc:
+                if not is_out_of_memory(exc):
+                    raise
+                del scratch
+                require(size > 1, "out of accelerator memory with a single window",
+                        "use a smaller --seq-len, --dtype bf16, or a device with more free memory")
+                if self.loaded.device.type == "cuda":
+                    torch.cuda.empty_cache()
+                size = max(1, size // 2)
+                self.max_windows = size
+                warnings.warn(f"out of memory: continuing with {size} windows per step", stacklevel=2)
+                continue
+            self.stats.merge(scratch)
+            start += size
         return None
 
 
@@ -154,6 +202,20 @@ def default_batch_size(loaded: LoadedModel, seq_len: int) -> int:
     free, _ = torch.cuda.mem_get_info(loaded.device)
     per_window = loaded.n_heads * seq_len * seq_len * 4 * 12 + seq_len * 4096 * 16
     return int(max(8, min(512, free // 8 // per_window)))
+
+
+def default_workers(loaded: LoadedModel, windows: int) -> int:
+    """Windowing processes for a run of ``windows`` windows (0: a thread of this process).
+
+    Beside a CPU model windowing stays in a thread: the model's threads need both cores, and a
+    windowing process competing with them slowed 512 windows down by a third (measured with
+    benchmarks/throughput.py). Beside an accelerator, runs of 1,024 windows or more use one process
+    per spare core up to 15, so pySBD's pure-Python splitting never holds the interpreter lock the
+    thread that launches the GPU kernels needs.
+    """
+    if loaded.device.type == "cpu" or windows < 1024:
+        return 0
+    return max(1, min(15, (os.cpu_count() or 2) - 1))
 
 
 @dataclass
@@ -207,6 +269,7 @@ def analyze(
     text_field: str = "text",
     text_column: str = "text",
     sentence_splitter: str = "pysbd",
+    workers: int | None = None,
     progress: bool | Callable[[int, int], None] = True,
 ) -> Result:
     """Corpus statistics of every head (paper Figs 2, 3, 6–8, 10–13).
@@ -220,6 +283,8 @@ def analyze(
         checkpoint_every: windows between checkpoints (rounded up to whole batches).
         resume / overwrite: continue or replace a run already in ``out``.
         allow_fewer: when ``windows`` exceeds the corpus, analyse what exists (else stop).
+        sentence_splitter: sentence ids from ``"pysbd"``, ``"punkt"`` or ``"newline"``.
+        workers: windowing processes, 0 for a thread (:func:`default_workers` when ``None``); results do not depend on it.
         progress: show a progress bar (or a callback ``(done, total)``).
     """
     threshold = check_threshold(threshold)
@@ -288,14 +353,15 @@ def analyze(
     engine = Engine(loaded, stats, fresh)
     every = max(1, -(-checkpoint_every // bs)) * bs
     started = time.perf_counter()
+    n_workers = default_workers(loaded, target - done) if workers is None else workers
     source = iter_windows((d.text for d in corp), loaded.tokenizer, seq_len, pack=True, batch_windows=bs,
-                          sentence_splitter=sentence_splitter)
+                          sentence_splitter=sentence_splitter, workers=n_workers, token_strings=False)
     parts: list = []
     first: Windows | None = None  # kept for the bf16/fp16 agreement check
     part_start = done
     position = 0
-    with _progress(progress, target, done) as advance:
-        for batch in prefetch(source):
+    with _progress(progress, target, done) as advance, closing(prefetch(source)) as batches:
+        for batch in batches:
             if position >= target:
                 break
             take = min(len(batch), target - position)
@@ -312,6 +378,8 @@ def analyze(
                 _flush_parts(ckpt, parts, part_start)
                 _save_checkpoint(ckpt, engine.stats, position)
                 parts, part_start = [], position
+            if position >= target:
+                break
     elapsed = time.perf_counter() - started
     if loaded.dtype != torch.float32 and first is not None and "agreement_vs_fp32" not in meta:
         try:

@@ -59,17 +59,19 @@ def hooks(loaded: LoadedModel, sink: Sink, roles: Sequence[str] = ("query", "key
             h.remove()
 
 
-def attention_probs(query: torch.Tensor, key: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+def attention_probs(query: torch.Tensor, key: torch.Tensor, attention_mask: torch.Tensor,
+                    padded: bool | None = None) -> torch.Tensor:
     """softmax(QKᵀ/√d) over valid keys, in float32: ``[batch, head, seq, seq]``.
 
     Rows of padded queries are computed like the model does (they attend to the valid keys).
     The scale is applied to the queries (a ``[seq, d]`` pass instead of a ``[seq, seq]`` one) and
-    the additive key mask only where a window has padding.
+    the additive key mask only where a window has padding (``padded``, when the caller knows it,
+    spares a device synchronisation).
     """
     q = query.float() * query.shape[-1] ** -0.5
     scores = torch.matmul(q, key.float().transpose(-1, -2))
     valid = attention_mask.bool()
-    if not bool(valid.all()):
+    if (not bool(valid.all())) if padded is None else padded:
         bias = torch.zeros(valid.shape, dtype=scores.dtype, device=scores.device)
         bias.masked_fill_(~valid, torch.finfo(scores.dtype).min)
         scores.add_(bias[:, None, None, :])  # additive mask, as the model's own kernels apply it

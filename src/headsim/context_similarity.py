@@ -54,7 +54,7 @@ def valid_pairs(attention_mask: torch.Tensor, ndim: int) -> torch.Tensor:
     return v.unsqueeze(-1) & v.unsqueeze(-2) & ~eye
 
 
-def normalized_similarity(z: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
+def normalized_similarity(z: torch.Tensor, valid: torch.Tensor | None = None, padded: bool | None = None) -> torch.Tensor:
     """The normalised context similarity of float32 head outputs ``z`` ``[..., T, d]`` (one definition).
 
     Padded vectors are replaced by zeros before ``Z·Zᵀ`` (so padded rows and columns are exactly
@@ -67,8 +67,11 @@ def normalized_similarity(z: torch.Tensor, valid: torch.Tensor | None = None) ->
     Args:
         z: float32 head outputs; leading axes are batch axes.
         valid: boolean ``[T]`` or ``[W, T]`` aligned with the leading axis of ``z``; ``None`` → all valid.
+        padded: whether ``valid`` has a ``False`` (when the caller knows, saving a device sync).
     """
-    if valid is not None and not bool(valid.all()):
+    if padded is None:
+        padded = valid is not None and not bool(valid.all())
+    if padded:
         z = torch.where(expand_mask(valid, z.ndim - 1).unsqueeze(-1), z, torch.zeros((), dtype=z.dtype, device=z.device))
     else:
         z = z.contiguous()

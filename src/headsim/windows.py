@@ -18,6 +18,7 @@ from .sentences import sentence_index, sentence_starts
 from .tokens import special_ids
 
 MIN_SEQ_LEN = 8
+TOKENIZE_CHARS = 1 << 16  # characters tokenized together: about 120 windows of 128 tokens
 SPECIAL = -1  # sentence id / text index / offset of [CLS], [SEP] and padding
 
 
@@ -52,8 +53,9 @@ class Windows:
     def select(self, index) -> "Windows":
         """Windows at ``index`` (a slice or integer array)."""
         idx = np.arange(len(self))[index]
+        tokens = [self.tokens[i] for i in np.atleast_1d(idx)] if self.tokens else []
         return Windows(self.input_ids[idx], self.attention_mask[idx], self.offsets[idx],
-                       self.sentence_ids[idx], self.text_index[idx], [self.tokens[i] for i in np.atleast_1d(idx)])
+                       self.sentence_ids[idx], self.text_index[idx], tokens)
 
     @staticmethod
     def concat(parts: list["Windows"]) -> "Windows":
@@ -83,17 +85,64 @@ def check_texts(texts: str | Iterable[str]) -> list[str]:
     return items
 
 
+def _encode(tokenizer, texts: list[str]) -> list[tuple[list[int], list[tuple[int, int]]]]:
+    """Token ids and character offsets of ``texts`` without special tokens.
+
+    ``tokenizer`` is a fast Hugging Face tokenizer or its Rust ``tokenizers.Tokenizer`` (what the
+    windowing workers hold); both give the same encodings.
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
+    if backend.truncation is not None:  # whole texts: windows are cut here, never by the tokenizer
+        backend.no_truncation()
+    if backend.padding is not None:
+        backend.no_padding()
+    return [(e.ids, e.offsets) for e in backend.encode_batch(texts, add_special_tokens=False)]
+
+
 def tokenize(texts: list[str], tokenizer, *, first_index: int = 0, sentence_splitter: str = "pysbd") -> list[TokenStream]:
     """Tokenize texts without special tokens, keeping offsets and sentence indices."""
-    enc = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True,
-                    return_attention_mask=False, return_token_type_ids=False, verbose=False)
     streams = []
-    for i, (ids, offs, text) in enumerate(zip(enc["input_ids"], enc["offset_mapping"], texts)):
+    for i, ((ids, offs), text) in enumerate(zip(_encode(tokenizer, texts), texts)):
         offsets = np.asarray(offs, dtype=np.int64).reshape(-1, 2)
         starts = sentence_starts(text, sentence_splitter)
         streams.append(TokenStream(np.asarray(ids, dtype=np.int64), offsets,
                                    sentence_index(offsets[:, 0], starts), first_index + i))
     return streams
+
+
+_WORKER: dict = {}
+
+
+def _start_worker(tokenizer_json: str, sentence_splitter: str) -> None:
+    from tokenizers import Tokenizer
+
+    _WORKER.update(tokenizer=Tokenizer.from_str(tokenizer_json), splitter=sentence_splitter)
+
+
+def _tokenize_in_worker(texts: list[str], first_index: int) -> list[TokenStream]:
+    return tokenize(texts, _WORKER["tokenizer"], first_index=first_index, sentence_splitter=_WORKER["splitter"])
+
+
+def _parallel_streams(batches: Iterator[tuple[list[str], int]], tokenizer, sentence_splitter: str,
+                      workers: int) -> Iterator[TokenStream]:
+    """:func:`tokenize` of each batch in ``workers`` processes, in order, a bounded number in flight."""
+    import multiprocessing as mp
+    from collections import deque
+    from concurrent.futures import ProcessPoolExecutor
+
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    require(backend is not None, "parallel windowing needs a fast (Rust) tokenizer",
+            "load the model's fast tokenizer, or use one windowing worker")
+    ctx = mp.get_context("spawn")  # never fork a process that runs torch threads
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_start_worker,
+                             initargs=(backend.to_str(), sentence_splitter)) as pool:
+        flight: deque = deque()
+        for texts, first in batches:
+            flight.append(pool.submit(_tokenize_in_worker, texts, first))
+            if len(flight) >= 2 * workers:
+                yield from flight.popleft().result()
+        while flight:
+            yield from flight.popleft().result()
 
 
 def _special_ids(tokenizer) -> tuple[int, int, int]:
@@ -125,7 +174,8 @@ def _chunks(streams: Iterable[TokenStream], content: int, pack: bool) -> Iterato
         yield pending
 
 
-def _assemble(pieces: list[list[tuple[TokenStream, int, int]]], seq_len: int, tokenizer) -> Windows:
+def _assemble(pieces: list[list[tuple[TokenStream, int, int]]], seq_len: int, tokenizer,
+              token_strings: bool = True) -> Windows:
     cls, sep, pad = _special_ids(tokenizer)
     w = len(pieces)
     ids = np.full((w, seq_len), pad, dtype=np.int64)
@@ -149,7 +199,7 @@ def _assemble(pieces: list[list[tuple[TokenStream, int, int]]], seq_len: int, to
         # renumber (text, sentence) pairs 0, 1, … within the window, in reading order
         key = tidx[r, body] * (1 << 32) + sent[r, body]
         sent[r, body] = np.unique(key, return_inverse=True)[1]
-    tokens = [tokenizer.convert_ids_to_tokens(row.tolist()) for row in ids]
+    tokens = [tokenizer.convert_ids_to_tokens(row.tolist()) for row in ids] if token_strings else []
     return Windows(ids, mask, offsets, sent, tidx, tokens)
 
 
@@ -162,6 +212,8 @@ def iter_windows(
     batch_windows: int = 64,
     sentence_splitter: str = "pysbd",
     tokenize_batch: int = 32,
+    workers: int = 0,
+    token_strings: bool = True,
 ) -> Iterator[Windows]:
     """Stream windows in batches of ``batch_windows`` from an iterable of texts.
 
@@ -173,32 +225,47 @@ def iter_windows(
             text across texts, every window full except the last of the stream.
         batch_windows: windows per yielded batch (the last batch may be smaller).
         sentence_splitter: see :func:`headsim.sentences.sentence_starts`.
+        tokenize_batch: texts tokenized (and sentence-split) together (fewer when they reach
+            :data:`TOKENIZE_CHARS` characters).
+        workers: processes that tokenize and split sentences (the slow part: pySBD); 0 does it in
+            the calling thread. A process keeps pure-Python sentence splitting off the interpreter
+            lock the model's thread needs. Windows are the same for any number of workers.
+        token_strings: fill :attr:`Windows.tokens` (views need them; corpus statistics do not).
     """
     require(isinstance(seq_len, (int, np.integer)) and seq_len >= MIN_SEQ_LEN,
             f"seq_len {seq_len} is below {MIN_SEQ_LEN}",
             f"choose a window length of at least {MIN_SEQ_LEN} tokens (the paper uses 128)")
     content = seq_len - 2
 
-    def streams() -> Iterator[TokenStream]:
+    require(isinstance(workers, (int, np.integer)) and workers >= 0, f"workers {workers!r} must be 0 or more",
+            "pass 0 (windowing in this thread) or a number of windowing processes")
+
+    def text_batches() -> Iterator[tuple[list[str], int]]:
         buf: list[str] = []
-        index = 0
+        index = chars = 0
         for text in texts:
             buf.append(text)
-            if len(buf) == tokenize_batch:
-                yield from tokenize(buf, tokenizer, first_index=index, sentence_splitter=sentence_splitter)
+            chars += len(text)
+            if len(buf) == tokenize_batch or chars >= TOKENIZE_CHARS:  # little work ahead of the model
+                yield buf, index
                 index += len(buf)
-                buf = []
+                buf, chars = [], 0
         if buf:
-            yield from tokenize(buf, tokenizer, first_index=index, sentence_splitter=sentence_splitter)
+            yield buf, index
 
+    if workers >= 1:
+        streams = _parallel_streams(text_batches(), tokenizer, sentence_splitter, int(workers))
+    else:
+        streams = (s for buf, first in text_batches()
+                   for s in tokenize(buf, tokenizer, first_index=first, sentence_splitter=sentence_splitter))
     batch: list = []
-    for window in _chunks(streams(), content, pack):
+    for window in _chunks(streams, content, pack):
         batch.append(window)
         if len(batch) == batch_windows:
-            yield _assemble(batch, seq_len, tokenizer)
+            yield _assemble(batch, seq_len, tokenizer, token_strings)
             batch = []
     if batch:
-        yield _assemble(batch, seq_len, tokenizer)
+        yield _assemble(batch, seq_len, tokenizer, token_strings)
 
 
 def make_windows(texts: str | Iterable[str], tokenizer, seq_len: int = 128, *, pack: bool = False,

@@ -257,12 +257,12 @@ class CorpusStats:
         pairs, attn = self._slices(layer, _PAIR_KEYS), self._slices(layer, _ATTENTION_KEYS)
         for index, bt in chunks:
             if qk is not None:
-                probs = attention_probs(qk[0][index], qk[1][index], bt.valid)
+                probs = attention_probs(qk[0][index], qk[1][index], bt.valid, bt.padded)
                 attention_batch(probs, bt, self.top_k_columns, attn, owned=True)
                 del probs
             elif attention is not None:
                 attention_batch(attention[index], bt, self.top_k_columns, attn)
-            normalized = normalized_similarity(head_outputs[index].float(), bt.valid)
+            normalized = normalized_similarity(head_outputs[index].float(), bt.valid, bt.padded)
             pair_batch(normalized, self.threshold, bt, self._geo, self.bins, pairs, masked=True)
             del normalized
         self.acc["layer_windows"][layer] += b

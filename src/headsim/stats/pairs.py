@@ -168,7 +168,7 @@ def pair_batch(normalized: torch.Tensor, high: torch.Tensor | float, bt: BatchTe
     rep = u[rb, :, ri, rj]  # [N, H]
     del u
     into["n_repeat"] += rep.sum(dim=0).to(torch.int64)
-    into["n_repeat_same_sentence"] += rep[bt.repeat_same_sentence].sum(dim=0).to(torch.int64)
+    into["n_repeat_same_sentence"] += (rep * bt.repeat_same_sentence[:, None]).sum(dim=0).to(torch.int64)
     inner = torch.zeros(b, t, h, dtype=rep.dtype, device=dev).index_put_((rb, ri), rep, accumulate=True)
     inner = inner.transpose(1, 2)  # [B, H, T] partners j > p with the same token id
 

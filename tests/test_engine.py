@@ -1,0 +1,78 @@
+"""headsim.analysis.Engine: out-of-memory back-off keeps the numbers and learns the batch size that fits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from headsim.analysis import Engine, is_out_of_memory
+from headsim.corpus import lee_documents
+from headsim.errors import HeadsimError
+from headsim.stats import CorpusStats
+from headsim.windows import make_windows
+
+
+def _engine(loaded, **kw) -> Engine:
+    fresh = lambda: CorpusStats(loaded.n_layers, loaded.n_heads, 32, device=loaded.device)  # noqa: E731
+    return Engine(loaded, fresh(), fresh, **kw)
+
+
+def _fail_above(engine: Engine, limit: int) -> list[int]:
+    """Make ``engine.process`` raise CUDA's out-of-memory error for more than ``limit`` windows."""
+    tried, real = [], engine.process
+
+    def process(w, stats=None):
+        tried.append(len(w))
+        if len(w) > limit:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(w, stats)
+
+    engine.process = process
+    return tried
+
+
+@pytest.fixture(scope="module")
+def windows(tokenizer):
+    texts = [d.text for d in lee_documents()[:6]]
+    return make_windows(texts, tokenizer, 32, pack=True).select(slice(0, 16))
+
+
+def test_backoff_gives_the_same_statistics_and_remembers_the_size(tiny_bert, windows):
+    plain = _engine(tiny_bert, backoff=False)
+    plain.process_safely(windows.select(slice(0, 8)))
+    plain.process_safely(windows.select(slice(8, 16)))
+    safe = _engine(tiny_bert, backoff=True)
+    tried = _fail_above(safe, 3)
+    with pytest.warns(UserWarning, match="out of memory"):
+        safe.process_safely(windows.select(slice(0, 8)))
+    assert tried == [8, 4, 2, 2, 2, 2] and safe.max_windows == 2
+    safe.process_safely(windows.select(slice(8, 16)))  # cut to the learned size at once: no new failure
+    assert tried[6:] == [2, 2, 2, 2]
+    a, b = plain.stats.to_dataset(), safe.stats.to_dataset()
+    for name in a.data_vars:
+        if np.issubdtype(a[name].dtype, np.integer):
+            np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
+        else:
+            np.testing.assert_allclose(a[name].values, b[name].values, rtol=1e-6, atol=1e-6, err_msg=name)
+    assert int(b["windows"]) == 16
+
+
+def test_backoff_gives_up_with_a_clear_error_at_one_window(tiny_bert, windows):
+    safe = _engine(tiny_bert, backoff=True)
+    _fail_above(safe, 0)
+    with pytest.warns(UserWarning), pytest.raises(HeadsimError, match="single window"):
+        safe.process_safely(windows.select(slice(0, 4)))
+    assert int(safe.stats.to_dataset()["windows"]) == 0  # nothing half-added
+
+
+def test_other_errors_are_not_mistaken_for_out_of_memory(tiny_bert, windows):
+    safe = _engine(tiny_bert, backoff=True)
+
+    def broken(w, stats=None):
+        raise RuntimeError("shape mismatch")
+
+    safe.process = broken
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        safe.process_safely(windows.select(slice(0, 4)))
+    assert is_out_of_memory(RuntimeError("HIP out of memory")) and not is_out_of_memory(ValueError("out of memory"))
