@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from headsim.errors import HeadsimError
 from headsim.segmentation.metrics import boundary_f1, default_k, pk, to_boundary_vector, windowdiff
 from headsim.segmentation.types import Segment, boundaries_to_segments
-from headsim.segmentation.units import MAX_BLOCK, sentence_units
+from headsim.segmentation.units import sentence_units
+from headsim.sentences import MAX_BLOCK
 
 
 def test_boundary_vector():

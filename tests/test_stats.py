@@ -235,7 +235,8 @@ def test_tiny_bert_matches_reference():
         batches.append({"input_ids": info.input_ids.numpy(), "valid": info.valid.numpy(),
                         "sentence_ids": info.sentence_ids.numpy(), "is_cls": info.is_cls.numpy(),
                         "is_sep": info.is_sep.numpy(), "is_punct": info.is_punct.numpy(),
-                        "head_outputs": got["head_output"].numpy(), "attention": att.numpy(), "info": info})
+                        "head_outputs": got["head_output"].numpy(), "attention": att.numpy(), "info": info,
+                        "query": got["query"], "key": got["key"]})
     assert any(b["is_punct"].any() for b in batches)
     for batch in batches:  # categories agree with the token strings
         tokens = np.asarray(tokenizer.convert_ids_to_tokens(batch["input_ids"].reshape(-1).tolist())).reshape(-1, 24)
@@ -250,8 +251,21 @@ def test_tiny_bert_matches_reference():
                                torch.as_tensor(batch["head_outputs"][:, layer]), batch["info"])
     ds = stats.to_dataset()
     assert int(ds["windows"]) == len(windows)
-    assert_matches_reference(ds, reference_stats(batches, 2, 4, 24))
+    ref = reference_stats(batches, 2, 4, 24)
+    assert_matches_reference(ds, ref)
     assert int(ds["n_pairs"].sum()) > 0
+    # the driver's path: attention computed from the captured Q and K step by step inside the accumulator
+    captured = CorpusStats(2, 4, 24, chunk_windows=3)
+    for batch in batches:
+        captured.begin_batch(batch["info"])
+        for layer in range(2):
+            captured.update_captured(layer, batch["query"][:, layer], batch["key"][:, layer],
+                                     torch.as_tensor(batch["head_outputs"][:, layer]), batch["info"])
+    assert_matches_reference(captured.to_dataset(), ref)
+    with pytest.raises(HeadsimError, match="query has shape"):
+        captured.begin_batch(batches[0]["info"])
+        captured.update_captured(0, batches[0]["query"][:, 0, :, :5], batches[0]["key"][:, 0],
+                                 torch.as_tensor(batches[0]["head_outputs"][:, 0]), batches[0]["info"])
 
 
 # ---------------------------------------------------------------------------------------------

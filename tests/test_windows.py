@@ -234,3 +234,15 @@ def test_long_texts_are_never_truncated_by_the_tokenizer(tokenizer):
     text = "word " * 600
     tokenizer.backend_tokenizer.enable_truncation(128)
     assert len(tokenize([text], tokenizer)[0].ids) == 600
+
+
+def test_long_paragraphs_split_in_linear_time_and_keep_exact_offsets():
+    """A paragraph far longer than MAX_BLOCK is cut into pieces before pySBD; starts stay exact."""
+    from headsim.sentences import MAX_BLOCK, sentence_starts
+
+    sentence = "The committee met on Tuesday and approved the budget. "
+    short, long = sentence * 40, sentence * 800  # one paragraph each, no newline
+    starts = sentence_starts(long)
+    assert len(starts) == 800 and len(long) > 10 * MAX_BLOCK
+    assert all(long[s:].startswith("The committee") for s in starts)
+    assert list(sentence_starts(short)) == [i * len(sentence) for i in range(40)]

@@ -1,13 +1,17 @@
-"""Sentence boundaries as character offsets (used for sentence ids of tokens).
+"""Sentence boundaries as character offsets (used for sentence ids of tokens and sentence units).
 
 pySBD's rule-based English segmenter is the default (accurate on abbreviations, numbers,
 quotations); NLTK's Punkt algorithm with untrained parameters is offered as a fast option for
-very large corpora (about 20× faster, splits after most abbreviations).
+very large corpora (about 20× faster, splits after most abbreviations). pySBD's time grows faster
+than linearly with the length of what it is given, so paragraphs longer than :data:`MAX_BLOCK`
+characters are first cut at the last sentence-final punctuation (else whitespace) before the
+limit: time stays linear in the text. This module is the one pySBD wrapper of the package.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from functools import lru_cache
 
 import numpy as np
@@ -15,7 +19,9 @@ import numpy as np
 from .errors import require
 
 SPLITTERS = ("pysbd", "punkt", "newline")
+MAX_BLOCK = 2000
 _PARAGRAPH = re.compile(r"\n+")
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s+")
 
 
 @lru_cache(maxsize=1)
@@ -43,18 +49,42 @@ def _paragraph_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _pysbd_starts(paragraph: str) -> list[int]:
-    """Start offsets of pySBD sentences, located by search so offsets are always exact."""
-    starts, cursor = [], 0
-    for sent in _pysbd().segment(paragraph):
-        piece = sent.strip()
+def pieces(text: str, start: int, end: int) -> Iterator[int]:
+    """Start offsets of the pieces (at most :data:`MAX_BLOCK` long) of ``text[start:end]``."""
+    while end - start > MAX_BLOCK:
+        window = text[start: start + MAX_BLOCK]
+        cut = max((m.end() for m in _SENTENCE_END.finditer(window)), default=0)
+        if cut <= 0:
+            cut = window.rfind(" ") + 1 or MAX_BLOCK
+        yield start
+        start += cut
+    yield start
+
+
+def pysbd_starts(block: str) -> Iterator[int]:
+    """Start offsets of pySBD's sentences in ``block``, located by search so they are exact.
+
+    pySBD never edits text with ``clean=False``; a sentence it returns that is not found (which
+    would mean it did) is skipped and the search cursor kept.
+    """
+    cursor = 0
+    for sentence in _pysbd().segment(block):
+        piece = sentence.strip()
         if not piece:
             continue
-        found = paragraph.find(piece, cursor)
-        if found < 0:  # pySBD altered the text; keep the running cursor
-            found = cursor
-        starts.append(found)
-        cursor = found + len(piece)
+        found = block.find(piece, cursor)
+        if found >= 0:
+            yield found
+            cursor = found + len(piece)
+
+
+def _pysbd_starts(paragraph: str) -> list[int]:
+    """Sentence starts in one paragraph: piece by piece (each piece start is one)."""
+    starts = []
+    bounds = list(pieces(paragraph, 0, len(paragraph)))
+    for p, q in zip(bounds, [*bounds[1:], len(paragraph)]):
+        starts.append(p)
+        starts.extend(p + s for s in pysbd_starts(paragraph[p:q]))
     return starts
 
 

@@ -2,25 +2,62 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 import numpy as np
 
 from .errors import HeadsimError
 
+_PREFIXES = ("##", "\u0120", "\u2581")  # WordPiece continuation, GPT-2/RoBERTa space, SentencePiece space
 
-def special_ids(tokenizer) -> tuple[int, int]:
-    """Ids of the window-opening and window-closing tokens ([CLS]/<s>, [SEP]/</s>)."""
+
+def boundary_ids(tokenizer) -> tuple[int | None, int | None]:
+    """Ids of the window-opening and window-closing tokens ([CLS]/<s>, [SEP]/</s>), ``None`` if absent."""
     cls = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
     sep = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
+    return (None if cls is None else int(cls)), (None if sep is None else int(sep))
+
+
+def special_ids(tokenizer) -> tuple[int, int]:
+    """:func:`boundary_ids`, required: a clear error for a tokenizer without them."""
+    cls, sep = boundary_ids(tokenizer)
     if cls is None or sep is None:
         raise HeadsimError("the tokenizer has no [CLS]/[SEP] (or <s>/</s>) tokens",
                            "use an encoder tokenizer (BERT, RoBERTa) that defines them")
-    return int(cls), int(sep)
+    return cls, sep
+
+
+def token_body(token: str) -> str:
+    """A token string without its word-piece marker (``##``, ``Ġ`` or ``▁``)."""
+    for prefix in _PREFIXES:
+        if token.startswith(prefix):
+            return token[len(prefix):]
+    return token
+
+
+def is_punctuation_token(token: str) -> bool:
+    """A token made only of Unicode punctuation (categories P*), word-piece markers stripped."""
+    body = token_body(token)
+    return body != "" and all(unicodedata.category(ch).startswith("P") for ch in body)
+
+
+_PUNCT_CACHE: dict[int, tuple[object, np.ndarray]] = {}
+
+
+def punctuation_ids(tokenizer) -> np.ndarray:
+    """Sorted int64 ids of the tokenizer's punctuation tokens (see :func:`is_punctuation_token`)."""
+    hit = _PUNCT_CACHE.get(id(tokenizer))
+    if hit is not None and hit[0] is tokenizer:
+        return hit[1]
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    ids = sorted(i for tok, i in tokenizer.get_vocab().items() if i not in special and is_punctuation_token(tok))
+    out = np.asarray(ids, dtype=np.int64)
+    _PUNCT_CACHE[id(tokenizer)] = (tokenizer, out)
+    return out
 
 
 def punctuation_lookup(tokenizer) -> np.ndarray:
     """Boolean array over the vocabulary: True where the token is punctuation only."""
-    from .stats.batch import punctuation_ids
-
     ids = punctuation_ids(tokenizer)
     out = np.zeros(max(len(tokenizer), int(ids.max(initial=0)) + 1), dtype=bool)
     out[ids] = True

@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import math
 import threading
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from ..capture import attention_probs, capture
 from ..errors import HeadsimError, require
 from ..inspection import EXAMPLES, check_index, example_text
 from ..models import LoadedModel
+from ..tokens import is_punctuation_token
 from ..context_similarity import check_threshold, similarity
 from ..views import block_average, block_ids, column_scores, separators_from_scores
 from ..windows import Windows, check_seq_len, check_texts, make_windows
@@ -119,12 +119,6 @@ def _json_value(v):
     if isinstance(v, (np.bool_,)):
         return bool(v)
     return v
-
-
-def is_punctuation(token: str) -> bool:
-    """A token made only of punctuation characters (WordPiece ``##`` and SentencePiece marks ignored)."""
-    body = token.removeprefix("##").lstrip("\u2581\u0120")
-    return body != "" and all(unicodedata.category(c).startswith("P") for c in body)
 
 
 def model_info(loaded: LoadedModel) -> dict:
@@ -271,7 +265,7 @@ def text_head_stats(wd: WindowData) -> dict[str, np.ndarray]:
         "attn_cls": a[..., :, 0].mean(axis=-1),
         "attn_sep": a[..., :, n - 1].mean(axis=-1) if n > 1 else np.zeros(a.shape[:2]),
     }
-    punct = np.array([is_punctuation(t) and not s for t, s in zip(wd.tokens, wd.special)])
+    punct = np.array([is_punctuation_token(t) and not s for t, s in zip(wd.tokens, wd.special)])
     stats["attn_punct"] = a[..., :, punct].sum(axis=-1).mean(axis=-1) if punct.any() else np.zeros(a.shape[:2])
     stats["attn_prev"] = np.diagonal(a, offset=-1, axis1=-2, axis2=-1).mean(axis=-1) if n > 1 else np.zeros(a.shape[:2])
     stats["attn_next"] = np.diagonal(a, offset=1, axis1=-2, axis2=-1).mean(axis=-1) if n > 1 else np.zeros(a.shape[:2])

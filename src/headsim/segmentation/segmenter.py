@@ -441,13 +441,13 @@ def _candidates(tokenizer, kind: str) -> np.ndarray:
     key = (id(tokenizer), kind)
     hit = _PUNCT_CACHE.get(key)
     if hit is None or hit[0] is not tokenizer:
-        from ..tokens import punctuation_lookup
+        from ..tokens import punctuation_lookup, token_body
 
         lookup = punctuation_lookup(tokenizer)
         if kind == "terminal":
             terminal = np.zeros_like(lookup)
             for token, i in tokenizer.get_vocab().items():
-                bare = token[2:] if token.startswith("##") else token.lstrip("\u0120\u2581")
+                bare = token_body(token)
                 if i < len(terminal) and bare and set(bare) <= _TERMINAL:
                     terminal[i] = True
             lookup = terminal & lookup

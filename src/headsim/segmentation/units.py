@@ -1,55 +1,20 @@
 """Sentence units with exact character spans (pySBD, paragraph by paragraph).
 
-Every newline run ends a sentence. Paragraphs longer than :data:`MAX_BLOCK` characters are cut
-first at the last sentence-final punctuation (else whitespace) before the limit, because pySBD's
-time grows faster than linearly with the length of what it is given; this keeps a 10 MB text
-linear in time and bounded in working memory.
+Every newline run ends a sentence. Long paragraphs are cut into pieces of at most
+:data:`headsim.sentences.MAX_BLOCK` characters before pySBD sees them (:func:`headsim.sentences.pieces`),
+which keeps a 10 MB text linear in time and bounded in working memory.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from functools import lru_cache
 
+from ..sentences import pieces, pysbd_starts
 from .types import Segment
 
-MAX_BLOCK = 2000
 _NEWLINES = re.compile(r"\n\s*")
 _NON_SPACE = re.compile(r"\S")
-_SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s+")
-
-
-@lru_cache(maxsize=1)
-def _pysbd():
-    import pysbd
-
-    return pysbd.Segmenter(language="en", clean=False, char_span=False)
-
-
-def _pieces(text: str, start: int, end: int) -> Iterator[int]:
-    """Start offsets of the pieces (at most MAX_BLOCK long) of the block ``text[start:end]``."""
-    while end - start > MAX_BLOCK:
-        window = text[start : start + MAX_BLOCK]
-        cut = max((m.end() for m in _SENTENCE_END.finditer(window)), default=0)
-        if cut <= 0:
-            cut = window.rfind(" ") + 1 or MAX_BLOCK
-        yield start
-        start += cut
-    yield start
-
-
-def _block_starts(block: str) -> Iterator[int]:
-    """Sentence start offsets inside one whitespace-trimmed block, located by search."""
-    cursor = 0
-    for sentence in _pysbd().segment(block):
-        piece = sentence.strip()
-        if not piece:
-            continue
-        found = block.find(piece, cursor)
-        if found >= 0:  # pySBD never edits text with clean=False; a miss keeps the cursor
-            yield found
-            cursor = found + len(piece)
 
 
 def _blocks(text: str, breaks: Iterable[int]) -> Iterator[tuple[int, int]]:
@@ -70,12 +35,12 @@ def _sentence_starts(text: str, breaks: Iterable[int]) -> Iterator[int]:
             continue
         a = first.start()
         b = len(text[a:b].rstrip()) + a
-        piece_starts = list(_pieces(text, a, b))
+        piece_starts = list(pieces(text, a, b))
         for p, q in zip(piece_starts, [*piece_starts[1:], b]):
             block = text[p:q]
             lead = len(block) - len(block.lstrip())
             yield p + lead
-            for s in _block_starts(block.strip()):
+            for s in pysbd_starts(block.strip()):
                 if s > 0:
                     yield p + lead + s
 

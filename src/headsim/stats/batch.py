@@ -9,13 +9,13 @@ used for the anchor statistics (Fig 11).
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from ..errors import require
+from ..tokens import boundary_ids, is_punctuation_token, punctuation_ids  # noqa: F401 (re-exported)
 
 
 @dataclass
@@ -51,33 +51,6 @@ class BatchInfo:
                          self.is_sep[index], self.is_punct[index])
 
 
-_PREFIXES = ("##", "\u0120", "\u2581")  # WordPiece continuation, GPT-2/RoBERTa space, SentencePiece space
-
-
-def is_punctuation_token(token: str) -> bool:
-    """A token made only of Unicode punctuation (categories P*), word-piece markers stripped."""
-    for prefix in _PREFIXES:
-        if token.startswith(prefix):
-            token = token[len(prefix):]
-            break
-    return token != "" and all(unicodedata.category(ch).startswith("P") for ch in token)
-
-
-_PUNCT_CACHE: dict[int, tuple[object, np.ndarray]] = {}
-
-
-def punctuation_ids(tokenizer) -> np.ndarray:
-    """Sorted int64 ids of the tokenizer's punctuation tokens (see :func:`is_punctuation_token`)."""
-    hit = _PUNCT_CACHE.get(id(tokenizer))
-    if hit is not None and hit[0] is tokenizer:
-        return hit[1]
-    special = set(getattr(tokenizer, "all_special_ids", []) or [])
-    ids = sorted(i for tok, i in tokenizer.get_vocab().items() if i not in special and is_punctuation_token(tok))
-    out = np.asarray(ids, dtype=np.int64)
-    _PUNCT_CACHE[id(tokenizer)] = (tokenizer, out)
-    return out
-
-
 def batch_info(input_ids, attention_mask, sentence_ids, tokenizer, device: str | torch.device = "cpu") -> BatchInfo:
     """Build a :class:`BatchInfo` from window arrays (numpy or torch) and the model's tokenizer.
 
@@ -91,8 +64,7 @@ def batch_info(input_ids, attention_mask, sentence_ids, tokenizer, device: str |
     require(ids.ndim == 2 and valid.shape == ids.shape and sent.shape == ids.shape,
             f"window arrays have shapes {tuple(ids.shape)}, {tuple(valid.shape)}, {tuple(sent.shape)}",
             "pass input_ids, attention_mask and sentence_ids shaped [windows, seq_len]")
-    cls = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
-    sep = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
+    cls, sep = boundary_ids(tokenizer)
     punct = torch.as_tensor(punctuation_ids(tokenizer), device=dev)
     is_cls = (ids == cls) & valid if cls is not None else torch.zeros_like(valid)
     is_sep = (ids == sep) & valid if sep is not None else torch.zeros_like(valid)

@@ -55,10 +55,14 @@ class SimBins:
         return (e[:-1] + e[1:]) / 2
 
     def index(self, values: torch.Tensor) -> torch.Tensor:
-        """Float32 bin index (integer valued) of float32 ``values``."""
-        t = values * torch.tensor(self.scale, device=values.device)
-        t.add_(torch.tensor(self.offset, device=values.device)).floor_()
-        return t.nan_to_num_(nan=0.0).clamp_(0, self.bins - 1)
+        """int32 bin index of float32 ``values``.
+
+        Clamping before the conversion makes truncation equal ``floor`` and keeps every value in
+        range, so the definition above costs five elementwise passes.
+        """
+        t = values * float(self.scale)  # both constants are float32 values: the arithmetic stays float32
+        t.add_(float(self.offset)).clamp_(0, self.bins - 1)
+        return t.nan_to_num_(nan=0.0).to(torch.int32)
 
     @property
     def zero_bin(self) -> int:
@@ -105,7 +109,7 @@ def value_histogram(upper: torch.Tensor, sim_bins: SimBins) -> torch.Tensor:
     """``[H, bins]`` int64 counts of the values ``upper`` ``[B, H, N]`` by head (one bincount pass)."""
     b, h, _ = upper.shape
     nb = sim_bins.bins
-    binned = sim_bins.index(upper).to(torch.int32)
+    binned = sim_bins.index(upper)
     binned.add_(torch.arange(0, h * nb, nb, device=upper.device, dtype=torch.int32)[None, :, None])
     return torch.bincount(binned.view(-1), minlength=h * nb).view(h, nb)
 
