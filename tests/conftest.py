@@ -28,6 +28,14 @@ from headsim.models import LoadedModel, from_pretrained_objects
 
 SEED = 0
 
+# what `headsim inspect` / Inspection.write must write, from the list (figures as PNG + SVG)
+INSPECT_FILES = sorted(
+    [f"{stem}.{ext}" for stem in ("fig04_attention", "fig05_blocks", "fig09_pairs", "similarity", "fig12_summed_similarity")
+     for ext in ("png", "svg")]
+    + [f"{stem}.{ext}" for stem in ("fig09_pairs", "tokens") for ext in ("csv", "parquet")]
+    + ["inspect.json"]
+)
+
 #: Three sentences that pySBD splits cleanly (no abbreviations, no numbers).
 SENTENCES = (
     "The red fox jumps over the fence. A small bird sings in the garden. "

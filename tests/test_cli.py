@@ -18,14 +18,10 @@ import pandas as pd
 import pytest
 
 import headsim
+from conftest import INSPECT_FILES
 from headsim.cli import run_app
 
-FILES = sorted(
-    [f"{stem}.{ext}" for stem in ("fig04_attention", "fig05_blocks", "fig09_pairs", "similarity", "fig12_summed_similarity")
-     for ext in ("png", "svg")]
-    + [f"{stem}.{ext}" for stem in ("fig09_pairs", "tokens") for ext in ("csv", "parquet")]
-    + ["inspect.json"]
-)
+FILES = INSPECT_FILES
 
 
 def _run(capsys, *args: str) -> tuple[int, str, str]:

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import SENTENCES, reference_similarity
+from conftest import INSPECT_FILES, SENTENCES, reference_similarity
 from headsim.errors import HeadsimError
 from headsim.inspection import inspect_text
 from headsim.views import PAIR_COLUMNS, block_average, block_ids, column_scores, pair_table, separator_columns
@@ -138,12 +138,7 @@ def test_pair_table_is_the_upper_triangle(rng):
 # inspect_text on the embedded model
 # ---------------------------------------------------------------------------------------------
 
-FILES = sorted(
-    [f"{stem}.{ext}" for stem in ("fig04_attention", "fig05_blocks", "fig09_pairs", "similarity", "fig12_summed_similarity")
-     for ext in ("png", "svg")]
-    + [f"{stem}.{ext}" for stem in ("fig09_pairs", "tokens") for ext in ("csv", "parquet")]
-    + ["inspect.json"]
-)
+FILES = INSPECT_FILES
 
 
 @pytest.fixture(scope="module")

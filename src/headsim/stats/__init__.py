@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from .accumulators import SCHEMA, VARIABLES, CorpusStats
 from .attention import TARGETS
-from .batch import BatchInfo, batch_info, is_punctuation_token, punctuation_ids
+from ..tokens import is_punctuation_token, punctuation_ids
+from .batch import BatchInfo, batch_info
 from .pairs import ANCHOR_KINDS, SimBins
 from .tables import HEADS_COLUMNS, LAYERS_COLUMNS, heads_table, layers_table
 

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..errors import require
-from ..tokens import boundary_ids, is_punctuation_token, punctuation_ids  # noqa: F401 (re-exported)
+from ..tokens import boundary_ids, punctuation_ids
 
 
 @dataclass
