@@ -32,7 +32,7 @@ import torch
 
 from headsim.analysis import Engine, mask_agreement
 from headsim.capture import forward
-from headsim.corpus import default_corpus
+from headsim.corpus import default_corpus, load_corpus
 from headsim.models import from_pretrained_objects, load_model
 from headsim.stats import CorpusStats, heads_table
 from headsim.tokens import punctuation_lookup, special_ids
@@ -41,13 +41,17 @@ from headsim.windows import Windows, iter_windows
 THRESHOLD, TOP_K = 0.3, 3
 
 
-def build_model(device: str, dtype: str, attn: str = "sdpa"):
-    """The embedded MiniLM on CPU; a random-weight BERT-base on CUDA (timing only)."""
+def build_model(device: str, dtype: str, attn: str = "sdpa", tokenizer: str | None = None):
+    """The embedded MiniLM on CPU; a random-weight BERT-base on CUDA (timing only).
+
+    ``tokenizer``: a directory saved with ``save_pretrained`` (the GPU kit carries MiniLM's, which has
+    BERT-base's 30,522-token uncased vocabulary); default: the embedded model's.
+    """
     if device == "cpu":
         return load_model("default", device=device, dtype=dtype, attn_implementation=attn), "embedded all-MiniLM-L6-v2 (pretrained)"
-    from transformers import BertConfig, BertModel
+    from transformers import AutoTokenizer, BertConfig, BertModel
 
-    tok = load_model("default", device="cpu").tokenizer  # same 30522-token uncased vocabulary as BERT-base
+    tok = AutoTokenizer.from_pretrained(tokenizer) if tokenizer else load_model("default", device="cpu").tokenizer
     torch.manual_seed(0)
     model = BertModel(BertConfig(attn_implementation=attn), add_pooling_layer=False)
     loaded = from_pretrained_objects(model.to(device=device, dtype={"bf16": torch.bfloat16, "fp16": torch.float16}.get(dtype, torch.float32)), tok,
@@ -55,10 +59,17 @@ def build_model(device: str, dtype: str, attn: str = "sdpa"):
     return loaded, "BERT-base configuration with random weights (timing only, not a pretrained model)"
 
 
+CORPUS = "default"  # set by --corpus
+
+
+def corpus_documents() -> list:
+    return list(default_corpus() if CORPUS == "default" else load_corpus(CORPUS))
+
+
 def make_batches(loaded, n: int, seq_len: int, batch: int, workers: int = 0,
                  sentences: str = "pysbd") -> tuple[list[Windows], float]:
-    """``n`` packed windows of the default corpus (cycled if needed) and windows/s of windowing."""
-    texts = [d.text for d in default_corpus()]
+    """``n`` packed windows of the corpus (cycled if needed) and windows/s of windowing."""
+    texts = [d.text for d in corpus_documents()]
     out, got, t0 = [], 0, time.perf_counter()
     while got < n:
         for w in iter_windows(texts, loaded.tokenizer, seq_len, pack=True, batch_windows=batch, workers=workers,
@@ -184,10 +195,10 @@ def end_to_end(loaded, n: int, seq_len: int, batch: int, workers: int, sentences
 
     from headsim.corpus import Corpus
 
-    docs = default_corpus().documents
+    docs = corpus_documents()
     repeat = 1
     while True:
-        corpus = Corpus(f"default corpus × {repeat}",
+        corpus = Corpus(f"{CORPUS} corpus × {repeat}",
                         [replace(d, doc_id=f"{d.doc_id}#{r}") for r in range(repeat) for d in docs])
         total = sum(len(d.text) for d in corpus)
         if total / 4.2 / (seq_len - 2) > n * 1.1 or repeat > 64:  # ≈ 4.2 characters per token
@@ -242,6 +253,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--batch-size", type=int, default=None)
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--workers", type=int, default=None, help="windowing processes, 0 = in-process (default: as headsim analyze)")
+    ap.add_argument("--corpus", default="default", help="corpus spec as for headsim analyze (default: the embedded one)")
+    ap.add_argument("--tokenizer", default=None, help="CUDA mode: tokenizer directory (default: the embedded model's)")
     ap.add_argument("--sentences", default="pysbd", help="sentence splitter for windowing: pysbd, punkt or newline")
     ap.add_argument("--end-to-end", type=int, default=0, metavar="N", help="also time headsim.analyze on N windows")
     ap.add_argument("--json", default=None, help="write the result here")
@@ -253,7 +266,9 @@ def main(argv=None) -> dict:
     n = args.windows or (4096 if cuda else 256)
     n_naive = args.naive_windows or (16 if cuda else 4)
     bs = args.batch_size or (256 if cuda else 32)
-    loaded, model_note = build_model(args.device, dtype)
+    global CORPUS
+    CORPUS = args.corpus
+    loaded, model_note = build_model(args.device, dtype, tokenizer=args.tokenizer)
     from headsim.analysis import default_workers
 
     workers = default_workers(loaded, max(n, args.end_to_end)) if args.workers is None else args.workers
@@ -266,7 +281,7 @@ def main(argv=None) -> dict:
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     t_bare, t_head, stats = time_side_by_side(loaded, batches, args.device, args.seq_len)
-    naive_model, _ = build_model(args.device, dtype, attn="eager")
+    naive_model, _ = build_model(args.device, dtype, attn="eager", tokenizer=args.tokenizer)
     if cuda:  # same random weights
         naive_model.model.load_state_dict(loaded.model.state_dict())
     subset = Windows.concat(batches).select(slice(0, n_naive))
@@ -277,7 +292,7 @@ def main(argv=None) -> dict:
     sub_engine.process(subset)
     result = {
         "device": torch.cuda.get_device_name() if cuda else f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)",
-        "model": model_note, "dtype": dtype, "windows": n, "seq_len": args.seq_len, "batch_size": bs,
+        "model": model_note, "corpus": args.corpus, "dtype": dtype, "windows": n, "seq_len": args.seq_len, "batch_size": bs,
         "bare_windows_per_s": n / t_bare, "headsim_windows_per_s": n / t_head, "naive_windows_per_s": 1.0 / t_naive,
         "naive_windows_measured": n_naive, "windowing_windows_per_s": windowing_rate,
         "windowing_windows_measured": n_win, "sentences": args.sentences, "windowing_workers": workers, "windowing_parallel_windows_per_s": parallel_rate,
@@ -290,7 +305,7 @@ def main(argv=None) -> dict:
     result["ratio_vs_bare"] = result["headsim_windows_per_s"] / result["bare_windows_per_s"]
     result["speedup_vs_naive"] = result["headsim_windows_per_s"] / result["naive_windows_per_s"]
     if dtype != "fp32":
-        fp32, _ = build_model(args.device, "fp32")
+        fp32, _ = build_model(args.device, "fp32", tokenizer=args.tokenizer)
         if cuda:
             fp32.model.load_state_dict({k: v.float() for k, v in loaded.model.state_dict().items()})
         result["agreement_vs_fp32"] = agreement_dtype(loaded, fp32, batches[:2], args.seq_len)

@@ -1,0 +1,47 @@
+#!/usr/bin/env python
+"""Prepare ``.gpukit/`` for the one-call GPU run (the device machine reaches no package registry).
+
+The lent GPU machines already hold torch, transformers, tokenizers, numpy, pandas, pyarrow, xarray,
+h5py, einops, typer, rich, pytest and hypothesis (/work/.library/device/KINDS.md). What headsim needs
+beyond those travels here, well under the 64 MiB a call may carry:
+
+* ``tokenizer/``: the embedded model's tokenizer (BERT-base's 30,522-token uncased vocabulary), so
+  the 83 MB model wheel stays home; the GPU benchmark uses a random-weight BERT-base anyway;
+* ``corpus.jsonl``: the embedded default corpus (Wikipedia sample + Lee), one document per line, so
+  gensim's 28 MB wheel stays home too;
+* ``wheels/``: pySBD, NLTK and h5netcdf for CPython 3.12.
+
+    python benchmarks/gpu_kit.py          # then see benchmarks/README.md for the device command
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+WHEELS = ("pysbd", "nltk", "h5netcdf")
+
+
+def main(out: str = ".gpukit") -> Path:
+    from headsim.corpus import default_corpus
+    from headsim.models import load_model
+
+    root = Path(out)
+    (root / "wheels").mkdir(parents=True, exist_ok=True)
+    load_model().tokenizer.save_pretrained(root / "tokenizer")
+    with open(root / "corpus.jsonl", "w", encoding="utf-8") as fh:
+        for doc in default_corpus():
+            fh.write(json.dumps({"text": doc.text, "id": doc.doc_id}) + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                    "--python-version", "3.12", "--implementation", "cp", "--platform", "manylinux_2_28_x86_64",
+                    "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64",
+                    "-d", str(root / "wheels"), *WHEELS], check=True)
+    size = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
+    print(f"{root}/: {size / 2**20:.1f} MiB (carry limit 64 MiB)")
+    return root
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
