@@ -32,7 +32,7 @@ from .errors import HeadsimError, require
 from .models import LoadedModel, as_loaded
 from .context_similarity import check_threshold
 from .stats import BatchInfo, CorpusStats, batch_info, heads_table, layers_table
-from .windows import Windows, check_seq_len, iter_windows
+from .windows import Windows, check_seq_len, encode, iter_windows
 
 
 @dataclass(frozen=True)
@@ -54,9 +54,7 @@ def count_windows(corpus: Corpus, tokenizer, seq_len: int) -> tuple[int, int]:
     """Packed windows and tokens the corpus gives (a fast pass of the tokenizer alone)."""
     total, texts = 0, [d.text for d in corpus]
     for start in range(0, len(texts), 256):
-        enc = tokenizer(texts[start: start + 256], add_special_tokens=False, return_attention_mask=False,
-                        return_token_type_ids=False, verbose=False)
-        total += sum(len(ids) for ids in enc["input_ids"])
+        total += sum(len(ids) for ids, _ in encode(tokenizer, texts[start: start + 256]))
     return -(-total // (seq_len - 2)), total
 
 

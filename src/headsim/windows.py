@@ -85,7 +85,7 @@ def check_texts(texts: str | Iterable[str]) -> list[str]:
     return items
 
 
-def _encode(tokenizer, texts: list[str]) -> list[tuple[list[int], list[tuple[int, int]]]]:
+def encode(tokenizer, texts: list[str]) -> list[tuple[list[int], list[tuple[int, int]]]]:
     """Token ids and character offsets of ``texts`` without special tokens.
 
     ``tokenizer`` is a fast Hugging Face tokenizer or its Rust ``tokenizers.Tokenizer`` (what the
@@ -102,7 +102,7 @@ def _encode(tokenizer, texts: list[str]) -> list[tuple[list[int], list[tuple[int
 def tokenize(texts: list[str], tokenizer, *, first_index: int = 0, sentence_splitter: str = "pysbd") -> list[TokenStream]:
     """Tokenize texts without special tokens, keeping offsets and sentence indices."""
     streams = []
-    for i, ((ids, offs), text) in enumerate(zip(_encode(tokenizer, texts), texts)):
+    for i, ((ids, offs), text) in enumerate(zip(encode(tokenizer, texts), texts)):
         offsets = np.asarray(offs, dtype=np.int64).reshape(-1, 2)
         starts = sentence_starts(text, sentence_splitter)
         streams.append(TokenStream(np.asarray(ids, dtype=np.int64), offsets,
