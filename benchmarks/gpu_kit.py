@@ -6,7 +6,10 @@ h5py, einops, typer, rich, pytest and hypothesis (/work/.library/device/KINDS.md
 beyond those travels here, well under the 64 MiB a call may carry:
 
 * ``tokenizer/``: the embedded model's tokenizer (BERT-base's 30,522-token uncased vocabulary), so
-  the 83 MB model wheel stays home; the GPU benchmark uses a random-weight BERT-base anyway;
+  the 83 MB model wheel stays home; the GPU timing uses a random-weight BERT-base anyway;
+* ``minilm/``: the embedded model's weights in fp16 (about 45 MB), for what random weights cannot
+  show: bf16 agreement with fp32 on a pretrained model (random BERT-base puts almost every pair
+  above the threshold, so its agreement is trivially 100 %);
 * ``corpus.jsonl``: the embedded default corpus (Wikipedia sample + Lee), one document per line, so
   gensim's 28 MB wheel stays home too;
 * ``wheels/``: pySBD, NLTK and h5netcdf for CPython 3.12.
@@ -30,7 +33,12 @@ def main(out: str = ".gpukit") -> Path:
 
     root = Path(out)
     (root / "wheels").mkdir(parents=True, exist_ok=True)
-    load_model().tokenizer.save_pretrained(root / "tokenizer")
+    import torch
+
+    loaded = load_model()
+    loaded.tokenizer.save_pretrained(root / "tokenizer")
+    loaded.model.to(torch.float16).save_pretrained(root / "minilm")
+    loaded.tokenizer.save_pretrained(root / "minilm")
     with open(root / "corpus.jsonl", "w", encoding="utf-8") as fh:
         for doc in default_corpus():
             fh.write(json.dumps({"text": doc.text, "id": doc.doc_id}) + "\n")

