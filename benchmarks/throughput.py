@@ -97,8 +97,12 @@ def _bare(loaded, w) -> None:
     forward(loaded, torch.as_tensor(w.input_ids, device=loaded.device), torch.as_tensor(w.attention_mask, device=loaded.device))
 
 
+FUSED = False  # set by --fused
+
+
 def new_stats(loaded, seq_len) -> CorpusStats:
-    return CorpusStats(loaded.n_layers, loaded.n_heads, seq_len, threshold=THRESHOLD, top_k_columns=TOP_K, device=loaded.device)
+    return CorpusStats(loaded.n_layers, loaded.n_heads, seq_len, threshold=THRESHOLD, top_k_columns=TOP_K,
+                       device=loaded.device, fused=FUSED)
 
 
 def time_side_by_side(loaded, batches, device, seq_len) -> tuple[float, float, CorpusStats]:
@@ -213,7 +217,7 @@ def end_to_end(loaded, n: int, seq_len: int, batch: int, workers: int, sentences
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         res = analyze(loaded, corpus, windows=n, out=f"{tmp}/run", seq_len=seq_len, batch_size=batch,
-                      workers=workers, sentence_splitter=sentences, progress=False)
+                      workers=workers, sentence_splitter=sentences, fused=FUSED, progress=False)
         wall = time.perf_counter() - t0
     return {"windows": res.meta["windows"], "seconds": wall, "windows_per_s": res.meta["windows"] / wall,
             "analysis_seconds": res.meta["seconds"], "workers": workers, "sentences": sentences, "corpus": corpus.name}
@@ -263,6 +267,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--workers", type=int, default=None, help="windowing processes, 0 = in-process (default: as headsim analyze)")
     ap.add_argument("--corpus", default="default", help="corpus spec as for headsim analyze (default: the embedded one)")
     ap.add_argument("--tokenizer", default=None, help="CUDA mode: tokenizer directory (default: the embedded model's)")
+    ap.add_argument("--fused", action="store_true", help="headsim with torch.compile'd steps (headsim.stats.fused)")
     ap.add_argument("--sentences", default="pysbd", help="sentence splitter for windowing: pysbd, punkt or newline")
     ap.add_argument("--end-to-end", type=int, default=0, metavar="N", help="also time headsim.analyze on N windows")
     ap.add_argument("--json", default=None, help="write the result here")
@@ -274,8 +279,8 @@ def main(argv=None) -> dict:
     n = args.windows or (4096 if cuda else 256)
     n_naive = args.naive_windows or (16 if cuda else 4)
     bs = args.batch_size or (256 if cuda else 32)
-    global CORPUS
-    CORPUS = args.corpus
+    global CORPUS, FUSED
+    CORPUS, FUSED = args.corpus, args.fused
     which = args.model or ("bert-base-random" if cuda else "embedded")
     loaded, model_note = build_model(args.device, dtype, tokenizer=args.tokenizer, model=which)
     from headsim.analysis import default_workers
@@ -301,7 +306,7 @@ def main(argv=None) -> dict:
     sub_engine.process(subset)
     result = {
         "device": torch.cuda.get_device_name() if cuda else f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)",
-        "model": model_note, "corpus": args.corpus, "dtype": dtype, "windows": n, "seq_len": args.seq_len, "batch_size": bs,
+        "model": model_note, "corpus": args.corpus, "fused": args.fused, "dtype": dtype, "windows": n, "seq_len": args.seq_len, "batch_size": bs,
         "bare_windows_per_s": n / t_bare, "headsim_windows_per_s": n / t_head, "naive_windows_per_s": 1.0 / t_naive,
         "naive_windows_measured": n_naive, "windowing_windows_per_s": windowing_rate,
         "windowing_windows_measured": n_win, "sentences": args.sentences, "windowing_workers": workers, "windowing_parallel_windows_per_s": parallel_rate,

@@ -43,11 +43,11 @@ def windows(models):
     return make_windows(texts, models[0].tokenizer, SEQ, pack=True)
 
 
-def _run(loaded, windows, *, batch: int, backoff: bool | None = None):
+def _run(loaded, windows, *, batch: int, backoff: bool | None = None, fused: bool = False):
     from headsim.analysis import Engine
     from headsim.stats import CorpusStats
 
-    fresh = lambda: CorpusStats(loaded.n_layers, loaded.n_heads, SEQ, device=loaded.device)  # noqa: E731
+    fresh = lambda: CorpusStats(loaded.n_layers, loaded.n_heads, SEQ, device=loaded.device, fused=fused)  # noqa: E731
     engine = Engine(loaded, fresh(), fresh, backoff=backoff)
     for start in range(0, len(windows), batch):
         engine.process_safely(windows.select(slice(start, start + batch)))
@@ -96,3 +96,15 @@ def test_bf16_keeps_the_thresholded_elements(models, windows):
 
     _, gpu, low = models
     assert mask_agreement(low, gpu, windows.select(slice(0, 16)), 0.3) >= 0.995
+
+
+def test_fused_steps_match_eager_on_cuda(models, windows):
+    """torch.compile'd (Triton) steps: the same thresholded pairs as the eager path on the same GPU."""
+    _, gpu, _ = models
+    engine, fused = _run(gpu, windows, batch=16, fused=True, backoff=False)  # stats used directly
+    assert engine.stats.fused, "the fused path fell back to eager"
+    _, eager = _run(gpu, windows, batch=16)
+    for name in ("n_pairs", "n_repeat", "n_same_sentence", "location_counts", "anchor_windows"):
+        np.testing.assert_array_equal(fused[name].values, eager[name].values, err_msg=name)
+    assert int(fused["sim_value_hist"].sum()) == int(eager["sim_value_hist"].sum())
+    _assert_close(fused, eager, count_rtol=1e-4)

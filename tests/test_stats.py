@@ -114,6 +114,15 @@ def random_run():
     return stats, ref, batches
 
 
+def test_fused_steps_match_reference(random_run):
+    """torch.compile'd similarity steps (headsim.stats.fused) on random windows with padding and NaN."""
+    _, ref, batches = random_run
+    kwargs = {"threshold": 0.3, "top_k_columns": 3, "sim_bins": 40, "sim_range": (-0.2, 1.0), "fraction_bins": 10}
+    stats = accumulate(batches, 2, 4, 20, chunk_windows=3, fused=True, **kwargs)
+    assert stats.fused, "the fused path fell back to eager"
+    assert_matches_reference(stats.to_dataset(), ref)
+
+
 def test_random_windows_match_reference(random_run):
     stats, ref, _ = random_run
     ds = stats.to_dataset()
@@ -262,6 +271,15 @@ def test_tiny_bert_matches_reference():
             captured.update_captured(layer, batch["query"][:, layer], batch["key"][:, layer],
                                      torch.as_tensor(batch["head_outputs"][:, layer]), batch["info"])
     assert_matches_reference(captured.to_dataset(), ref)
+    # the same through torch.compile (headsim.stats.fused): identical counts, sums to float rounding
+    compiled = CorpusStats(2, 4, 24, chunk_windows=3, fused=True)
+    for batch in batches:
+        compiled.begin_batch(batch["info"])
+        for layer in range(2):
+            compiled.update_captured(layer, batch["query"][:, layer], batch["key"][:, layer],
+                                     torch.as_tensor(batch["head_outputs"][:, layer]), batch["info"])
+    assert compiled.fused, "the fused path fell back to eager"
+    assert_matches_reference(compiled.to_dataset(), ref)
     with pytest.raises(HeadsimError, match="query has shape"):
         captured.begin_batch(batches[0]["info"])
         captured.update_captured(0, batches[0]["query"][:, 0, :, :5], batches[0]["key"][:, 0],

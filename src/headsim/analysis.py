@@ -268,6 +268,7 @@ def analyze(
     text_column: str = "text",
     sentence_splitter: str = "pysbd",
     workers: int | None = None,
+    fused: bool = False,
     progress: bool | Callable[[int, int], None] = True,
 ) -> Result:
     """Corpus statistics of every head (paper Figs 2, 3, 6–8, 10–13).
@@ -282,6 +283,8 @@ def analyze(
         resume / overwrite: continue or replace a run already in ``out``.
         allow_fewer: when ``windows`` exceeds the corpus, analyse what exists (else stop).
         sentence_splitter: sentence ids from ``"pysbd"``, ``"punkt"`` or ``"newline"``.
+        fused: compile each step's ``T×T`` work with ``torch.compile`` (:mod:`headsim.stats.fused`;
+            same counts, sums to float rounding; the first batch pays the compilation).
         workers: windowing processes, 0 for a thread (:func:`default_workers` when ``None``); results do not depend on it.
         progress: show a progress bar (or a callback ``(done, total)``).
     """
@@ -314,7 +317,7 @@ def analyze(
 
     def fresh() -> CorpusStats:
         return CorpusStats(loaded.n_layers, loaded.n_heads, seq_len, threshold=threshold,
-                           top_k_columns=top_k_columns, device=loaded.device)
+                           top_k_columns=top_k_columns, device=loaded.device, fused=fused)
 
     stats = fresh()
     done = 0
@@ -324,7 +327,7 @@ def analyze(
                                                "tokens": n_tokens, "windows_available": available},
         "windows": target, "seq_len": seq_len, "threshold": threshold, "top_k_columns": top_k_columns,
         "batch_size": bs, "dtype": config.dtype, "device": str(loaded.device), "sentence_splitter": sentence_splitter,
-        "versions": rundir.package_versions(), "git_commit": rundir.git_commit(),
+        "fused": bool(fused), "versions": rundir.package_versions(), "git_commit": rundir.git_commit(),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "complete": False,
         "config": asdict(config),
     }

@@ -31,6 +31,7 @@ def analyze(
     text_field: str = typer.Option("text", "--text-field", help="Field holding the text in a .jsonl corpus."),
     text_column: str = typer.Option("text", "--text-column", help="Column holding the text in a .parquet corpus."),
     sentences: str = typer.Option("pysbd", "--sentences", help="Sentence splitter for sentence ids: pysbd, punkt (fast) or newline."),
+    fused: bool = typer.Option(False, "--fused/--eager", help="Compile each step's T×T work with torch.compile (same counts; pays off on long runs and GPUs)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Processes that tokenize and split sentences; 0 = in-process thread (default: automatic)."),
 ) -> None:
     """Corpus statistics of every head (Figs 2, 3, 6–8, 10–13) into a run directory."""
@@ -42,7 +43,7 @@ def analyze(
                               top_k_columns=top_k_columns, batch_size=batch_size, checkpoint_every=checkpoint_every,
                               resume=resume, overwrite=overwrite, allow_fewer=allow_fewer, device=device, dtype=dtype,
                               text_field=text_field, text_column=text_column, sentence_splitter=sentences,
-                              workers=workers)
+                              workers=workers, fused=fused)
     for w in caught:
         if issubclass(w.category, UserWarning):
             err_console.print(f"[yellow]warning:[/] {w.message}", highlight=False)

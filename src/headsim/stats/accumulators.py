@@ -13,6 +13,7 @@ into exactly the accumulator of the whole, and :meth:`~CorpusStats.state_dict` /
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
@@ -22,9 +23,10 @@ import xarray as xr
 from ..errors import HeadsimError, require
 from ..capture import attention_probs
 from ..context_similarity import check_threshold, normalized_similarity
-from .attention import TARGETS, attention_batch
+from . import fused
+from .attention import TARGETS, add_attention, attention_batch
 from .batch import BatchInfo, BatchTensors, batch_tensors, check_info
-from .pairs import ANCHOR_KINDS, Geometry, SimBins, pair_batch
+from .pairs import ANCHOR_KINDS, Geometry, PairReductions, SimBins, add_pairs, pair_batch
 
 SCHEMA = "headsim.stats/1"
 CONFIG_KEYS = ("n_layers", "n_heads", "seq_len", "threshold", "top_k_columns", "sim_bins", "sim_range",
@@ -112,11 +114,14 @@ class CorpusStats:
             ``0``: the whole batch. ``None`` (automatic): on CPU equal steps with one
             ``[windows, H, T, T]`` float32 tensor of at most about 8 MiB, so temporaries stay in cache
             and reuse allocator memory instead of page-faulting fresh pages; on GPU the whole batch.
+        fused: run each step's ``T×T`` work through ``torch.compile`` (:mod:`headsim.stats.fused`):
+            the same counts, sums to float rounding; worth it for long runs (the first batch pays the
+            compilation). Falls back to the eager path, with a warning, where compiling fails.
     """
 
     def __init__(self, n_layers: int, n_heads: int, seq_len: int, *, threshold: float = 0.3,
                  top_k_columns: int = 3, sim_bins: int = 120, sim_range=(-0.2, 1.0), fraction_bins: int = 20,
-                 device="cpu", chunk_windows: int | None = None) -> None:
+                 device="cpu", chunk_windows: int | None = None, fused: bool = False) -> None:
         for name, value, low in (("n_layers", n_layers, 1), ("n_heads", n_heads, 1), ("seq_len", seq_len, 2),
                                  ("top_k_columns", top_k_columns, 0), ("sim_bins", sim_bins, 1),
                                  ("fraction_bins", fraction_bins, 1)):
@@ -143,6 +148,8 @@ class CorpusStats:
                 f"chunk_windows {chunk_windows!r} must be None or a non-negative integer",
                 "pass None (automatic), 0 (whole batches) or a number of windows")
         self.chunk_windows = None if chunk_windows is None else int(chunk_windows)
+        self.fused = bool(fused)
+        self._offdiag = 1.0 - torch.eye(self.seq_len, device=self.device)
         self._info: BatchInfo | None = None
         self._chunks: list[tuple[slice, BatchTensors]] = []
         self._done: set[int] = set()  # layers of the current batch already added
@@ -256,6 +263,8 @@ class CorpusStats:
             self._check_shape("attention", attention, (b, h, t, t), "seq")
         pairs, attn = self._slices(layer, _PAIR_KEYS), self._slices(layer, _ATTENTION_KEYS)
         for index, bt in chunks:
+            if self.fused and self._fused_step(index, bt, head_outputs, qk, attention, pairs, attn):
+                continue
             if qk is not None:
                 probs = attention_probs(qk[0][index], qk[1][index], bt.valid, bt.padded)
                 attention_batch(probs, bt, self.top_k_columns, attn, owned=True)
@@ -269,6 +278,42 @@ class CorpusStats:
         if attention is not None or qk is not None:
             self._count_attention(layer, b, chunks)
         self._finish_layer(layer)
+
+    def _fused_step(self, index: slice, bt: BatchTensors, head_outputs: torch.Tensor, qk, attention, pairs: dict,
+                    attn: dict) -> bool:
+        """One step through the compiled functions; ``False`` (after a warning, nothing added) where
+        compiling or running them fails, and the caller goes on eagerly."""
+        geo, sb = self._geo, self.bins
+        z = head_outputs[index]
+        try:
+            att = None
+            if qk is not None:
+                q, k = qk[0][index], qk[1][index]
+                fused.batch_dynamic(q, k, bt.valid)
+                att = fused.compiled(fused.attention_step)(q, k, bt.valid, bt.padded)
+            fused.batch_dynamic(z, bt.valid, bt.same_sentence, bt.repeat_upper, bt.repeat_same_upper)
+            red = fused.compiled(fused.similarity_step)(
+                z, bt.valid, bt.padded, self._offdiag, geo.upper_float, bt.same_sentence,
+                bt.repeat_upper, bt.repeat_same_upper, geo.upper_flat, self.threshold, float(sb.scale),
+                float(sb.offset), sb.bins)
+        except Exception as exc:  # noqa: BLE001 (a compiler failure must not end a long run)
+            warnings.warn(f"fused statistics unavailable ({type(exc).__name__}: {exc}); continuing eagerly",
+                          stacklevel=4)
+            self.fused = False
+            return False
+        if att is not None:
+            a, col, plain, prev, nxt = att
+            if bool(torch.isfinite(col).all()):
+                add_attention(a, col, bt, self.top_k_columns, attn, plain_sum=plain,
+                              diagonals=(prev.to(torch.float64), nxt.to(torch.float64)))
+            else:  # inf/NaN from the model: the eager path masks by selection
+                attention_batch(attention_probs(qk[0][index], qk[1][index], bt.valid, bt.padded), bt,
+                                self.top_k_columns, attn, owned=True)
+            del a, att
+        elif attention is not None:
+            attention_batch(attention[index], bt, self.top_k_columns, attn)
+        add_pairs(PairReductions(*red), bt, geo, sb, pairs)
+        return True
 
     def _count_attention(self, layer: int, b: int, chunks: list[tuple[slice, BatchTensors]]) -> None:
         self.acc["attn_windows"][layer] += b

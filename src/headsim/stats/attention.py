@@ -52,9 +52,6 @@ def attention_batch(attention: torch.Tensor, bt: BatchTensors, top_k: int, into:
     ``into`` holds one layer's accumulators: ``attn_sum``, ``attn_sum_top_zeroed`` ``[H, T, T]`` and
     ``attn_focus [H, 5]`` (float64, targets :data:`TARGETS`). ``owned=True`` lets a float32
     ``attention`` be overwritten (the driver's freshly computed probabilities), saving a copy.
-
-    Two passes over the ``T×T`` data besides the masking of padded windows: column sums, then the
-    sum with the top columns zeroed; the plain sum adds the (few) zeroed columns back.
     """
     if owned and attention.dtype == torch.float32:
         a = attention
@@ -66,20 +63,40 @@ def attention_batch(attention: torch.Tensor, bt: BatchTensors, top_k: int, into:
     if not bool(torch.isfinite(column_sums).all()):  # inf/NaN somewhere (padding or not): mask by selection
         a = torch.where(bt.pair_valid, attention.to(torch.float32), torch.zeros((), device=attention.device))
         column_sums = a.sum(dim=-2)
+    add_attention(a, column_sums, bt, top_k, into)
+
+
+def add_attention(a: torch.Tensor, column_sums: torch.Tensor, bt: BatchTensors, top_k: int,
+                  into: dict[str, torch.Tensor], *, plain_sum: torch.Tensor | None = None,
+                  diagonals: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+    """Add masked float32 attention ``a`` ``[B, H, T, T]`` and its column sums to ``into``.
+
+    Without ``plain_sum`` (``a.sum(0)``) the top columns are zeroed in ``a`` itself and summed (one
+    pass), and the plain sum adds the (few) zeroed columns back. With it (a fused step computed it
+    while ``a`` was in registers) the zeroed sum subtracts them instead, and ``a`` is only read.
+    ``diagonals``: the step's sums of the ``−1`` and ``+1`` diagonals per head, if already known.
+    """
     b, h, t, _ = a.shape
     by_kind = torch.bmm(column_sums.to(torch.float64), bt.key_targets.to(torch.float64)).sum(dim=0)  # [H, 3]
     focus = into["attn_focus"]
     focus[:, :3] += by_kind
-    focus[:, 3] += a.diagonal(offset=-1, dim1=-2, dim2=-1).to(torch.float64).sum(dim=(0, 2))  # key = query − 1
-    focus[:, 4] += a.diagonal(offset=1, dim1=-2, dim2=-1).to(torch.float64).sum(dim=(0, 2))  # key = query + 1
+    if diagonals is None:
+        diagonals = tuple(a.diagonal(offset=o, dim1=-2, dim2=-1).to(torch.float64).sum(dim=(0, 2)) for o in (-1, 1))
+    focus[:, 3] += diagonals[0]  # key = query − 1
+    focus[:, 4] += diagonals[1]  # key = query + 1
     top = top_columns(a, column_sums, bt.valid, top_k)  # [B, H, k]
     k = top.shape[-1]
     where = top[:, :, None, :].expand(b, h, t, k)
     columns = a.gather(-1, where)  # [B, H, T(query), k] the attention the zeroing removes
-    zeroed = a.scatter_(-1, where, 0.0).sum(dim=0)  # [H, T, T]
-    into["attn_sum_top_zeroed"] += zeroed
-    # plain sum = zeroed sum + the removed columns, added back at (head, key) in a [H·T(key), T(query)] view
+    # the removed columns summed at (head, key) in a [H·T(key), T(query)] view
     back = torch.zeros(h * t, t, dtype=a.dtype, device=a.device)
     slot = (torch.arange(h, device=a.device)[None, :, None] * t + top).reshape(-1)
     back.index_add_(0, slot, columns.permute(0, 1, 3, 2).reshape(-1, t))
-    into["attn_sum"] += zeroed + back.view(h, t, t).transpose(-1, -2)
+    removed = back.view(h, t, t).transpose(-1, -2)
+    if plain_sum is None:
+        zeroed = a.scatter_(-1, where, 0.0).sum(dim=0)  # [H, T, T]
+        into["attn_sum_top_zeroed"] += zeroed
+        into["attn_sum"] += zeroed + removed
+    else:
+        into["attn_sum_top_zeroed"] += plain_sum - removed
+        into["attn_sum"] += plain_sum

@@ -105,15 +105,6 @@ def _count_into(acc: torch.Tensor, index: torch.Tensor, weight: torch.Tensor | N
     acc.view(-1).index_add_(0, index, weight.reshape(-1).to(acc.dtype))
 
 
-def value_histogram(upper: torch.Tensor, sim_bins: SimBins) -> torch.Tensor:
-    """``[H, bins]`` int64 counts of the values ``upper`` ``[B, H, N]`` by head (one bincount pass)."""
-    b, h, _ = upper.shape
-    nb = sim_bins.bins
-    binned = sim_bins.index(upper)
-    binned.add_(torch.arange(0, h * nb, nb, device=upper.device, dtype=torch.int32)[None, :, None])
-    return torch.bincount(binned.view(-1), minlength=h * nb).view(h, nb)
-
-
 def high_upper(normalized: torch.Tensor, threshold: float, geo: Geometry) -> torch.Tensor:
     """Float32 0/1 ``[B, H, T, T]``: ``normalized > threshold`` above the diagonal (pairs ``i < j``).
 
@@ -121,6 +112,57 @@ def high_upper(normalized: torch.Tensor, threshold: float, geo: Geometry) -> tor
     """
     u = torch.gt(normalized, threshold, out=torch.empty_like(normalized, dtype=torch.float32))
     return u.mul_(geo.upper_float)
+
+
+@dataclass
+class PairReductions:
+    """What the pair statistics need from one layer's step of ``B`` windows (all float32 counts).
+
+    Produced by :func:`pair_reductions` (eager) or :func:`headsim.stats.fused.similarity_step`
+    (one compiled pass from the head outputs); :func:`add_pairs` turns it into the accumulators.
+    """
+
+    sim_sum: torch.Tensor  # [H, T, T] normalised similarity summed over the windows
+    bins: torch.Tensor  # [B, H, T(T-1)/2] int32 value bin of every pair i < j (invalid pairs: the zero bin)
+    location: torch.Tensor  # [H, T, T] high-similarity pairs i < j summed over the windows
+    rows: torch.Tensor  # [B, H, T] partners j > p
+    cols: torch.Tensor  # [B, H, T] partners i < p
+    inner: torch.Tensor  # [B, H, T] partners j > p with the same token id
+    same_sentence: torch.Tensor  # [H] pairs inside one sentence
+    repeat: torch.Tensor  # [H] pairs with equal token ids
+    repeat_same_sentence: torch.Tensor  # [H] both
+
+
+def pair_reductions(normalized: torch.Tensor, high: torch.Tensor | float, bt: BatchTensors, geo: Geometry,
+                    sim_bins: SimBins, *, masked: bool = False) -> PairReductions:
+    """:class:`PairReductions` of one layer's step, eagerly (see :func:`pair_batch` for the arguments)."""
+    b, h, t, _ = normalized.shape
+    dev = normalized.device
+    if not masked:
+        keep = bt.pair_valid & ~torch.eye(t, dtype=torch.bool, device=dev)
+        normalized = torch.where(keep, normalized.float(), torch.zeros((), device=dev))
+        if not isinstance(high, float):
+            high = high.bool() & keep
+    sim_sum = normalized.sum(dim=0)
+    upper = torch.gather(normalized.reshape(b * h, t * t), 1, geo.upper_flat[None].expand(b * h, -1))
+    bins = sim_bins.index(upper).view(b, h, -1)
+    del upper
+    # high-similarity pairs i < j between valid positions, as float32 0/1 (exact counts < 2^24)
+    if isinstance(high, float):
+        u = high_upper(normalized, high, geo)
+    else:
+        u = torch.zeros_like(normalized).masked_fill_(high & geo.upper, 1.0)
+    location = u.sum(dim=0)
+    rows = u.sum(dim=-1)
+    cols = u.sum(dim=-2)
+    same = torch.bmm(bt.same_sentence, u.view(b, h, t * t).transpose(1, 2)).sum(dim=(0, 1))  # [H]
+    # pairs with equal token ids, read at their few positions
+    rb, ri, rj = bt.repeat_index
+    rep = u[rb, :, ri, rj]  # [N, H]
+    del u
+    inner = torch.zeros(b, t, h, dtype=rep.dtype, device=dev).index_put_((rb, ri), rep, accumulate=True)
+    return PairReductions(sim_sum, bins, location, rows, cols, inner.transpose(1, 2), same, rep.sum(dim=0),
+                          (rep * bt.repeat_same_sentence[:, None]).sum(dim=0))
 
 
 def pair_batch(normalized: torch.Tensor, high: torch.Tensor | float, bt: BatchTensors, geo: Geometry,
@@ -141,40 +183,27 @@ def pair_batch(normalized: torch.Tensor, high: torch.Tensor | float, bt: BatchTe
             :func:`headsim.context_similarity.normalized_similarity` returns it); otherwise it and a
             mask ``high`` are masked here first.
     """
-    b, h, t, _ = normalized.shape
-    dev = normalized.device
-    if not masked:
-        keep = bt.pair_valid & ~torch.eye(t, dtype=torch.bool, device=dev)
-        normalized = torch.where(keep, normalized.float(), torch.zeros((), device=dev))
-        if not isinstance(high, float):
-            high = high.bool() & keep
+    add_pairs(pair_reductions(normalized, high, bt, geo, sim_bins, masked=masked), bt, geo, sim_bins, into)
 
+
+def add_pairs(red: PairReductions, bt: BatchTensors, geo: Geometry, sim_bins: SimBins,
+              into: dict[str, torch.Tensor]) -> None:
+    """Add one step's :class:`PairReductions` to the per-layer accumulator slices ``into``."""
+    b, h, t = red.rows.shape
+    dev = red.rows.device
     # Fig 12 and the value distribution (§3: most values < 0.1, few in 0.1–0.6)
-    into["sim_sum"] += normalized.sum(dim=0)
-    upper = torch.gather(normalized.reshape(b * h, t * t), 1, geo.upper_flat[None].expand(b * h, -1))
-    into["sim_value_hist"] += value_histogram(upper.view(b, h, -1), sim_bins)
-    del upper
+    into["sim_sum"] += red.sim_sum
+    nb = sim_bins.bins
+    binned = red.bins.add(torch.arange(0, h * nb, nb, device=dev, dtype=torch.int32)[None, :, None])
+    into["sim_value_hist"] += torch.bincount(binned.view(-1), minlength=h * nb).view(h, nb)
+    del binned
     # pairs that are not valid hold exactly 0.0 in the normalised matrix: take them back out of 0's bin
     into["sim_value_hist"][:, sim_bins.zero_bin] -= b * geo.upper_flat.numel() - bt.counts["valid_pairs"]
-
-    # high-similarity pairs i < j between valid positions, as float32 0/1 (exact counts < 2^24)
-    if isinstance(high, float):
-        u = high_upper(normalized, high, geo)
-    else:
-        u = torch.zeros_like(normalized).masked_fill_(high & geo.upper, 1.0)
-    into["location_upper"] += u.sum(dim=0).to(torch.int64)  # Fig 10
-    rows = u.sum(dim=-1)  # [B, H, T] partners j > p
-    cols = u.sum(dim=-2)  # [B, H, T] partners i < p
-    same = torch.bmm(bt.same_sentence, u.view(b, h, t * t).transpose(1, 2))  # [B, 1, H] Figs 6b, 8
-    into["n_same_sentence"] += same.sum(dim=(0, 1)).to(torch.int64)
-    # pairs with equal token ids, read at their few positions (Fig 6a)
-    rb, ri, rj = bt.repeat_index
-    rep = u[rb, :, ri, rj]  # [N, H]
-    del u
-    into["n_repeat"] += rep.sum(dim=0).to(torch.int64)
-    into["n_repeat_same_sentence"] += (rep * bt.repeat_same_sentence[:, None]).sum(dim=0).to(torch.int64)
-    inner = torch.zeros(b, t, h, dtype=rep.dtype, device=dev).index_put_((rb, ri), rep, accumulate=True)
-    inner = inner.transpose(1, 2)  # [B, H, T] partners j > p with the same token id
+    into["location_upper"] += red.location.to(torch.int64)  # Fig 10
+    into["n_same_sentence"] += red.same_sentence.to(torch.int64)  # Figs 6b, 8
+    into["n_repeat"] += red.repeat.to(torch.int64)  # Fig 6a
+    into["n_repeat_same_sentence"] += red.repeat_same_sentence.to(torch.int64)
+    rows, cols, inner = red.rows, red.cols, red.inner
 
     # Fig 11a: pairs containing token class c = Σ_{p∈c} degree(p) − pairs inside c
     per_class = torch.bmm(rows + cols - inner, bt.token_class)  # [B, H, T] (column c = first position of an id)
