@@ -303,12 +303,8 @@ class CorpusStats:
             return False
         if att is not None:
             a, col, plain, prev, nxt = att
-            if bool(torch.isfinite(col).all()):
-                add_attention(a, col, bt, self.top_k_columns, attn, plain_sum=plain,
-                              diagonals=(prev.to(torch.float64), nxt.to(torch.float64)))
-            else:  # inf/NaN from the model: the eager path masks by selection
-                attention_batch(attention_probs(qk[0][index], qk[1][index], bt.valid, bt.padded), bt,
-                                self.top_k_columns, attn, owned=True)
+            add_attention(a, col, bt, self.top_k_columns, attn, plain_sum=plain,
+                          diagonals=(prev.to(torch.float64), nxt.to(torch.float64)))
             del a, att
         elif attention is not None:
             attention_batch(attention[index], bt, self.top_k_columns, attn)

@@ -57,12 +57,9 @@ def attention_batch(attention: torch.Tensor, bt: BatchTensors, top_k: int, into:
         a = attention
     else:
         a = attention.to(torch.float32, copy=True)
-    if bt.padded:
-        a.mul_(bt.pair_valid_float)  # exact zeros at padding for finite values
+    if bt.padded:  # exact zeros at padding, whatever the model left there (inf and NaN included)
+        a.masked_fill_(bt.pair_invalid, 0.0)
     column_sums = a.sum(dim=-2)  # [B, H, T]
-    if not bool(torch.isfinite(column_sums).all()):  # inf/NaN somewhere (padding or not): mask by selection
-        a = torch.where(bt.pair_valid, attention.to(torch.float32), torch.zeros((), device=attention.device))
-        column_sums = a.sum(dim=-2)
     add_attention(a, column_sums, bt, top_k, into)
 
 

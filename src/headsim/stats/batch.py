@@ -81,7 +81,7 @@ class BatchTensors:
         valid: ``[B, T]`` bool.
         padded: whether any position of the batch is padding (full windows skip every mask pass).
         pair_valid: ``[B, 1, T, T]`` bool, both positions valid (diagonal included).
-        pair_valid_float: the same as float32 0/1.
+        pair_invalid: its negation (padding on either side).
         same_sentence: ``[B, 1, T*T]`` float32, 1 where both positions are in one sentence (ids ≥ 0, equal).
         repeat_index: ``(window, i, j)`` int64 ``[N]`` each: every pair ``i < j`` of valid positions
             with equal token ids (few per window, so repeated-token statistics read ``N`` elements
@@ -101,7 +101,7 @@ class BatchTensors:
     valid: torch.Tensor
     padded: bool
     pair_valid: torch.Tensor
-    pair_valid_float: torch.Tensor
+    pair_invalid: torch.Tensor
     same_sentence: torch.Tensor
     repeat_index: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
     repeat_same_sentence: torch.Tensor
@@ -161,7 +161,7 @@ def batch_tensors(info: BatchInfo) -> BatchTensors:
         "pair_count_valid": pv.sum(dim=0),
     }
     pair_valid = pv[:, None]
-    return BatchTensors(info, valid, not bool(valid.all()), pair_valid, pair_valid.to(torch.float32),
+    return BatchTensors(info, valid, not bool(valid.all()), pair_valid, ~pair_valid,
                         same_sent.to(torch.float32).reshape(b, 1, t * t), (rb, ri, rj), same_sent[rb, ri, rj],
                         repeat_upper.to(torch.float32), (repeat_upper & same_sent).to(torch.float32),
                         token_class, targets, categories, counts)

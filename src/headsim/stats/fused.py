@@ -50,8 +50,8 @@ def attention_step(query: torch.Tensor, key: torch.Tensor, valid: torch.Tensor, 
         bias = torch.where(valid, 0.0, torch.finfo(torch.float32).min)
         scores = scores + bias[:, None, None, :]
     a = torch.softmax(scores, dim=-1)
-    if padded:
-        a = a * (valid[:, None, :, None] & valid[:, None, None, :])
+    if padded:  # exact zeros at padding (a selection: no inf·0 = NaN)
+        a = torch.where(valid[:, None, :, None] & valid[:, None, None, :], a, torch.zeros((), device=a.device))
     return (a, a.sum(dim=-2), a.sum(dim=0), a.diagonal(offset=-1, dim1=-2, dim2=-1).sum(dim=(0, 2)),
             a.diagonal(offset=1, dim1=-2, dim2=-1).sum(dim=(0, 2)))
 
