@@ -49,6 +49,10 @@ class Adapter:
         """The encoder's layer stack."""
         return model.get_submodule(self.layers)
 
+    def attention_of(self, layer: nn.Module) -> nn.Module:
+        """The module that owns the Q/K/V projections and calls the attention function."""
+        return layer.get_submodule(self.query.rsplit(".", 1)[0]) if "." in self.query else layer
+
     def modules_of(self, layer: nn.Module) -> dict[str, nn.Linear]:
         """The projections of one layer, by generic name."""
         return {

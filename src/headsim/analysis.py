@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 import torch
 
 from . import rundir
-from .capture import forward, hooks
+from .capture import forward, hooks, own_attention
 from .corpus import Corpus, load_corpus
 from .errors import HeadsimError, require
 from .models import LoadedModel, as_loaded
@@ -122,15 +122,39 @@ class Engine:
         self.loaded, self.stats, self.fresh = loaded, stats, fresh
         self.backoff = loaded.device.type != "cpu" if backoff is None else bool(backoff)
         self.max_windows: int | None = None
+        self.own_attention: bool | None = None  # None: not tried yet
 
     def batch_info(self, w: Windows) -> BatchInfo:
         return batch_info(w.input_ids, w.attention_mask, w.sentence_ids, self.loaded.tokenizer, self.loaded.device)
 
     def process(self, w: Windows, stats: CorpusStats | None = None) -> None:
-        """Add one batch of windows to the statistics."""
+        """Add one batch of windows to the statistics.
+
+        The model's attention runs through headsim (:func:`headsim.capture.own_attention`), which
+        computes the probabilities once for the statistics and the head outputs; where transformers
+        or the model does not route attention through its registry, hooks capture Q, K and the head
+        outputs and the probabilities are recomputed (:attr:`own_attention` remembers which). Fused
+        statistics (``CorpusStats(fused=True)``) always take the hooks' route.
+        """
         stats = self.stats if stats is None else stats
         info = self.batch_info(w)
         stats.begin_batch(info)
+        if self.own_attention is not False and not stats.fused:  # fused steps take Q, K and the model's outputs
+            seen: set[int] = set()
+
+            def compute(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale) -> torch.Tensor:
+                seen.add(layer)
+                return stats.update_qkv(layer, q, k, v, info, scale)
+
+            with own_attention(self.loaded, compute) as active:
+                if active:
+                    forward(self.loaded, info.input_ids, info.valid.long())
+            if active and len(seen) == self.loaded.n_layers:
+                self.own_attention = True
+                return
+            require(not seen, f"the model sent {len(seen)} of {self.loaded.n_layers} layers through headsim's attention",
+                    "report this model; meanwhile its statistics cannot be computed")
+            self.own_attention = False
         pending: dict[int, dict[str, torch.Tensor]] = {}
 
         def sink(layer: int, role: str, t: torch.Tensor) -> None:

@@ -8,6 +8,7 @@ so a statistic that needs none of them never pays for a T×T softmax.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 
@@ -60,15 +61,15 @@ def hooks(loaded: LoadedModel, sink: Sink, roles: Sequence[str] = ("query", "key
 
 
 def attention_probs(query: torch.Tensor, key: torch.Tensor, attention_mask: torch.Tensor,
-                    padded: bool | None = None) -> torch.Tensor:
+                    padded: bool | None = None, scale: float | None = None) -> torch.Tensor:
     """softmax(QKᵀ/√d) over valid keys, in float32: ``[batch, head, seq, seq]``.
 
     Rows of padded queries are computed like the model does (they attend to the valid keys).
     The scale is applied to the queries (a ``[seq, d]`` pass instead of a ``[seq, seq]`` one) and
     the additive key mask only where a window has padding (``padded``, when the caller knows it,
-    spares a device synchronisation).
+    spares a device synchronisation). ``scale`` defaults to 1/√d, as in every BERT-layout model.
     """
-    q = query.float() * query.shape[-1] ** -0.5
+    q = query.float() * (query.shape[-1] ** -0.5 if scale is None else scale)
     scores = torch.matmul(q, key.float().transpose(-1, -2))
     valid = attention_mask.bool()
     if (not bool(valid.all())) if padded is None else padded:
@@ -76,6 +77,50 @@ def attention_probs(query: torch.Tensor, key: torch.Tensor, attention_mask: torc
         bias.masked_fill_(~valid, torch.finfo(scores.dtype).min)
         scores.add_(bias[:, None, None, :])  # additive mask, as the model's own kernels apply it
     return torch.softmax(scores, dim=-1)
+
+
+_ACTIVE = threading.local()
+_NAME = "headsim"
+OwnAttention = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor, "float | None"], torch.Tensor]
+
+
+def _attention_function(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """What transformers calls as the attention of a model switched to headsim's (see :func:`own_attention`)."""
+    fn, layer_of = _ACTIVE.current
+    out = fn(layer_of[id(module)], query, key, value, scaling)  # [batch, head, seq, d_head]
+    return out.transpose(1, 2).contiguous(), None
+
+
+@contextmanager
+def own_attention(loaded: LoadedModel, fn: OwnAttention):
+    """Compute the model's attention with ``fn`` instead of its own kernel, for one forward pass.
+
+    ``fn(layer, query, key, value, scale)`` gets each layer's ``[batch, head, seq, d_head]`` tensors and
+    returns the head outputs (softmax(QKᵀ·scale)·V over valid keys) that the model then uses, so a
+    caller that needs the attention probabilities anyway computes them once, not twice. Yields
+    ``False`` (nothing switched) where transformers has no attention-function registry; the caller
+    then falls back to :func:`hooks`. The key mask is the caller's own (encoders mask padded keys only).
+    """
+    try:
+        from transformers import AttentionInterface
+    except ImportError:
+        yield False
+        return
+    AttentionInterface.register(_NAME, _attention_function)
+    stack = loaded.adapter.layer_modules(loaded.model)
+    layer_of = {id(loaded.adapter.attention_of(layer)): li for li, layer in enumerate(stack)}
+    config = loaded.model.config
+    previous = getattr(config, "_attn_implementation", None)
+    if previous is None:
+        yield False
+        return
+    _ACTIVE.current = (fn, layer_of)
+    config._attn_implementation = _NAME
+    try:
+        yield True
+    finally:
+        config._attn_implementation = previous
+        _ACTIVE.current = None
 
 
 def forward(loaded: LoadedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:

@@ -253,8 +253,27 @@ class CorpusStats:
         self._check_shape("key", key, tuple(query.shape), "d_head")
         self._update(layer, head_outputs, info, qk=(query, key))
 
+    def update_qkv(self, layer: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, info: BatchInfo,
+                   scale: float | None = None) -> torch.Tensor:
+        """Add one layer from its queries, keys and values ``[B, H, T, d]``; returns the head outputs.
+
+        The attention probabilities computed for the statistics also give the head outputs
+        (``probs · V``, float32, returned in ``value``'s dtype), so a driver that lets headsim compute
+        the model's attention (:func:`headsim.capture.own_attention`) pays for attention once.
+        """
+        b, h, t = info.n_windows, self.n_heads, self.seq_len
+        self._check_shape("query", query, (b, h, t, None), "d_head")
+        self._check_shape("key", key, tuple(query.shape), "d_head")
+        self._check_shape("value", value, (b, h, t, None), "d_head")
+        out = torch.empty(value.shape, dtype=value.dtype, device=value.device)
+        self._update(layer, out, info, qk=(query, key), value=value, scale=scale)
+        return out
+
     def _update(self, layer: int, head_outputs: torch.Tensor, info: BatchInfo, *,
-                attention: torch.Tensor | None = None, qk: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+                attention: torch.Tensor | None = None, qk: tuple[torch.Tensor, torch.Tensor] | None = None,
+                value: torch.Tensor | None = None, scale: float | None = None) -> None:
+        """Add one layer step by step. With ``value`` the head outputs are computed here from the
+        probabilities and written into ``head_outputs`` (an empty tensor) before they are used."""
         layer = self._check_layer(layer)
         chunks = self._current(info)
         b, h, t = info.n_windows, self.n_heads, self.seq_len
@@ -263,10 +282,12 @@ class CorpusStats:
             self._check_shape("attention", attention, (b, h, t, t), "seq")
         pairs, attn = self._slices(layer, _PAIR_KEYS), self._slices(layer, _ATTENTION_KEYS)
         for index, bt in chunks:
-            if self.fused and self._fused_step(index, bt, head_outputs, qk, attention, pairs, attn):
+            if self.fused and value is None and self._fused_step(index, bt, head_outputs, qk, attention, pairs, attn):
                 continue
             if qk is not None:
-                probs = attention_probs(qk[0][index], qk[1][index], bt.valid, bt.padded)
+                probs = attention_probs(qk[0][index], qk[1][index], bt.valid, bt.padded, scale)
+                if value is not None:  # the model's head outputs, before the statistics overwrite probs
+                    head_outputs[index] = torch.matmul(probs, value[index].float())
                 attention_batch(probs, bt, self.top_k_columns, attn, owned=True)
                 del probs
             elif attention is not None:
