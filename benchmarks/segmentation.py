@@ -90,21 +90,27 @@ def _headsim_hook(attribute: str) -> tuple[Any | None, str]:
     return (hook, "") if callable(hook) else (None, f"{HEADSIM_MODULE} has no {attribute}()")
 
 
-def registry() -> tuple[dict[str, Factory], dict[str, str]]:
-    """Available method factories (headsim's included when importable), and why others are absent."""
-    methods, absent = dict(METHODS), {}
-    for name, package in OPTIONAL_PACKAGES.items():
+def _available(entries: dict[str, Any], optional: dict[str, str], hook_attribute: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """``entries`` without those whose optional package (``optional``: name → package) is missing, plus
+    headsim's hook when importable; and why each absent one is absent."""
+    present, absent = dict(entries), {}
+    for name, package in optional.items():
         try:
             importlib.import_module(package)
         except ImportError as exc:
-            del methods[name]
+            del present[name]
             absent[name] = f"{package} not installed ({exc})"
-    hook, why = _headsim_hook("benchmark_method")
+    hook, why = _headsim_hook(hook_attribute)
     if hook is None:
         absent["headsim"] = why
     else:
-        methods["headsim"] = hook
-    return methods, absent
+        present["headsim"] = hook
+    return present, absent
+
+
+def registry() -> tuple[dict[str, Factory], dict[str, str]]:
+    """Available method factories (headsim's included when importable), and why others are absent."""
+    return _available(METHODS, OPTIONAL_PACKAGES, "benchmark_method")
 
 
 def _spacy_sentencizer() -> SentenceSplitter:
@@ -121,18 +127,7 @@ def sentence_registry() -> tuple[dict[str, Callable[[], SentenceSplitter]], dict
         "pysbd": lambda: lambda text: [u.text for u in sentence_units(text)],
         "spacy-sentencizer": _spacy_sentencizer,
     }
-    absent = {}
-    try:
-        importlib.import_module("spacy")
-    except ImportError as exc:
-        del splitters["spacy-sentencizer"]
-        absent["spacy-sentencizer"] = f"spacy not installed ({exc})"
-    hook, why = _headsim_hook("benchmark_sentence_method")
-    if hook is None:
-        absent["headsim"] = why
-    else:
-        splitters["headsim"] = hook
-    return splitters, absent
+    return _available(splitters, {"spacy-sentencizer": "spacy"}, "benchmark_sentence_method")
 
 
 # --------------------------------------------------------------------------------------------
