@@ -80,7 +80,8 @@ def normalized_similarity(z: torch.Tensor, valid: torch.Tensor | None = None, pa
     peak = s.amax(dim=(-1, -2), keepdim=True)
     positive = peak > 0
     s.div_(torch.where(positive, peak, torch.ones_like(peak)))
-    if s.device.type != "cpu" or not bool(positive.all()):  # on accelerators a pass is cheaper than a sync
+    # on accelerators (and in compiled code) a pass is cheaper than a sync or a graph break
+    if s.device.type != "cpu" or torch.compiler.is_compiling() or not bool(positive.all()):
         s.mul_(positive)
     return s
 

@@ -149,7 +149,6 @@ class CorpusStats:
                 "pass None (automatic), 0 (whole batches) or a number of windows")
         self.chunk_windows = None if chunk_windows is None else int(chunk_windows)
         self.fused = bool(fused)
-        self._offdiag = 1.0 - torch.eye(self.seq_len, device=self.device)
         self._info: BatchInfo | None = None
         self._chunks: list[tuple[slice, BatchTensors]] = []
         self._done: set[int] = set()  # layers of the current batch already added
@@ -314,7 +313,7 @@ class CorpusStats:
                 att = fused.compiled(fused.attention_step)(q, k, bt.valid, bt.padded)
             fused.batch_dynamic(z, bt.valid, bt.same_sentence, bt.repeat_upper, bt.repeat_same_upper)
             red = fused.compiled(fused.similarity_step)(
-                z, bt.valid, bt.padded, self._offdiag, geo.upper_float, bt.same_sentence,
+                z, bt.valid, bt.padded, geo.upper_float, bt.same_sentence,
                 bt.repeat_upper, bt.repeat_same_upper, geo.upper_flat, self.threshold, float(sb.scale),
                 float(sb.offset), sb.bins)
         except Exception as exc:  # noqa: BLE001 (a compiler failure must not end a long run)

@@ -4,34 +4,33 @@ The eager statistics (:mod:`.attention`, :mod:`.pairs`) make about twenty elemen
 passes over each ``[B, H, T, T]`` tensor; on a GPU those passes, not the arithmetic, set the cost.
 Here each step is written as one function of the captured tensors whose outputs are the small
 reductions the accumulators need, so the compiler (Inductor: C++ on CPU, Triton on GPU) can fuse
-them into a few kernels. The float32 arithmetic is the eager one (masked ``Z·Zᵀ``, the same division,
-the same ``> threshold``), so every threshold decision and count equals the eager path; sums agree
-to float rounding (tests/test_stats.py compares the two).
+them into a few kernels. The probabilities and the normalised similarity are the eager functions
+themselves (:func:`headsim.capture.attention_probs`, :func:`headsim.context_similarity.normalized_similarity`),
+so every threshold decision and count equals the eager path; sums agree to float rounding
+(tests/test_stats.py compares the two).
 """
 
 from __future__ import annotations
 
 import torch
 
+from ..capture import attention_probs
+from ..context_similarity import normalized_similarity
+
 _COMPILED: dict = {}
 
 
-def similarity_step(z: torch.Tensor, valid: torch.Tensor, padded: bool, offdiag: torch.Tensor, upper: torch.Tensor,
+def similarity_step(z: torch.Tensor, valid: torch.Tensor, padded: bool, upper: torch.Tensor,
                     same_sentence: torch.Tensor, repeat_upper: torch.Tensor, repeat_same_upper: torch.Tensor,
                     upper_flat: torch.Tensor, threshold: float, scale: float, offset: float, bins: int):
     """Head outputs ``z`` ``[B, H, T, d]`` → the fields of :class:`~headsim.stats.pairs.PairReductions`.
 
-    ``offdiag``/``upper`` ``[T, T]`` float 0/1; ``same_sentence`` ``[B, 1, T*T]``; ``repeat_upper`` and
+    The normalised similarity is :func:`headsim.context_similarity.normalized_similarity` itself.
+    ``upper`` ``[T, T]`` float 0/1; ``same_sentence`` ``[B, 1, T*T]``; ``repeat_upper`` and
     ``repeat_same_upper`` ``[B, T, T]``; ``upper_flat`` the flat indices of ``i < j``.
     """
     b, h, t, _ = z.shape
-    z = z.float()
-    if padded:
-        z = torch.where(valid[:, None, :, None], z, torch.zeros((), dtype=z.dtype, device=z.device))
-    s = torch.matmul(z, z.transpose(-1, -2)) * offdiag
-    peak = s.amax(dim=(-1, -2), keepdim=True)
-    positive = peak > 0
-    norm = s / torch.where(positive, peak, torch.ones_like(peak)) * positive
+    norm = normalized_similarity(z.float(), valid, padded)
     u = (norm > threshold).to(torch.float32) * upper
     inner = (u * repeat_upper[:, None]).sum(dim=-1)
     binned = (norm.reshape(b, h, t * t)[..., upper_flat] * scale + offset).clamp(0, bins - 1)
@@ -42,15 +41,13 @@ def similarity_step(z: torch.Tensor, valid: torch.Tensor, padded: bool, offdiag:
 
 def attention_step(query: torch.Tensor, key: torch.Tensor, valid: torch.Tensor, padded: bool):
     """Queries and keys ``[B, H, T, d]`` → (masked probabilities, column sums ``[B, H, T]``, their sum
-    over windows ``[H, T, T]``, sums of the −1 and +1 diagonals ``[H]``), as
-    :func:`headsim.capture.attention_probs` and :func:`~headsim.stats.attention.attention_batch` compute them."""
-    q = query.float() * query.shape[-1] ** -0.5
-    scores = torch.matmul(q, key.float().transpose(-1, -2))
+    over windows ``[H, T, T]``, sums of the −1 and +1 diagonals ``[H]``).
+
+    The probabilities are :func:`headsim.capture.attention_probs` itself; padding is then zeroed by
+    selection (no inf·0 = NaN), as :func:`~headsim.stats.attention.attention_batch` does.
+    """
+    a = attention_probs(query, key, valid, padded)
     if padded:
-        bias = torch.where(valid, 0.0, torch.finfo(torch.float32).min)
-        scores = scores + bias[:, None, None, :]
-    a = torch.softmax(scores, dim=-1)
-    if padded:  # exact zeros at padding (a selection: no inf·0 = NaN)
         a = torch.where(valid[:, None, :, None] & valid[:, None, None, :], a, torch.zeros((), device=a.device))
     return (a, a.sum(dim=-2), a.sum(dim=0), a.diagonal(offset=-1, dim1=-2, dim2=-1).sum(dim=(0, 2)),
             a.diagonal(offset=1, dim1=-2, dim2=-1).sum(dim=(0, 2)))
