@@ -32,7 +32,7 @@ from .errors import HeadsimError, require
 from .models import LoadedModel, as_loaded
 from .context_similarity import check_threshold
 from .stats import BatchInfo, CorpusStats, batch_info, heads_table, layers_table
-from .windows import Windows, check_seq_len, encode, iter_windows
+from .windows import Windows, check_seq_len, check_workers, encode, iter_windows
 
 
 @dataclass(frozen=True)
@@ -318,6 +318,8 @@ def analyze(
     require(windows is None or (isinstance(windows, int) and windows >= 1), f"windows {windows!r} must be at least 1",
             "pass a positive number of windows")
     require(checkpoint_every >= 1, f"checkpoint_every {checkpoint_every} must be at least 1", "pass a positive number")
+    if workers is not None:
+        check_workers(workers)  # before anything is written
     out_path = Path(out) if out is not None else None
     if out_path is not None and resume:
         require((out_path / rundir.RUN_JSON).exists(), f"nothing to resume in {str(out_path)!r}",

@@ -74,6 +74,13 @@ def check_seq_len(seq_len: int, max_seq_len: int) -> int:
     return int(seq_len)
 
 
+def check_workers(workers: int) -> int:
+    """Windowing processes: 0 (this thread) or more, or a clear error."""
+    ok = isinstance(workers, (int, np.integer)) and not isinstance(workers, bool) and workers >= 0
+    require(ok, f"workers {workers!r} must be 0 or more", "pass 0 (windowing in this thread) or a number of windowing processes")
+    return int(workers)
+
+
 def check_texts(texts: str | Iterable[str]) -> list[str]:
     """A list of non-empty texts, or a clear error."""
     items = [texts] if isinstance(texts, str) else list(texts)
@@ -237,8 +244,7 @@ def iter_windows(
             f"choose a window length of at least {MIN_SEQ_LEN} tokens (the paper uses 128)")
     content = seq_len - 2
 
-    require(isinstance(workers, (int, np.integer)) and workers >= 0, f"workers {workers!r} must be 0 or more",
-            "pass 0 (windowing in this thread) or a number of windowing processes")
+    check_workers(workers)
 
     def text_batches() -> Iterator[tuple[list[str], int]]:
         buf: list[str] = []
