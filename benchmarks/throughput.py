@@ -129,6 +129,30 @@ def time_side_by_side(loaded, batches, device, seq_len) -> tuple[float, float, C
     return t_bare, t_head, engine.stats
 
 
+def profile(loaded, batches, device, seq_len, path: str, n: int = 3) -> None:
+    """torch.profiler tables of ``n`` batches of (a) and of (b), self time per kernel/operator, to ``path``.
+
+    Where (b) falls short of (a), this shows which of headsim's operators take the difference.
+    """
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
+    key = "self_cuda_time_total" if device.startswith("cuda") else "self_cpu_time_total"
+    engine = Engine(loaded, new_stats(loaded, seq_len), lambda: new_stats(loaded, seq_len))
+    tables = []
+    for name, step in (("bare forward", lambda w: _bare(loaded, w)), ("headsim", engine.process_safely)):
+        step(batches[0])
+        sync(device)
+        with torch_profile(activities=acts) as prof:
+            for w in batches[1: n + 1]:
+                step(w)
+            sync(device)
+        tables.append(f"## {name}, {n} batches\n" + prof.key_averages().table(sort_by=key, row_limit=40))
+    from pathlib import Path
+
+    Path(path).write_text("\n\n".join(tables))
+
+
 def naive_stats(model, tokenizer, windows: Windows, seq_len: int, device) -> dict:
     """Per-window, per-head numpy code on top of output_attentions (the naive reference)."""
     cls_id, sep_id = special_ids(tokenizer)
@@ -271,6 +295,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--sentences", default="pysbd", help="sentence splitter for windowing: pysbd, punkt or newline")
     ap.add_argument("--end-to-end", type=int, default=0, metavar="N", help="also time headsim.analyze on N windows")
     ap.add_argument("--json", default=None, help="write the result here")
+    ap.add_argument("--profile", default=None, metavar="PATH", help="also write torch.profiler tables of (a) and (b) here")
     args = ap.parse_args(argv)
     cuda = args.device == "cuda"
     if cuda and not torch.cuda.is_available():
@@ -286,15 +311,19 @@ def main(argv=None) -> dict:
     from headsim.analysis import default_workers
 
     workers = default_workers(loaded, max(n, args.end_to_end)) if args.workers is None else args.workers
-    batches = make_batches(loaded, n, args.seq_len, bs)[0]
+    batches, first_rate = make_batches(loaded, n, args.seq_len, bs)
     # windowing rates over enough windows that start-up (first texts, worker processes) does not dominate
     n_win = max(n, 2048)
-    windowing_rate = make_batches(loaded, n_win, args.seq_len, bs, 0, args.sentences)[1]
+    windowing_rate = (first_rate if n >= 2048 and args.sentences == "pysbd"
+                      else make_batches(loaded, n_win, args.seq_len, bs, 0, args.sentences)[1])
     parallel_rate = make_batches(loaded, n_win, args.seq_len, bs, workers, args.sentences)[1] if workers >= 1 else windowing_rate
     print(f"{model_note}; {n} windows × {args.seq_len} tokens, batch {bs}, {dtype} on {args.device}", flush=True)
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     t_bare, t_head, stats = time_side_by_side(loaded, batches, args.device, args.seq_len)
+    print(f"bare {n / t_bare:.1f} windows/s, headsim {n / t_head:.1f} windows/s: ratio {t_bare / t_head:.3f}", flush=True)
+    if args.profile:
+        profile(loaded, batches, args.device, args.seq_len, args.profile)
     naive_model, _ = build_model(args.device, dtype, attn="eager", tokenizer=args.tokenizer, model=which)
     if which != "embedded":  # same random weights (seeded anyway; made explicit)
         naive_model.model.load_state_dict(loaded.model.state_dict())
