@@ -5,21 +5,24 @@ set -u
 OUT=${OUT:-gpu-results}
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpukit/wheels/*.whl || exit 1
-export PYTHONPATH=/tmp/site:src HEADSIM_MODEL=.gpukit/minilm PYTHONUNBUFFERED=1
+export PYTHONPATH=/tmp/site:src HEADSIM_MODEL=.gpukit/minilm PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore::SyntaxWarning
 KIT=(--corpus .gpukit/corpus.jsonl --tokenizer .gpukit/tokenizer)
 {
-  nvidia-smi; python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
-  echo "== CUDA tests"; timeout 120 python3 -m pytest -q -p no:cacheprovider -rs tests/test_cuda.py
-  echo "== BERT-base (random weights) bf16: bare vs headsim, naive, windowing, end to end, profile"
-  timeout 200 python3 benchmarks/throughput.py --device cuda --dtype bf16 --windows 8192 "${KIT[@]}" --end-to-end 20000 \
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+  python3 -c "import torch, transformers, triton; print('torch', torch.__version__, 'transformers', transformers.__version__, 'triton', triton.__version__)"
+  echo "== CUDA tests"; timeout 150 python3 -m pytest -q -p no:cacheprovider -rs tests/test_kernels.py tests/test_cuda.py
+  echo "== BERT-base (random weights) bf16: bare vs headsim (Triton kernels), naive, profile"
+  timeout 150 python3 benchmarks/throughput.py --device cuda --dtype bf16 --windows 8192 --naive-windows 8 --workers 0 "${KIT[@]}" \
     --profile "$OUT/profile-cuda.txt" --json "$OUT/throughput-cuda.json"
-  echo "== pretrained MiniLM bf16: agreement with fp32"
+  echo "== pretrained MiniLM bf16 (Triton kernels): agreement with fp32"
   timeout 90 python3 benchmarks/throughput.py --device cuda --model .gpukit/minilm --dtype bf16 --windows 4096 --workers 0 \
     --corpus .gpukit/corpus.jsonl --json "$OUT/throughput-cuda-minilm.json"
-  echo "== BERT-base bf16, fused (torch.compile) statistics"
-  timeout 150 python3 benchmarks/throughput.py --device cuda --dtype bf16 --windows 8192 --fused --workers 0 "${KIT[@]}" \
-    --json "$OUT/throughput-cuda-fused.json"
-  echo "== BERT-base bf16, batch 1024"
-  timeout 60 python3 benchmarks/throughput.py --device cuda --dtype bf16 --windows 8192 --batch-size 1024 --workers 0 "${KIT[@]}" \
-    --json "$OUT/throughput-cuda-b1024.json"
+  echo "== end to end, 20,000 windows, pySBD then Punkt sentences"
+  timeout 90 python3 benchmarks/throughput.py --device cuda --dtype bf16 "${KIT[@]}" --end-to-end 20000 --end-to-end-only \
+    --json "$OUT/end-to-end-pysbd.json"
+  timeout 60 python3 benchmarks/throughput.py --device cuda --dtype bf16 "${KIT[@]}" --end-to-end 20000 --end-to-end-only \
+    --sentences punkt --json "$OUT/end-to-end-punkt.json"
+  echo "== BERT-base bf16, batch 1024 (Triton kernels)"
+  timeout 80 python3 benchmarks/throughput.py --device cuda --dtype bf16 --windows 4096 --batch-size 1024 --naive-windows 2 \
+    --workers 0 "${KIT[@]}" --json "$OUT/throughput-cuda-b1024.json"
 } 2>&1 | grep -v "USDT:" | tee "$OUT/gpu-run.log"

@@ -98,11 +98,13 @@ def _bare(loaded, w) -> None:
 
 
 FUSED = False  # set by --fused
+KERNELS = None  # set by --kernels / --no-kernels (None: headsim's default, Triton kernels on CUDA)
+ROUNDS = 1  # set by --rounds
 
 
 def new_stats(loaded, seq_len) -> CorpusStats:
     return CorpusStats(loaded.n_layers, loaded.n_heads, seq_len, threshold=THRESHOLD, top_k_columns=TOP_K,
-                       device=loaded.device, fused=FUSED)
+                       device=loaded.device, fused=FUSED, kernels=KERNELS)
 
 
 def time_side_by_side(loaded, batches, device, seq_len) -> tuple[float, float, CorpusStats]:
@@ -111,13 +113,14 @@ def time_side_by_side(loaded, batches, device, seq_len) -> tuple[float, float, C
     Alternating means a slow spell of the machine hits both contenders alike, so their ratio is
     steadier than two separate loops (on the shared 2-core CI machine, same code: 0.71–0.80 as two
     loops). Each is warmed up on the first batch first; (b) runs what ``headsim analyze`` runs
-    (:meth:`headsim.analysis.Engine.process_safely`).
+    (:meth:`headsim.analysis.Engine.process_safely`). ``--rounds R`` goes over the batches R times
+    (a GPU run of a few thousand windows lasts well under a second per contender).
     """
     _bare(loaded, batches[0])
     Engine(loaded, new_stats(loaded, seq_len), lambda: new_stats(loaded, seq_len)).process_safely(batches[0])
     engine = Engine(loaded, new_stats(loaded, seq_len), lambda: new_stats(loaded, seq_len))
     t_bare = t_head = 0.0
-    for w in batches:
+    for w in batches * ROUNDS:
         sync(device)
         t0 = time.perf_counter()
         _bare(loaded, w)
@@ -292,8 +295,12 @@ def main(argv=None) -> dict:
     ap.add_argument("--corpus", default="default", help="corpus spec as for headsim analyze (default: the embedded one)")
     ap.add_argument("--tokenizer", default=None, help="CUDA mode: tokenizer directory (default: the embedded model's)")
     ap.add_argument("--fused", action="store_true", help="headsim with torch.compile'd steps (headsim.stats.fused)")
+    ap.add_argument("--kernels", action=argparse.BooleanOptionalAction, default=None,
+                    help="headsim's Triton kernels on or off (default: on with CUDA and Triton)")
+    ap.add_argument("--rounds", type=int, default=None, help="passes over the windows for (a) and (b) (default: 1 on CPU, 3 on CUDA)")
     ap.add_argument("--sentences", default="pysbd", help="sentence splitter for windowing: pysbd, punkt or newline")
     ap.add_argument("--end-to-end", type=int, default=0, metavar="N", help="also time headsim.analyze on N windows")
+    ap.add_argument("--end-to-end-only", action="store_true", help="time only headsim.analyze (--end-to-end N windows)")
     ap.add_argument("--json", default=None, help="write the result here")
     ap.add_argument("--profile", default=None, metavar="PATH", help="also write torch.profiler tables of (a) and (b) here")
     args = ap.parse_args(argv)
@@ -304,13 +311,23 @@ def main(argv=None) -> dict:
     n = args.windows or (4096 if cuda else 256)
     n_naive = args.naive_windows or (16 if cuda else 4)
     bs = args.batch_size or (256 if cuda else 32)
-    global CORPUS, FUSED
-    CORPUS, FUSED = args.corpus, args.fused
+    global CORPUS, FUSED, KERNELS, ROUNDS
+    CORPUS, FUSED, KERNELS, ROUNDS = args.corpus, args.fused, args.kernels, args.rounds or (3 if cuda else 1)
     which = args.model or ("bert-base-random" if cuda else "embedded")
     loaded, model_note = build_model(args.device, dtype, tokenizer=args.tokenizer, model=which)
     from headsim.analysis import default_workers
 
     workers = default_workers(loaded, max(n, args.end_to_end)) if args.workers is None else args.workers
+    if args.end_to_end_only:
+        result = {"device": torch.cuda.get_device_name() if cuda else "cpu", "model": model_note, "dtype": dtype,
+                  "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                  "end_to_end": end_to_end(loaded, args.end_to_end, args.seq_len, bs, workers, args.sentences)}
+        print("end to end (text → run directory):", json.dumps(result["end_to_end"]))
+        if args.json:
+            from pathlib import Path
+
+            Path(args.json).write_text(json.dumps(result, indent=2))
+        return result
     batches, first_rate = make_batches(loaded, n, args.seq_len, bs)
     # windowing rates over enough windows that start-up (first texts, worker processes) does not dominate
     n_win = max(n, 2048)
@@ -321,7 +338,9 @@ def main(argv=None) -> dict:
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     t_bare, t_head, stats = time_side_by_side(loaded, batches, args.device, args.seq_len)
-    print(f"bare {n / t_bare:.1f} windows/s, headsim {n / t_head:.1f} windows/s: ratio {t_bare / t_head:.3f}", flush=True)
+    t_bare, t_head = t_bare / ROUNDS, t_head / ROUNDS
+    print(f"bare {n / t_bare:.1f} windows/s, headsim {n / t_head:.1f} windows/s: ratio {t_bare / t_head:.3f} "
+          f"(kernels {stats.kernels}, fused {stats.fused})", flush=True)
     if args.profile:
         profile(loaded, batches, args.device, args.seq_len, args.profile)
     naive_model, _ = build_model(args.device, dtype, attn="eager", tokenizer=args.tokenizer, model=which)
@@ -335,7 +354,7 @@ def main(argv=None) -> dict:
     sub_engine.process(subset)
     result = {
         "device": torch.cuda.get_device_name() if cuda else f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)",
-        "model": model_note, "corpus": args.corpus, "fused": args.fused, "dtype": dtype, "windows": n, "seq_len": args.seq_len, "batch_size": bs,
+        "model": model_note, "corpus": args.corpus, "fused": args.fused, "kernels": stats.kernels, "rounds": ROUNDS, "dtype": dtype, "windows": n, "seq_len": args.seq_len, "batch_size": bs,
         "bare_windows_per_s": n / t_bare, "headsim_windows_per_s": n / t_head, "naive_windows_per_s": 1.0 / t_naive,
         "naive_windows_measured": n_naive, "windowing_windows_per_s": windowing_rate,
         "windowing_windows_measured": n_win, "sentences": args.sentences, "windowing_workers": workers, "windowing_parallel_windows_per_s": parallel_rate,

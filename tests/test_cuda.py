@@ -43,15 +43,24 @@ def windows(models):
     return make_windows(texts, models[0].tokenizer, SEQ, pack=True)
 
 
-def _run(loaded, windows, *, batch: int, backoff: bool | None = None, fused: bool = False):
+def _engine(loaded, *, backoff: bool | None = None, fused: bool = False, kernels: bool | None = None):
     from headsim.analysis import Engine
     from headsim.stats import CorpusStats
 
-    fresh = lambda: CorpusStats(loaded.n_layers, loaded.n_heads, SEQ, device=loaded.device, fused=fused)  # noqa: E731
-    engine = Engine(loaded, fresh(), fresh, backoff=backoff)
+    fresh = lambda: CorpusStats(loaded.n_layers, loaded.n_heads, SEQ, device=loaded.device, fused=fused,  # noqa: E731
+                                kernels=kernels)
+    return Engine(loaded, fresh(), fresh, backoff=backoff)
+
+
+def _feed(engine, windows, batch: int):
     for start in range(0, len(windows), batch):
         engine.process_safely(windows.select(slice(start, start + batch)))
     return engine, engine.stats.to_dataset()
+
+
+def _run(loaded, windows, *, batch: int, **kw):
+    """Statistics of ``windows`` in batches of ``batch``; ``kw`` as for :func:`_engine` (kernels: automatic)."""
+    return _feed(_engine(loaded, **kw), windows, batch)
 
 
 def _assert_close(a, b, count_rtol: float) -> None:
@@ -74,15 +83,17 @@ def test_cuda_statistics_match_cpu(models, windows):
 
 
 def test_real_out_of_memory_halves_the_batch_and_loses_nothing(models, windows):
+    # the eager path, whose T×T temporaries grow with the batch (the kernels' partial sums do not)
     _, gpu, _ = models
-    _, whole = _run(gpu, windows, batch=len(windows))
+    _, whole = _run(gpu, windows, batch=len(windows), kernels=False)
+    engine = _engine(gpu, backoff=True, kernels=False)  # accumulators exist before memory is capped
     torch.cuda.empty_cache()
     total = torch.cuda.get_device_properties(0).total_memory
     cap = torch.cuda.memory_allocated() + (16 << 20)  # a few windows' T×T temporaries (~4 MB each), not 36
     torch.cuda.set_per_process_memory_fraction(cap / total)
     try:
         with pytest.warns(UserWarning, match="out of memory"):
-            engine, halved = _run(gpu, windows, batch=len(windows), backoff=True)
+            engine, halved = _feed(engine, windows, len(windows))
     finally:
         torch.cuda.set_per_process_memory_fraction(1.0)
     assert engine.max_windows is not None and engine.max_windows < len(windows)
@@ -99,12 +110,11 @@ def test_bf16_keeps_the_thresholded_elements(models, windows):
 
 
 def test_fused_steps_match_eager_on_cuda(models, windows):
-    """torch.compile'd (Triton) steps: the same thresholded pairs as the eager path on the same GPU."""
+    """torch.compile'd (Triton) steps: the same statistics as the eager path on the same GPU, up to
+    threshold flips from the compiled reductions' summation order (seen: 1 pair in 40,000)."""
     _, gpu, _ = models
-    engine, fused = _run(gpu, windows, batch=16, fused=True, backoff=False)  # stats used directly
+    engine, fused = _run(gpu, windows, batch=16, fused=True, backoff=False, kernels=False)  # stats used directly
     assert engine.stats.fused, "the fused path fell back to eager"
-    _, eager = _run(gpu, windows, batch=16)
-    for name in ("n_pairs", "n_repeat", "n_same_sentence", "location_counts", "anchor_windows"):
-        np.testing.assert_array_equal(fused[name].values, eager[name].values, err_msg=name)
+    _, eager = _run(gpu, windows, batch=16, kernels=False)
     assert int(fused["sim_value_hist"].sum()) == int(eager["sim_value_hist"].sum())
     _assert_close(fused, eager, count_rtol=1e-4)

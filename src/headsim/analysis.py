@@ -123,6 +123,9 @@ class Engine:
         self.backoff = loaded.device.type != "cpu" if backoff is None else bool(backoff)
         self.max_windows: int | None = None
         self.own_attention: bool | None = None  # None: not tried yet
+        # one scratch accumulator for the whole run, allocated now: the back-off must not need fresh
+        # memory at the moment memory ran out
+        self._scratch = fresh() if self.backoff else None
 
     def batch_info(self, w: Windows) -> BatchInfo:
         return batch_info(w.input_ids, w.attention_mask, w.sentence_ids, self.loaded.tokenizer, self.loaded.device)
@@ -175,13 +178,13 @@ class Engine:
         start = 0
         while start < len(w):
             part = w.select(slice(start, start + size)) if (start, size) != (0, len(w)) else w
-            scratch = self.fresh()
+            scratch = self._scratch.reset()
             try:
                 self.process(part, scratch)
             except (RuntimeError, torch.cuda.OutOfMemoryError) as exc:
                 if not is_out_of_memory(exc):
                     raise
-                del scratch
+                scratch.reset()
                 require(size > 1, "out of accelerator memory with a single window",
                         "use a smaller --seq-len, --dtype bf16, or a device with more free memory")
                 if self.loaded.device.type == "cuda":

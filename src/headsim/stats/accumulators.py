@@ -24,9 +24,9 @@ from ..errors import HeadsimError, require
 from ..capture import attention_probs
 from ..context_similarity import check_threshold, normalized_similarity
 from . import fused
-from .attention import TARGETS, add_attention, attention_batch
+from .attention import TARGETS, add_attention, add_reduced_attention, attention_batch, top_columns
 from .batch import BatchInfo, BatchTensors, batch_tensors, check_info
-from .pairs import ANCHOR_KINDS, Geometry, PairReductions, SimBins, add_pairs, pair_batch
+from .pairs import ANCHOR_KINDS, Geometry, PairReductions, SimBins, add_pairs, pair_batch, value_hist
 
 SCHEMA = "headsim.stats/1"
 CONFIG_KEYS = ("n_layers", "n_heads", "seq_len", "threshold", "top_k_columns", "sim_bins", "sim_range",
@@ -117,11 +117,17 @@ class CorpusStats:
         fused: run each step's ``T×T`` work through ``torch.compile`` (:mod:`headsim.stats.fused`):
             the same counts, sums to float rounding; worth it for long runs (the first batch pays the
             compilation). Falls back to the eager path, with a warning, where compiling fails.
+        kernels: run each step through headsim's Triton kernels (:mod:`headsim.stats.triton_kernels`:
+            no ``T×T`` tensor in memory; counts equal the eager path up to threshold flips from float
+            summation order). ``None`` (default): on CUDA devices where Triton is installed. ``True``
+            elsewhere needs Triton's interpreter (``TRITON_INTERPRET=1``, for tests). Falls back to the
+            eager path, with a warning, where a kernel fails to compile or run.
     """
 
     def __init__(self, n_layers: int, n_heads: int, seq_len: int, *, threshold: float = 0.3,
                  top_k_columns: int = 3, sim_bins: int = 120, sim_range=(-0.2, 1.0), fraction_bins: int = 20,
-                 device="cpu", chunk_windows: int | None = None, fused: bool = False) -> None:
+                 device="cpu", chunk_windows: int | None = None, fused: bool = False,
+                 kernels: bool | None = None) -> None:
         for name, value, low in (("n_layers", n_layers, 1), ("n_heads", n_heads, 1), ("seq_len", seq_len, 2),
                                  ("top_k_columns", top_k_columns, 0), ("sim_bins", sim_bins, 1),
                                  ("fraction_bins", fraction_bins, 1)):
@@ -149,9 +155,20 @@ class CorpusStats:
                 "pass None (automatic), 0 (whole batches) or a number of windows")
         self.chunk_windows = None if chunk_windows is None else int(chunk_windows)
         self.fused = bool(fused)
+        self.kernels = self._kernels_wanted(kernels)
         self._info: BatchInfo | None = None
         self._chunks: list[tuple[slice, BatchTensors]] = []
         self._done: set[int] = set()  # layers of the current batch already added
+
+    def _kernels_wanted(self, kernels: bool | None) -> bool:
+        if kernels is False or (kernels is None and self.device.type != "cuda"):
+            return False
+        from . import triton_kernels
+
+        ok = triton_kernels.available(self.device)
+        require(ok or kernels is None, f"kernels=True but Triton cannot run on {self.device}",
+                "install Triton and use a CUDA device (or TRITON_INTERPRET=1 on the CPU), or pass kernels=None")
+        return ok
 
     # ------------------------------------------------------------------ configuration
     @property
@@ -281,6 +298,8 @@ class CorpusStats:
             self._check_shape("attention", attention, (b, h, t, t), "seq")
         pairs, attn = self._slices(layer, _PAIR_KEYS), self._slices(layer, _ATTENTION_KEYS)
         for index, bt in chunks:
+            if self.kernels and self._kernel_step(index, bt, head_outputs, qk, attention, value, scale, pairs, attn):
+                continue
             if self.fused and value is None and self._fused_step(index, bt, head_outputs, qk, attention, pairs, attn):
                 continue
             if qk is not None:
@@ -298,6 +317,53 @@ class CorpusStats:
         if attention is not None or qk is not None:
             self._count_attention(layer, b, chunks)
         self._finish_layer(layer)
+
+    def _kernel_step(self, index: slice, bt: BatchTensors, head_outputs: torch.Tensor, qk, attention, value,
+                     scale: float | None, pairs: dict, attn: dict) -> bool:
+        """One step through the Triton kernels; ``False`` (after a warning, nothing added) where they
+        fail, and the caller goes on eagerly."""
+        from . import triton_kernels as tk
+
+        sb, info = self.bins, bt.info
+        try:
+            ap = None
+            if qk is not None:
+                out = None if value is None else head_outputs[index]
+                ap = tk.attention_pass(qk[0][index], qk[1][index], None if value is None else value[index], bt.valid,
+                                       scale, out)
+            sentences = torch.where(bt.valid, info.sentence_ids, torch.full_like(info.sentence_ids, -1))
+            sp = tk.similarity_pass(head_outputs[index], bt.valid, info.input_ids, sentences, self.threshold,
+                                    float(sb.scale), float(sb.offset), sb.bins)
+        except Exception as exc:  # noqa: BLE001 (a kernel failure must not end a long run)
+            warnings.warn(f"Triton kernels unavailable ({type(exc).__name__}: {exc}); continuing eagerly", stacklevel=4)
+            self.kernels = False
+            return False
+        if ap is not None:
+            self._add_attention_pass(ap, qk[0][index], qk[1][index], bt, scale, attn)
+        elif attention is not None:
+            attention_batch(attention[index], bt, self.top_k_columns, attn)
+        add_pairs(PairReductions(sp.sim_sum, sp.hist, sp.location, sp.rows, sp.cols, sp.inner, sp.same_sentence,
+                                 sp.repeat, sp.repeat_same_sentence), bt, self._geo, sb, pairs)
+        return True
+
+    def _add_attention_pass(self, ap, q: torch.Tensor, k: torch.Tensor, bt: BatchTensors, scale: float | None,
+                            attn: dict) -> None:
+        """Add a kernel's attention reductions; the few zeroed top columns are recomputed from Q, K and
+        each row's max and exp-sum (a ``[B, H, T, k]`` product instead of the whole matrix)."""
+        b, h, t, d = q.shape
+        scale = d ** -0.5 if scale is None else scale
+
+        def exact(bi: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+            probs = attention_probs(q[bi, hi][:, None], k[bi, hi][:, None], bt.valid[bi], scale=scale)
+            return (probs[:, 0] * bt.valid[bi][:, :, None]).to(torch.float64).sum(dim=-2)
+
+        top = top_columns(ap.column_sums, bt.valid, self.top_k_columns, exact)
+        keys = k.gather(2, top[..., None].expand(-1, -1, -1, d)).float()  # [B, H, k, d]
+        scores = torch.matmul(q.float(), keys.transpose(-1, -2)).mul_(scale)  # [B, H, T, k]
+        columns = torch.exp(scores - ap.row_max[..., None]).div_(ap.row_sum[..., None])
+        key_valid = bt.valid[:, None, :].expand(b, h, t).gather(-1, top)  # [B, H, k]
+        columns.mul_(bt.valid[:, None, :, None] & key_valid[:, :, None, :])
+        add_reduced_attention(ap.column_sums, ap.diagonals, top, columns, bt, attn, plain_sum=ap.plain_sum)
 
     def _fused_step(self, index: slice, bt: BatchTensors, head_outputs: torch.Tensor, qk, attention, pairs: dict,
                     attn: dict) -> bool:
@@ -328,7 +394,7 @@ class CorpusStats:
             del a, att
         elif attention is not None:
             attention_batch(attention[index], bt, self.top_k_columns, attn)
-        add_pairs(PairReductions(*red), bt, geo, sb, pairs)
+        add_pairs(PairReductions(red[0], value_hist(red[1], bt, sb), *red[2:]), bt, geo, sb, pairs)
         return True
 
     def _count_attention(self, layer: int, b: int, chunks: list[tuple[slice, BatchTensors]]) -> None:
@@ -368,6 +434,13 @@ class CorpusStats:
             pair_batch(normalized[index], high[index], bt, self._geo, self.bins, pairs, masked=False)
         self.acc["layer_windows"][layer] += b
         self._finish_layer(layer)
+
+    def reset(self) -> CorpusStats:
+        """Zero every accumulator and forget any batch in progress (reusing the memory); returns ``self``."""
+        for value in self.acc.values():
+            value.zero_()
+        self._info, self._chunks, self._done = None, [], set()
+        return self
 
     # ------------------------------------------------------------------ merging and checkpoints
     def merge(self, other: CorpusStats) -> CorpusStats:

@@ -6,6 +6,8 @@ zeros before anything is summed, so whatever the model computed there never coun
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from .batch import BatchTensors
@@ -13,7 +15,8 @@ from .batch import BatchTensors
 TARGETS = ("cls", "sep", "punct", "prev", "next")
 
 
-def top_columns(attention: torch.Tensor, column_sums: torch.Tensor, valid: torch.Tensor, k: int) -> torch.Tensor:
+def top_columns(column_sums: torch.Tensor, valid: torch.Tensor, k: int,
+                exact: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> torch.Tensor:
     """``[B, H, k]`` int64: the ``k`` valid key columns with the largest column sums per window and head.
 
     Ties go to the smaller key position. Column sums are ranked in float32; wherever the gap
@@ -21,9 +24,9 @@ def top_columns(attention: torch.Tensor, column_sums: torch.Tensor, valid: torch
     re-ranked from float64 sums, so the chosen set is the one exact sums give.
 
     Args:
-        attention: ``[B, H, T, T]`` float32, already zero at padded rows and columns.
-        column_sums: ``attention.sum(-2)``.
+        column_sums: ``[B, H, T]`` float32 column sums of attention that is zero at padded rows and columns.
         valid: ``[B, T]`` bool.
+        exact: ``(windows, heads)`` index tensors → those matrices' float64 column sums ``[n, T]``.
     """
     b, h, t = column_sums.shape
     k = min(int(k), t)
@@ -40,8 +43,8 @@ def top_columns(attention: torch.Tensor, column_sums: torch.Tensor, valid: torch
     order = order[..., :k]
     if bool(close.any()):
         bi, hi = close.nonzero(as_tuple=True)
-        exact = attention[bi, hi].to(torch.float64).sum(dim=-2).masked_fill(~valid[bi], -torch.inf)
-        order[bi, hi] = exact.sort(dim=-1, descending=True, stable=True).indices[:, :k]
+        sums = exact(bi, hi).masked_fill(~valid[bi], -torch.inf)
+        order[bi, hi] = sums.sort(dim=-1, descending=True, stable=True).indices[:, :k]
     return order
 
 
@@ -74,24 +77,40 @@ def add_attention(a: torch.Tensor, column_sums: torch.Tensor, bt: BatchTensors, 
     ``diagonals``: the step's sums of the ``−1`` and ``+1`` diagonals per head, if already known.
     """
     b, h, t, _ = a.shape
+    if diagonals is None:
+        diagonals = tuple(a.diagonal(offset=o, dim1=-2, dim2=-1).to(torch.float64).sum(dim=(0, 2)) for o in (-1, 1))
+    top = top_columns(column_sums, bt.valid, top_k, lambda bi, hi: a[bi, hi].to(torch.float64).sum(dim=-2))
+    where = top[:, :, None, :].expand(b, h, t, top.shape[-1])
+    columns = a.gather(-1, where)  # [B, H, T(query), k] the attention the zeroing removes
+    if plain_sum is None:
+        zeroed = a.scatter_(-1, where, 0.0).sum(dim=0)  # [H, T, T]
+        add_reduced_attention(column_sums, diagonals, top, columns, bt, into, zeroed=zeroed)
+    else:
+        add_reduced_attention(column_sums, diagonals, top, columns, bt, into, plain_sum=plain_sum)
+
+
+def add_reduced_attention(column_sums: torch.Tensor, diagonals: tuple[torch.Tensor, torch.Tensor], top: torch.Tensor,
+                          columns: torch.Tensor, bt: BatchTensors, into: dict[str, torch.Tensor], *,
+                          plain_sum: torch.Tensor | None = None, zeroed: torch.Tensor | None = None) -> None:
+    """Add one step's attention, given as reductions, to ``into``.
+
+    ``column_sums`` ``[B, H, T]``; ``diagonals`` the ``−1``/``+1`` diagonal mass per head; ``top``
+    ``[B, H, k]`` the zeroed key columns and ``columns`` ``[B, H, T(query), k]`` their attention;
+    either ``plain_sum`` (the masked attention summed over windows) or ``zeroed`` (the same with the
+    top columns zeroed) ``[H, T, T]``.
+    """
+    b, h, t = column_sums.shape
     by_kind = torch.bmm(column_sums.to(torch.float64), bt.key_targets.to(torch.float64)).sum(dim=0)  # [H, 3]
     focus = into["attn_focus"]
     focus[:, :3] += by_kind
-    if diagonals is None:
-        diagonals = tuple(a.diagonal(offset=o, dim1=-2, dim2=-1).to(torch.float64).sum(dim=(0, 2)) for o in (-1, 1))
-    focus[:, 3] += diagonals[0]  # key = query − 1
-    focus[:, 4] += diagonals[1]  # key = query + 1
-    top = top_columns(a, column_sums, bt.valid, top_k)  # [B, H, k]
-    k = top.shape[-1]
-    where = top[:, :, None, :].expand(b, h, t, k)
-    columns = a.gather(-1, where)  # [B, H, T(query), k] the attention the zeroing removes
+    focus[:, 3] += diagonals[0].to(torch.float64)  # key = query − 1
+    focus[:, 4] += diagonals[1].to(torch.float64)  # key = query + 1
     # the removed columns summed at (head, key) in a [H·T(key), T(query)] view
-    back = torch.zeros(h * t, t, dtype=a.dtype, device=a.device)
-    slot = (torch.arange(h, device=a.device)[None, :, None] * t + top).reshape(-1)
+    back = torch.zeros(h * t, t, dtype=columns.dtype, device=columns.device)
+    slot = (torch.arange(h, device=columns.device)[None, :, None] * t + top).reshape(-1)
     back.index_add_(0, slot, columns.permute(0, 1, 3, 2).reshape(-1, t))
     removed = back.view(h, t, t).transpose(-1, -2)
-    if plain_sum is None:
-        zeroed = a.scatter_(-1, where, 0.0).sum(dim=0)  # [H, T, T]
+    if zeroed is not None:
         into["attn_sum_top_zeroed"] += zeroed
         into["attn_sum"] += zeroed + removed
     else:

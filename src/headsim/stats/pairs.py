@@ -105,6 +105,17 @@ def _count_into(acc: torch.Tensor, index: torch.Tensor, weight: torch.Tensor | N
     acc.view(-1).index_add_(0, index, weight.reshape(-1).to(acc.dtype))
 
 
+def value_hist(bins: torch.Tensor, bt: BatchTensors, sim_bins: SimBins) -> torch.Tensor:
+    """``[H, bins]`` int64 histogram of the valid pairs from the bin index of every pair ``i < j``
+    ``[B, H, T(T-1)/2]``, where pairs that are not valid hold the normalised value exactly 0.0."""
+    b, h, n = bins.shape
+    nb = sim_bins.bins
+    binned = bins.add(torch.arange(0, h * nb, nb, device=bins.device, dtype=torch.int32)[None, :, None])
+    hist = torch.bincount(binned.view(-1), minlength=h * nb).view(h, nb)
+    hist[:, sim_bins.zero_bin] -= b * n - bt.counts["valid_pairs"]  # take the invalid pairs back out of 0's bin
+    return hist
+
+
 def high_upper(normalized: torch.Tensor, threshold: float, geo: Geometry) -> torch.Tensor:
     """Float32 0/1 ``[B, H, T, T]``: ``normalized > threshold`` above the diagonal (pairs ``i < j``).
 
@@ -123,7 +134,7 @@ class PairReductions:
     """
 
     sim_sum: torch.Tensor  # [H, T, T] normalised similarity summed over the windows
-    bins: torch.Tensor  # [B, H, T(T-1)/2] int32 value bin of every pair i < j (invalid pairs: the zero bin)
+    hist: torch.Tensor  # [H, bins] int64 values of the valid pairs i < j by bin
     location: torch.Tensor  # [H, T, T] high-similarity pairs i < j summed over the windows
     rows: torch.Tensor  # [B, H, T] partners j > p
     cols: torch.Tensor  # [B, H, T] partners i < p
@@ -145,7 +156,7 @@ def pair_reductions(normalized: torch.Tensor, high: torch.Tensor | float, bt: Ba
             high = high.bool() & keep
     sim_sum = normalized.sum(dim=0)
     upper = torch.gather(normalized.reshape(b * h, t * t), 1, geo.upper_flat[None].expand(b * h, -1))
-    bins = sim_bins.index(upper).view(b, h, -1)
+    hist = value_hist(sim_bins.index(upper).view(b, h, -1), bt, sim_bins)
     del upper
     # high-similarity pairs i < j between valid positions, as float32 0/1 (exact counts < 2^24)
     if isinstance(high, float):
@@ -161,7 +172,7 @@ def pair_reductions(normalized: torch.Tensor, high: torch.Tensor | float, bt: Ba
     rep = u[rb, :, ri, rj]  # [N, H]
     del u
     inner = torch.zeros(b, t, h, dtype=rep.dtype, device=dev).index_put_((rb, ri), rep, accumulate=True)
-    return PairReductions(sim_sum, bins, location, rows, cols, inner.transpose(1, 2), same, rep.sum(dim=0),
+    return PairReductions(sim_sum, hist, location, rows, cols, inner.transpose(1, 2), same, rep.sum(dim=0),
                           (rep * bt.repeat_same_sentence[:, None]).sum(dim=0))
 
 
@@ -193,12 +204,7 @@ def add_pairs(red: PairReductions, bt: BatchTensors, geo: Geometry, sim_bins: Si
     dev = red.rows.device
     # Fig 12 and the value distribution (§3: most values < 0.1, few in 0.1–0.6)
     into["sim_sum"] += red.sim_sum
-    nb = sim_bins.bins
-    binned = red.bins.add(torch.arange(0, h * nb, nb, device=dev, dtype=torch.int32)[None, :, None])
-    into["sim_value_hist"] += torch.bincount(binned.view(-1), minlength=h * nb).view(h, nb)
-    del binned
-    # pairs that are not valid hold exactly 0.0 in the normalised matrix: take them back out of 0's bin
-    into["sim_value_hist"][:, sim_bins.zero_bin] -= b * geo.upper_flat.numel() - bt.counts["valid_pairs"]
+    into["sim_value_hist"] += red.hist
     into["location_upper"] += red.location.to(torch.int64)  # Fig 10
     into["n_same_sentence"] += red.same_sentence.to(torch.int64)  # Figs 6b, 8
     into["n_repeat"] += red.repeat.to(torch.int64)  # Fig 6a

@@ -1,0 +1,316 @@
+"""Triton kernels for one layer step on a GPU: every ``T×T`` statistic without a ``T×T`` tensor in memory.
+
+The eager statistics make about twenty passes over each ``[B, H, T, T]`` tensor, and on a GPU those
+passes (memory traffic), not the arithmetic, set the cost. Here each ``T×T`` matrix lives only in
+registers, one block of query rows at a time, and leaves the kernel as the small reductions the
+accumulators need:
+
+* :func:`attention_pass` (paper Figs 2–4): softmax(QKᵀ·scale) over valid keys, the head outputs
+  ``P·V`` that the model goes on with (so the model's attention is computed once), the sum of the
+  masked probabilities over windows, their column sums per window (for the top columns of Fig 3),
+  the ``−1``/``+1`` diagonal mass, and each row's max and exp-sum (to recompute the few zeroed top
+  columns afterwards).
+* :func:`similarity_pass` (Figs 6–13): the per-matrix maximum of ``Z·Zᵀ`` (a first small kernel),
+  then the normalised similarity, its sum over windows, its value histogram, the high-similarity
+  pairs ``i < j`` summed at their locations, per position (``rows``, ``cols``, ``inner``) and as
+  same-sentence / repeated-token counts.
+
+A program owns one head and one block of query rows for a run of windows and keeps its sums in
+registers across them, writing one partial per program; partials are added in torch afterwards
+(deterministic: no atomics). The arithmetic follows the eager definitions
+(:func:`headsim.capture.attention_probs`, :func:`headsim.context_similarity.normalized_similarity`,
+:class:`headsim.stats.pairs.SimBins`); bf16/fp16 products are exact in fp32 and accumulate in fp32,
+fp32 inputs use IEEE fp32 products, so results equal the eager path up to summation order
+(tests/test_kernels.py runs both, on a GPU or in Triton's interpreter).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+
+try:  # Triton ships with CUDA builds of torch; CPU machines run the kernels only in its interpreter
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - depends on the installation
+    triton = None
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def available(device: torch.device) -> bool:
+    """Whether the kernels can run on ``device`` (a CUDA GPU with Triton, or Triton's CPU interpreter)."""
+    return triton is not None and (device.type == "cuda" or (INTERPRET and device.type == "cpu"))
+
+
+def _pow2(n: int, low: int = 16) -> int:
+    return max(low, 1 << (max(int(n), 1) - 1).bit_length())
+
+
+def _chunks(n_windows: int, per_chunk_programs: int, device: torch.device) -> int:
+    """Runs of windows per (head, row block): enough programs to fill the GPU about four times over."""
+    if device.type != "cuda":
+        return min(n_windows, 2)  # the interpreter: two runs exercise the partial sums
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    return max(1, min(n_windows, -(-4 * sms // per_chunk_programs)))
+
+
+if triton is not None:
+
+    @triton.jit
+    def _attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, valid_ptr, attn_ptr, col_ptr, diag_ptr, rmax_ptr, rsum_ptr,
+                          sqb, sqh, sqt, skb, skh, skt, svb, svh, svt, sob, soh, sot,
+                          B, H, T, D, scale,
+                          PER: tl.constexpr, BM: tl.constexpr, TP: tl.constexpr, DP: tl.constexpr,
+                          STORE_O: tl.constexpr, F32: tl.constexpr):
+        h = tl.program_id(0)
+        rb = tl.program_id(1)
+        c = tl.program_id(2)
+        n_rb = tl.num_programs(1)
+        rows = rb * BM + tl.arange(0, BM)
+        cols = tl.arange(0, TP)
+        dd = tl.arange(0, DP)
+        row_in = rows < T
+        col_in = cols < T
+        d_in = dd < D
+        acc = tl.zeros((BM, TP), dtype=tl.float32)
+        prev = tl.zeros((BM,), dtype=tl.float32)
+        nxt = tl.zeros((BM,), dtype=tl.float32)
+        is_prev = cols[None, :] == rows[:, None] - 1
+        is_next = cols[None, :] == rows[:, None] + 1
+        for i in range(0, PER):
+            w = c * PER + i
+            if w < B:
+                vq = tl.load(valid_ptr + w * T + rows, mask=row_in, other=0) != 0
+                vk = tl.load(valid_ptr + w * T + cols, mask=col_in, other=0) != 0
+                q = tl.load(q_ptr + w * sqb + h * sqh + rows[:, None] * sqt + dd[None, :],
+                            mask=row_in[:, None] & d_in[None, :], other=0.0)
+                k = tl.load(k_ptr + w * skb + h * skh + cols[:, None] * skt + dd[None, :],
+                            mask=col_in[:, None] & d_in[None, :], other=0.0)
+                if F32:
+                    s = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision="ieee")
+                else:
+                    s = tl.dot(q, tl.trans(k))
+                s = tl.where(vk[None, :], s * scale, float("-inf"))
+                m = tl.max(s, axis=1)
+                p = tl.exp(s - m[:, None])
+                ssum = tl.sum(p, axis=1)
+                p = p / ssum[:, None]
+                if STORE_O:
+                    v = tl.load(v_ptr + w * svb + h * svh + cols[:, None] * svt + dd[None, :],
+                                mask=col_in[:, None] & d_in[None, :], other=0.0)
+                    if F32:
+                        o = tl.dot(p, v.to(tl.float32), input_precision="ieee")
+                    else:
+                        o = tl.dot(p.to(v.dtype), v)
+                    tl.store(o_ptr + w * sob + h * soh + rows[:, None] * sot + dd[None, :], o.to(o_ptr.dtype.element_ty),
+                             mask=row_in[:, None] & d_in[None, :])
+                a = tl.where(vq[:, None] & vk[None, :], p, 0.0)
+                acc += a
+                tl.store(col_ptr + ((rb * B + w) * H + h) * T + cols, tl.sum(a, axis=0), mask=col_in)
+                prev += tl.sum(tl.where(is_prev, a, 0.0), axis=1)
+                nxt += tl.sum(tl.where(is_next, a, 0.0), axis=1)
+                tl.store(rmax_ptr + (w * H + h) * T + rows, m, mask=row_in)
+                tl.store(rsum_ptr + (w * H + h) * T + rows, ssum, mask=row_in)
+        tl.store(attn_ptr + (c * H + h) * T * T + rows[:, None] * T + cols[None, :], acc,
+                 mask=row_in[:, None] & col_in[None, :])
+        base = ((c * n_rb + rb) * H + h) * 2
+        tl.store(diag_ptr + base, tl.sum(prev, axis=0))
+        tl.store(diag_ptr + base + 1, tl.sum(nxt, axis=0))
+
+    @triton.jit
+    def _peak_kernel(z_ptr, valid_ptr, peak_ptr, szb, szh, szt, H, T, D,
+                     TP: tl.constexpr, DP: tl.constexpr, F32: tl.constexpr):
+        pid = tl.program_id(0)
+        w = pid // H
+        h = pid % H
+        r = tl.arange(0, TP)
+        dd = tl.arange(0, DP)
+        v = tl.load(valid_ptr + w * T + r, mask=r < T, other=0) != 0
+        z = tl.load(z_ptr + w * szb + h * szh + r[:, None] * szt + dd[None, :], mask=v[:, None] & (dd < D)[None, :],
+                    other=0.0)
+        if F32:
+            zf = z.to(tl.float32)
+            s = tl.dot(zf, tl.trans(zf), input_precision="ieee")
+        else:
+            s = tl.dot(z, tl.trans(z))
+        s = tl.where(r[:, None] == r[None, :], 0.0, s)
+        tl.store(peak_ptr + pid, tl.max(tl.max(s, axis=1), axis=0))
+
+    @triton.jit
+    def _pairs_kernel(z_ptr, valid_ptr, ids_ptr, sent_ptr, peak_ptr, sim_ptr, loc_ptr, hist_ptr, rows_ptr, cols_ptr,
+                      inner_ptr, cnt_ptr, szb, szh, szt, B, H, T, D, threshold, bscale, boffset, nbins,
+                      PER: tl.constexpr, BM: tl.constexpr, TP: tl.constexpr, DP: tl.constexpr, NB: tl.constexpr, F32: tl.constexpr):
+        h = tl.program_id(0)
+        rb = tl.program_id(1)
+        c = tl.program_id(2)
+        n_rb = tl.num_programs(1)
+        rows = rb * BM + tl.arange(0, BM)
+        cols = tl.arange(0, TP)
+        dd = tl.arange(0, DP)
+        row_in = rows < T
+        col_in = cols < T
+        d_in = dd < D
+        upper = cols[None, :] > rows[:, None]
+        diag = cols[None, :] == rows[:, None]
+        acc_sim = tl.zeros((BM, TP), dtype=tl.float32)
+        acc_loc = tl.zeros((BM, TP), dtype=tl.int32)
+        hist = tl.zeros((NB,), dtype=tl.int32)
+        c_same = tl.zeros((BM,), dtype=tl.int32)
+        c_rep = tl.zeros((BM,), dtype=tl.int32)
+        c_rs = tl.zeros((BM,), dtype=tl.int32)
+        for i in range(0, PER):
+            w = c * PER + i
+            if w < B:
+                vr = tl.load(valid_ptr + w * T + rows, mask=row_in, other=0) != 0
+                vc = tl.load(valid_ptr + w * T + cols, mask=col_in, other=0) != 0
+                zr = tl.load(z_ptr + w * szb + h * szh + rows[:, None] * szt + dd[None, :], mask=vr[:, None] & d_in[None, :],
+                             other=0.0)
+                zc = tl.load(z_ptr + w * szb + h * szh + cols[:, None] * szt + dd[None, :], mask=vc[:, None] & d_in[None, :],
+                             other=0.0)
+                if F32:
+                    s = tl.dot(zr.to(tl.float32), tl.trans(zc.to(tl.float32)), input_precision="ieee")
+                else:
+                    s = tl.dot(zr, tl.trans(zc))
+                s = tl.where(diag, 0.0, s)
+                peak = tl.load(peak_ptr + w * H + h)
+                n = s / tl.where(peak > 0, peak, 1.0)
+                n = tl.where(peak > 0, n, 0.0)
+                acc_sim += n
+                up = upper & vr[:, None] & vc[None, :]
+                t = n * bscale
+                t = t + boffset
+                t = tl.minimum(tl.maximum(t, 0.0), nbins - 1.0)
+                t = tl.where(t == t, t, 0.0)
+                bins = tl.where(up, t.to(tl.int32), NB - 1)
+                hist += tl.histogram(tl.reshape(bins, [BM * TP]), NB)
+                hi = ((n > threshold) & up).to(tl.int32)
+                acc_loc += hi
+                tl.store(rows_ptr + (w * H + h) * T + rows, tl.sum(hi, axis=1), mask=row_in)
+                tl.store(cols_ptr + ((rb * B + w) * H + h) * T + cols, tl.sum(hi, axis=0), mask=col_in)
+                idr = tl.load(ids_ptr + w * T + rows, mask=row_in, other=-1)
+                idc = tl.load(ids_ptr + w * T + cols, mask=col_in, other=-2)
+                rep = tl.where(idr[:, None] == idc[None, :], hi, 0)
+                tl.store(inner_ptr + (w * H + h) * T + rows, tl.sum(rep, axis=1), mask=row_in)
+                sr = tl.load(sent_ptr + w * T + rows, mask=row_in, other=-1)
+                sc = tl.load(sent_ptr + w * T + cols, mask=col_in, other=-1)
+                same = (sr[:, None] == sc[None, :]) & (sr[:, None] >= 0)
+                c_same += tl.sum(tl.where(same, hi, 0), axis=1)
+                c_rep += tl.sum(rep, axis=1)
+                c_rs += tl.sum(tl.where(same, rep, 0), axis=1)
+        tile = (c * H + h) * T * T + rows[:, None] * T + cols[None, :]
+        tl.store(sim_ptr + tile, acc_sim, mask=row_in[:, None] & col_in[None, :])
+        tl.store(loc_ptr + tile, acc_loc, mask=row_in[:, None] & col_in[None, :])
+        part = (c * n_rb + rb) * H + h
+        tl.store(hist_ptr + part * NB + tl.arange(0, NB), hist)
+        tl.store(cnt_ptr + part * 3, tl.sum(c_same, axis=0))
+        tl.store(cnt_ptr + part * 3 + 1, tl.sum(c_rep, axis=0))
+        tl.store(cnt_ptr + part * 3 + 2, tl.sum(c_rs, axis=0))
+
+
+@dataclass
+class AttentionPass:
+    """What :func:`attention_pass` leaves of one step's attention (float32)."""
+
+    plain_sum: torch.Tensor  # [H, T, T] masked probabilities summed over the windows
+    column_sums: torch.Tensor  # [B, H, T]
+    diagonals: tuple[torch.Tensor, torch.Tensor]  # [H] mass on key = query − 1 and key = query + 1
+    row_max: torch.Tensor  # [B, H, T] max of the scaled scores per query row
+    row_sum: torch.Tensor  # [B, H, T] Σ exp(score − max) per query row
+
+
+def _geometry(x: torch.Tensor) -> tuple[int, int, int, int, int, int, bool]:
+    b, h, t, d = x.shape
+    bm = min(32, _pow2(t))
+    return b, h, t, d, bm, -(-t // bm), x.dtype == torch.float32 or INTERPRET
+
+
+def _last_contiguous(x: torch.Tensor) -> torch.Tensor:
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
+def attention_pass(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor | None, valid: torch.Tensor,
+                   scale: float | None = None, out: torch.Tensor | None = None) -> AttentionPass:
+    """Attention statistics of queries and keys ``[B, H, T, d]``; with ``value`` and ``out`` (same shape,
+    any strides) also the head outputs softmax(QKᵀ·scale)·V written into ``out``.
+
+    ``valid`` ``[B, T]`` bool; ``scale`` defaults to 1/√d. Padded query rows get outputs (as the
+    model computes them) but enter no statistic.
+    """
+    q, k = _last_contiguous(query), _last_contiguous(key)
+    b, h, t, d, bm, n_rb, f32 = _geometry(q)
+    scale = d ** -0.5 if scale is None else float(scale)
+    chunks = _chunks(b, h * n_rb, q.device)
+    per = -(-b // chunks)
+    chunks = -(-b // per)
+    dev = q.device
+    attn = torch.empty(chunks, h, t, t, dtype=torch.float32, device=dev)
+    cols = torch.empty(n_rb, b, h, t, dtype=torch.float32, device=dev)
+    diag = torch.empty(chunks, n_rb, h, 2, dtype=torch.float32, device=dev)
+    rmax = torch.empty(b, h, t, dtype=torch.float32, device=dev)
+    rsum = torch.empty(b, h, t, dtype=torch.float32, device=dev)
+    store = value is not None and out is not None
+    v = _last_contiguous(value) if store else k
+    o = out if store else k
+    require_last = o.stride(-1) == 1
+    if store and not require_last:
+        raise ValueError("attention_pass: `out` must be contiguous in its last dimension")
+    _attention_kernel[(h, n_rb, chunks)](
+        q, k, v, o, valid.to(torch.int8).contiguous(), attn, cols, diag, rmax, rsum,
+        *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
+        b, h, t, d, scale, PER=per, BM=bm, TP=_pow2(t), DP=_pow2(d), STORE_O=store, F32=f32, num_warps=4)
+    d2 = diag.sum(dim=(0, 1))
+    return AttentionPass(attn.sum(dim=0), cols.sum(dim=0), (d2[:, 0], d2[:, 1]), rmax, rsum)
+
+
+@dataclass
+class SimilarityPass:
+    """What :func:`similarity_pass` leaves of one step's normalised similarity."""
+
+    sim_sum: torch.Tensor  # [H, T, T] float32
+    hist: torch.Tensor  # [H, bins] int64 value histogram of valid pairs i < j
+    location: torch.Tensor  # [H, T, T] float32 high-similarity pairs i < j
+    rows: torch.Tensor  # [B, H, T] float32 partners j > p
+    cols: torch.Tensor  # [B, H, T] float32 partners i < p
+    inner: torch.Tensor  # [B, H, T] float32 partners j > p with the same token id
+    same_sentence: torch.Tensor  # [H] float32
+    repeat: torch.Tensor  # [H] float32
+    repeat_same_sentence: torch.Tensor  # [H] float32
+
+
+def similarity_pass(z: torch.Tensor, valid: torch.Tensor, input_ids: torch.Tensor, sentence_ids: torch.Tensor,
+                    threshold: float, bin_scale: float, bin_offset: float, bins: int) -> SimilarityPass:
+    """Pair statistics of head outputs ``z`` ``[B, H, T, d]`` (any float dtype, any strides).
+
+    ``sentence_ids`` ``[B, T]`` must be ``-1`` wherever a position is invalid or in no sentence.
+    """
+    z = _last_contiguous(z)
+    b, h, t, d, bm, n_rb, f32 = _geometry(z)
+    dev = z.device
+    vi = valid.to(torch.int8).contiguous()
+    tp, dp = _pow2(t), _pow2(d)
+    peak = torch.empty(b, h, dtype=torch.float32, device=dev)
+    _peak_kernel[(b * h,)](z, vi, peak, *z.stride()[:3], h, t, d, TP=tp, DP=dp, F32=f32, num_warps=8)
+    chunks = _chunks(b, h * n_rb, dev)
+    per = -(-b // chunks)
+    chunks = -(-b // per)
+    nb = _pow2(bins + 1, 2)
+    sim = torch.empty(chunks, h, t, t, dtype=torch.float32, device=dev)
+    loc = torch.empty(chunks, h, t, t, dtype=torch.int32, device=dev)
+    hist = torch.empty(chunks, n_rb, h, nb, dtype=torch.int32, device=dev)
+    rows = torch.empty(b, h, t, dtype=torch.int32, device=dev)
+    cols = torch.empty(n_rb, b, h, t, dtype=torch.int32, device=dev)
+    inner = torch.empty(b, h, t, dtype=torch.int32, device=dev)
+    cnt = torch.empty(chunks, n_rb, h, 3, dtype=torch.int32, device=dev)
+    extra = {} if INTERPRET else {"enable_fp_fusion": False}  # n·scale + offset rounded twice, as in SimBins.index
+    _pairs_kernel[(h, n_rb, chunks)](
+        z, vi, input_ids.to(torch.int32).contiguous(), sentence_ids.to(torch.int32).contiguous(), peak,
+        sim, loc, hist, rows, cols, inner, cnt, *z.stride()[:3], b, h, t, d, float(threshold),
+        float(bin_scale), float(bin_offset), bins, PER=per, BM=bm, TP=tp, DP=dp, NB=nb, F32=f32, num_warps=4, **extra)
+    counts = cnt.sum(dim=(0, 1)).to(torch.float32)
+    return SimilarityPass(sim.sum(dim=0), hist.sum(dim=(0, 1))[:, :bins].to(torch.int64),
+                          loc.sum(dim=0).to(torch.float32), rows.to(torch.float32),
+                          cols.sum(dim=0).to(torch.float32), inner.to(torch.float32),
+                          counts[:, 0], counts[:, 1], counts[:, 2])

@@ -1,0 +1,82 @@
+"""headsim's Triton kernels (headsim.stats.triton_kernels) against the eager statistics.
+
+On a GPU the kernels run compiled; on a CPU in Triton's interpreter (``TRITON_INTERPRET=1``, set
+here before Triton is imported). Skipped where Triton is not installed.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"
+pytest.importorskip("triton")
+
+from headsim.analysis import Engine  # noqa: E402
+from headsim.capture import attention_probs  # noqa: E402
+from headsim.corpus import lee_documents  # noqa: E402
+from headsim.stats import CorpusStats  # noqa: E402
+from headsim.windows import make_windows  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+SEQ = 48  # not a power of two: the kernels' padded tiles and masks are exercised
+
+
+@pytest.fixture(scope="module")
+def windows(tokenizer):
+    texts = [d.text for d in lee_documents()[:4]]
+    w = make_windows(texts, tokenizer, SEQ, pack=True)
+    return w.select(slice(len(w) - 6, len(w)))  # ends with a padded window
+
+
+def _run(loaded, windows, kernels: bool):
+    fresh = lambda: CorpusStats(loaded.n_layers, loaded.n_heads, SEQ, device=loaded.device, kernels=kernels)  # noqa: E731
+    engine = Engine(loaded, fresh(), fresh, backoff=False)
+    engine.process(windows)
+    assert engine.stats.kernels is kernels, "the kernels fell back to eager"
+    return engine.stats.to_dataset()
+
+
+@pytest.mark.parametrize("model", ["embedded", "tiny_bert"])
+def test_kernels_equal_the_eager_statistics(model, windows, request):
+    """Every accumulator: counts equal up to rare threshold flips, sums to float32 rounding."""
+    loaded = request.getfixturevalue(model)
+    if DEVICE == "cuda":
+        from headsim.models import load_model
+
+        loaded = load_model(loaded.source, device="cuda") if model == "embedded" else loaded
+    assert windows.attention_mask[-1].sum() < SEQ
+    fast, eager = _run(loaded, windows, True), _run(loaded, windows, False)
+    assert int(eager["n_pairs"].sum()) > 0 and int(eager["n_repeat"].sum()) > 0
+    for name in eager.data_vars:
+        x, y = fast[name].values, eager[name].values
+        if np.issubdtype(y.dtype, np.integer):
+            assert abs(int(x.sum()) - int(y.sum())) <= 1e-3 * max(int(y.sum()), 1), name
+            assert np.abs(x - y).sum() <= 2e-3 * max(np.abs(y).sum(), 1), name
+        else:
+            np.testing.assert_allclose(x, y, rtol=1e-4, atol=2e-5, err_msg=name)
+
+
+def test_attention_pass_gives_the_model_head_outputs():
+    """The head outputs the kernel writes are softmax(QKᵀ/√d)·V over valid keys, as the model's own kernels compute."""
+    from headsim.stats import triton_kernels as tk
+
+    g = torch.Generator().manual_seed(0)
+    b, h, t, d = 3, 2, 40, 24
+    q, k, v = (torch.randn(b, t, h, d, generator=g).transpose(1, 2).to(DEVICE) for _ in range(3))  # strided, as models pass them
+    valid = torch.ones(b, t, dtype=torch.bool)
+    valid[1, 30:] = False
+    valid = valid.to(DEVICE)
+    out = torch.empty(b, h, t, d, device=DEVICE)
+    ap = tk.attention_pass(q, k, v, valid, None, out)
+    bias = torch.zeros(b, 1, 1, t, device=DEVICE).masked_fill(~valid[:, None, None, :], -torch.inf)
+    want = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
+    probs = attention_probs(q, k, valid) * valid[:, None, :, None]
+    torch.testing.assert_close(ap.column_sums, probs.sum(dim=-2), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(ap.plain_sum, probs.sum(dim=0), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(ap.diagonals[0], probs.diagonal(offset=-1, dim1=-2, dim2=-1).sum(dim=(0, 2)))
