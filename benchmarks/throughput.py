@@ -223,8 +223,9 @@ def naive_stats(model, tokenizer, windows: Windows, seq_len: int, device) -> dic
     return r
 
 
-def end_to_end(loaded, n: int, seq_len: int, batch: int, workers: int, sentences: str = "pysbd") -> dict:
-    """Wall time of headsim.analyze, text in → run directory written, for ``n`` windows."""
+def end_to_end(loaded, n: int, seq_len: int, batch: int | None, workers: int, sentences: str = "pysbd") -> dict:
+    """Wall time of headsim.analyze, text in → run directory written, for ``n`` windows (``batch``
+    None: analyze's automatic batch size)."""
     import tempfile
 
     from headsim.analysis import analyze
@@ -246,7 +247,7 @@ def end_to_end(loaded, n: int, seq_len: int, batch: int, workers: int, sentences
         res = analyze(loaded, corpus, windows=n, out=f"{tmp}/run", seq_len=seq_len, batch_size=batch,
                       workers=workers, sentence_splitter=sentences, fused=FUSED, progress=False)
         wall = time.perf_counter() - t0
-    return {"windows": res.meta["windows"], "seconds": wall, "windows_per_s": res.meta["windows"] / wall,
+    return {"windows": res.meta["windows"], "batch_size": res.meta["batch_size"], "seconds": wall, "windows_per_s": res.meta["windows"] / wall,
             "analysis_seconds": res.meta["seconds"], "workers": workers, "sentences": sentences, "corpus": corpus.name}
 
 
@@ -289,7 +290,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--dtype", default=None, help="fp32 (default on CPU) or bf16 (default on CUDA)")
     ap.add_argument("--windows", type=int, default=None, help="windows for (a) and (b) (default: 256 on CPU, 4096 on CUDA)")
     ap.add_argument("--naive-windows", type=int, default=None, help="subset for (c) (default: 4 on CPU, 16 on CUDA)")
-    ap.add_argument("--batch-size", type=int, default=None)
+    ap.add_argument("--batch-size", default=None,
+                    help="windows per batch (default 32 on CPU, 256 on CUDA); a comma list times (a) and (b) at each "
+                         "size on the same windows (JSON batch_sweep), the first size for everything else")
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--workers", type=int, default=None, help="windowing processes, 0 = in-process (default: as headsim analyze)")
     ap.add_argument("--corpus", default="default", help="corpus spec as for headsim analyze (default: the embedded one)")
@@ -310,7 +313,8 @@ def main(argv=None) -> dict:
     dtype = args.dtype or ("bf16" if cuda else "fp32")
     n = args.windows or (4096 if cuda else 256)
     n_naive = args.naive_windows or (16 if cuda else 4)
-    bs = args.batch_size or (256 if cuda else 32)
+    sizes = [int(x) for x in str(args.batch_size).split(",")] if args.batch_size else [256 if cuda else 32]
+    bs = sizes[0]
     global CORPUS, FUSED, KERNELS, ROUNDS
     CORPUS, FUSED, KERNELS, ROUNDS = args.corpus, args.fused, args.kernels, args.rounds or (3 if cuda else 1)
     which = args.model or ("bert-base-random" if cuda else "embedded")
@@ -321,7 +325,7 @@ def main(argv=None) -> dict:
     if args.end_to_end_only:
         result = {"device": torch.cuda.get_device_name() if cuda else "cpu", "model": model_note, "dtype": dtype,
                   "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                  "end_to_end": end_to_end(loaded, args.end_to_end, args.seq_len, bs, workers, args.sentences)}
+                  "end_to_end": end_to_end(loaded, args.end_to_end, args.seq_len, bs if args.batch_size else None, workers, args.sentences)}
         print("end to end (text → run directory):", json.dumps(result["end_to_end"]))
         if args.json:
             from pathlib import Path
@@ -341,6 +345,13 @@ def main(argv=None) -> dict:
     t_bare, t_head = t_bare / ROUNDS, t_head / ROUNDS
     print(f"bare {n / t_bare:.1f} windows/s, headsim {n / t_head:.1f} windows/s: ratio {t_bare / t_head:.3f} "
           f"(kernels {stats.kernels}, fused {stats.fused})", flush=True)
+    sweep = {}
+    for size in sizes[1:]:
+        every = Windows.concat(batches)
+        resized = [every.select(slice(i, i + size)) for i in range(0, len(every), size)]
+        tb, th, _ = time_side_by_side(loaded, resized, args.device, args.seq_len)
+        sweep[size] = {"bare_windows_per_s": n * ROUNDS / tb, "headsim_windows_per_s": n * ROUNDS / th, "ratio_vs_bare": tb / th}
+        print(f"batch {size}: bare {n * ROUNDS / tb:.1f} windows/s, headsim {n * ROUNDS / th:.1f}: ratio {tb / th:.3f}", flush=True)
     if args.profile:
         profile(loaded, batches, args.device, args.seq_len, args.profile)
     naive_model, _ = build_model(args.device, dtype, attn="eager", tokenizer=args.tokenizer, model=which)
@@ -365,6 +376,8 @@ def main(argv=None) -> dict:
         "torch": torch.__version__,
     }
     result["ratio_vs_bare"] = result["headsim_windows_per_s"] / result["bare_windows_per_s"]
+    if sweep:
+        result["batch_sweep"] = {str(k): v for k, v in sweep.items()}
     result["speedup_vs_naive"] = result["headsim_windows_per_s"] / result["naive_windows_per_s"]
     if dtype != "fp32":
         fp32, _ = build_model(args.device, "fp32", tokenizer=args.tokenizer, model=which)
@@ -372,7 +385,7 @@ def main(argv=None) -> dict:
             fp32.model.load_state_dict({k: v.float() for k, v in loaded.model.state_dict().items()})
         result["agreement_vs_fp32"] = agreement_dtype(loaded, fp32, batches[:2], args.seq_len)
     if args.end_to_end:
-        result["end_to_end"] = end_to_end(loaded, args.end_to_end, args.seq_len, bs, workers, args.sentences)
+        result["end_to_end"] = end_to_end(loaded, args.end_to_end, args.seq_len, bs if args.batch_size else None, workers, args.sentences)
     print(f"{'contender':<12}{'windows/s':>12}")
     for name in ("bare", "headsim", "naive"):
         print(f"{name:<12}{result[name + '_windows_per_s']:>12.2f}")

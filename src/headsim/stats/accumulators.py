@@ -281,7 +281,9 @@ class CorpusStats:
         self._check_shape("query", query, (b, h, t, None), "d_head")
         self._check_shape("key", key, tuple(query.shape), "d_head")
         self._check_shape("value", value, (b, h, t, None), "d_head")
-        out = torch.empty(value.shape, dtype=value.dtype, device=value.device)
+        # [B, T, H, d] memory seen as [B, H, T, d]: the layout the model continues with, so handing the
+        # outputs back costs no copy
+        out = torch.empty(b, t, h, value.shape[-1], dtype=value.dtype, device=value.device).transpose(1, 2)
         self._update(layer, out, info, qk=(query, key), value=value, scale=scale)
         return out
 
@@ -350,19 +352,16 @@ class CorpusStats:
                             attn: dict) -> None:
         """Add a kernel's attention reductions; the few zeroed top columns are recomputed from Q, K and
         each row's max and exp-sum (a ``[B, H, T, k]`` product instead of the whole matrix)."""
-        b, h, t, d = q.shape
-        scale = d ** -0.5 if scale is None else scale
+        from . import triton_kernels
+
+        scale = q.shape[-1] ** -0.5 if scale is None else scale
 
         def exact(bi: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
             probs = attention_probs(q[bi, hi][:, None], k[bi, hi][:, None], bt.valid[bi], scale=scale)
             return (probs[:, 0] * bt.valid[bi][:, :, None]).to(torch.float64).sum(dim=-2)
 
         top = top_columns(ap.column_sums, bt.valid, self.top_k_columns, exact)
-        keys = k.gather(2, top[..., None].expand(-1, -1, -1, d)).float()  # [B, H, k, d]
-        scores = torch.matmul(q.float(), keys.transpose(-1, -2)).mul_(scale)  # [B, H, T, k]
-        columns = torch.exp(scores - ap.row_max[..., None]).div_(ap.row_sum[..., None])
-        key_valid = bt.valid[:, None, :].expand(b, h, t).gather(-1, top)  # [B, H, k]
-        columns.mul_(bt.valid[:, None, :, None] & key_valid[:, :, None, :])
+        columns = triton_kernels.attention_columns(q, k, top, ap, bt.valid, scale)
         add_reduced_attention(ap.column_sums, ap.diagonals, top, columns, bt, attn, plain_sum=ap.plain_sum)
 
     def _fused_step(self, index: slice, bt: BatchTensors, head_outputs: torch.Tensor, qk, attention, pairs: dict,

@@ -209,6 +209,32 @@ if triton is not None:
         tl.store(cnt_ptr + part * 3 + 1, tl.sum(c_rep, axis=0))
         tl.store(cnt_ptr + part * 3 + 2, tl.sum(c_rs, axis=0))
 
+    @triton.jit
+    def _columns_kernel(q_ptr, k_ptr, top_ptr, rmax_ptr, rsum_ptr, valid_ptr, out_ptr, sqb, sqh, sqt, skb, skh, skt,
+                        H, T, D, K, scale, TP: tl.constexpr, DP: tl.constexpr, KP: tl.constexpr):
+        pid = tl.program_id(0)
+        w = pid // H
+        h = pid % H
+        r = tl.arange(0, TP)
+        dd = tl.arange(0, DP)
+        c = tl.arange(0, KP)
+        r_in = r < T
+        c_in = c < K
+        d_in = dd < D
+        tops = tl.load(top_ptr + pid * K + c, mask=c_in, other=0)
+        q = tl.load(q_ptr + w * sqb + h * sqh + r[:, None] * sqt + dd[None, :], mask=r_in[:, None] & d_in[None, :],
+                    other=0.0).to(tl.float32)
+        kk = tl.load(k_ptr + w * skb + h * skh + tops[:, None] * skt + dd[None, :], mask=c_in[:, None] & d_in[None, :],
+                     other=0.0).to(tl.float32)
+        s = tl.sum(q[:, None, :] * kk[None, :, :], axis=2) * scale  # [TP, KP]
+        m = tl.load(rmax_ptr + pid * T + r, mask=r_in, other=0.0)
+        ssum = tl.load(rsum_ptr + pid * T + r, mask=r_in, other=1.0)
+        p = tl.exp(s - m[:, None]) / ssum[:, None]
+        vq = tl.load(valid_ptr + w * T + r, mask=r_in, other=0) != 0
+        vk = tl.load(valid_ptr + w * T + tops, mask=c_in, other=0) != 0
+        p = tl.where(vq[:, None] & vk[None, :], p, 0.0)
+        tl.store(out_ptr + (pid * T + r[:, None]) * K + c[None, :], p, mask=r_in[:, None] & c_in[None, :])
+
 
 @dataclass
 class AttentionPass:
@@ -314,3 +340,19 @@ def similarity_pass(z: torch.Tensor, valid: torch.Tensor, input_ids: torch.Tenso
                           loc.sum(dim=0).to(torch.float32), rows.to(torch.float32),
                           cols.sum(dim=0).to(torch.float32), inner.to(torch.float32),
                           counts[:, 0], counts[:, 1], counts[:, 2])
+
+
+def attention_columns(query: torch.Tensor, key: torch.Tensor, columns: torch.Tensor, ap: AttentionPass,
+                      valid: torch.Tensor, scale: float | None = None) -> torch.Tensor:
+    """``[B, H, T, k]`` float32: the masked attention probabilities at key ``columns`` ``[B, H, k]``,
+    recomputed from the queries, those keys and :func:`attention_pass`'s row max and exp-sum."""
+    q, k = _last_contiguous(query), _last_contiguous(key)
+    b, h, t, d = q.shape
+    n = columns.shape[-1]
+    out = torch.empty(b, h, t, n, dtype=torch.float32, device=q.device)
+    if n == 0:
+        return out
+    _columns_kernel[(b * h,)](q, k, columns.contiguous(), ap.row_max, ap.row_sum, valid.to(torch.int8).contiguous(), out,
+                              *q.stride()[:3], *k.stride()[:3], h, t, d, n, d ** -0.5 if scale is None else float(scale),
+                              TP=_pow2(t), DP=_pow2(d), KP=_pow2(n, 2), num_warps=4)
+    return out
