@@ -346,8 +346,8 @@ def main(argv=None) -> dict:
     print(f"bare {n / t_bare:.1f} windows/s, headsim {n / t_head:.1f} windows/s: ratio {t_bare / t_head:.3f} "
           f"(kernels {stats.kernels}, fused {stats.fused})", flush=True)
     sweep = {}
+    every = Windows.concat(batches) if sizes[1:] else None
     for size in sizes[1:]:
-        every = Windows.concat(batches)
         resized = [every.select(slice(i, i + size)) for i in range(0, len(every), size)]
         tb, th, _ = time_side_by_side(loaded, resized, args.device, args.seq_len)
         sweep[size] = {"bare_windows_per_s": n * ROUNDS / tb, "headsim_windows_per_s": n * ROUNDS / th, "ratio_vs_bare": tb / th}

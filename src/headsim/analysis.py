@@ -334,7 +334,7 @@ def analyze(
     require(windows is None or (isinstance(windows, int) and windows >= 1), f"windows {windows!r} must be at least 1",
             "pass a positive number of windows")
     require(checkpoint_every is None or checkpoint_every >= 1, f"checkpoint_every {checkpoint_every} must be at least 1",
-            "pass a positive number of windows (or None: every 30 seconds)")
+            "pass a positive number of windows, or leave it unset to checkpoint every 30 seconds")
     if workers is not None:
         check_workers(workers)  # before anything is written
     out_path = Path(out) if out is not None else None

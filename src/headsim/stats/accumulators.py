@@ -333,9 +333,8 @@ class CorpusStats:
                 out = None if value is None else head_outputs[index]
                 ap = tk.attention_pass(qk[0][index], qk[1][index], None if value is None else value[index], bt.valid,
                                        scale, out)
-            sentences = torch.where(bt.valid, info.sentence_ids, torch.full_like(info.sentence_ids, -1))
-            sp = tk.similarity_pass(head_outputs[index], bt.valid, info.input_ids, sentences, self.threshold,
-                                    float(sb.scale), float(sb.offset), sb.bins)
+            red = tk.similarity_pass(head_outputs[index], bt.valid, info.input_ids, bt.sentences, self.threshold,
+                                     float(sb.scale), float(sb.offset), sb.bins)
         except Exception as exc:  # noqa: BLE001 (a kernel failure must not end a long run)
             warnings.warn(f"Triton kernels unavailable ({type(exc).__name__}: {exc}); continuing eagerly", stacklevel=4)
             self.kernels = False
@@ -344,8 +343,7 @@ class CorpusStats:
             self._add_attention_pass(ap, qk[0][index], qk[1][index], bt, scale, attn)
         elif attention is not None:
             attention_batch(attention[index], bt, self.top_k_columns, attn)
-        add_pairs(PairReductions(sp.sim_sum, sp.hist, sp.location, sp.rows, sp.cols, sp.inner, sp.same_sentence,
-                                 sp.repeat, sp.repeat_same_sentence), bt, self._geo, sb, pairs)
+        add_pairs(red, bt, self._geo, sb, pairs)
         return True
 
     def _add_attention_pass(self, ap, q: torch.Tensor, k: torch.Tensor, bt: BatchTensors, scale: float | None,

@@ -93,6 +93,7 @@ class BatchTensors:
             window with the same token id (0 rows for padding).
         key_targets: ``[B, T, 3]`` float32 key categories [CLS], [SEP], punctuation.
         categories: ``[B, T]`` int64 anchor kind of each position: 0 cls, 1 sep, 2 punct, 3 other.
+        sentences: ``[B, T]`` int64 sentence ids, -1 at padding (and wherever a position is in no sentence).
         counts: the batch's window-level counts (0-d int64 tensors, ``pair_count_valid`` ``[T, T]``):
             ``windows``, ``tokens``, ``valid_pairs``, ``valid_pairs_same_sentence``, ``pair_count_valid``.
     """
@@ -111,6 +112,7 @@ class BatchTensors:
     key_targets: torch.Tensor
     categories: torch.Tensor
     counts: dict[str, torch.Tensor]
+    sentences: torch.Tensor
 
 
 def check_info(info: BatchInfo, seq_len: int, device: torch.device) -> None:
@@ -164,4 +166,4 @@ def batch_tensors(info: BatchInfo) -> BatchTensors:
     return BatchTensors(info, valid, not bool(valid.all()), pair_valid, ~pair_valid,
                         same_sent.to(torch.float32).reshape(b, 1, t * t), (rb, ri, rj), same_sent[rb, ri, rj],
                         repeat_upper.to(torch.float32), (repeat_upper & same_sent).to(torch.float32),
-                        token_class, targets, categories, counts)
+                        token_class, targets, categories, counts, sent)

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .pairs import PairReductions
+
 try:  # Triton ships with CUDA builds of torch; CPU machines run the kernels only in its interpreter
     import triton
     import triton.language as tl
@@ -49,15 +51,37 @@ def _pow2(n: int, low: int = 16) -> int:
     return max(low, 1 << (max(int(n), 1) - 1).bit_length())
 
 
-def _chunks(n_windows: int, per_chunk_programs: int, device: torch.device) -> int:
-    """Runs of windows per (head, row block): enough programs to fill the GPU about four times over."""
+def _runs(n_windows: int, per_run_programs: int, device: torch.device) -> tuple[int, int]:
+    """(runs, windows per run): each (head, row block) program takes one run of windows; enough runs to
+    fill the GPU about four times over, none of them empty."""
     if device.type != "cuda":
-        return min(n_windows, 2)  # the interpreter: two runs exercise the partial sums
-    sms = torch.cuda.get_device_properties(device).multi_processor_count
-    return max(1, min(n_windows, -(-4 * sms // per_chunk_programs)))
+        runs = min(n_windows, 2)  # the interpreter: two runs exercise the partial sums
+    else:
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        runs = max(1, min(n_windows, -(-4 * sms // per_run_programs)))
+    per = -(-n_windows // runs)
+    return -(-n_windows // per), per
 
 
 if triton is not None:
+
+    @triton.jit
+    def _tile(T, D, BM: tl.constexpr, TP: tl.constexpr, DP: tl.constexpr):
+        """The program's head, row block and run of windows, its query rows, all key columns and the
+        head dimension, with their in-range masks."""
+        rows = tl.program_id(1) * BM + tl.arange(0, BM)
+        cols = tl.arange(0, TP)
+        dd = tl.arange(0, DP)
+        return (tl.program_id(0), tl.program_id(1), tl.program_id(2), tl.num_programs(1), rows, cols, dd,
+                rows < T, cols < T, dd < D)
+
+    @triton.jit
+    def _dot_nt(a, b, F32: tl.constexpr):
+        """``a·bᵀ`` in float32: IEEE products for float32 inputs, exact bf16/fp16 products otherwise."""
+        if F32:
+            return tl.dot(a.to(tl.float32), tl.trans(b.to(tl.float32)), input_precision="ieee")
+        else:
+            return tl.dot(a, tl.trans(b))
 
     @triton.jit
     def _attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, valid_ptr, attn_ptr, col_ptr, diag_ptr, rmax_ptr, rsum_ptr,
@@ -65,16 +89,7 @@ if triton is not None:
                           B, H, T, D, scale,
                           PER: tl.constexpr, BM: tl.constexpr, TP: tl.constexpr, DP: tl.constexpr,
                           STORE_O: tl.constexpr, F32: tl.constexpr):
-        h = tl.program_id(0)
-        rb = tl.program_id(1)
-        c = tl.program_id(2)
-        n_rb = tl.num_programs(1)
-        rows = rb * BM + tl.arange(0, BM)
-        cols = tl.arange(0, TP)
-        dd = tl.arange(0, DP)
-        row_in = rows < T
-        col_in = cols < T
-        d_in = dd < D
+        h, rb, c, n_rb, rows, cols, dd, row_in, col_in, d_in = _tile(T, D, BM, TP, DP)
         acc = tl.zeros((BM, TP), dtype=tl.float32)
         prev = tl.zeros((BM,), dtype=tl.float32)
         nxt = tl.zeros((BM,), dtype=tl.float32)
@@ -89,10 +104,7 @@ if triton is not None:
                             mask=row_in[:, None] & d_in[None, :], other=0.0)
                 k = tl.load(k_ptr + w * skb + h * skh + cols[:, None] * skt + dd[None, :],
                             mask=col_in[:, None] & d_in[None, :], other=0.0)
-                if F32:
-                    s = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision="ieee")
-                else:
-                    s = tl.dot(q, tl.trans(k))
+                s = _dot_nt(q, k, F32)
                 s = tl.where(vk[None, :], s * scale, float("-inf"))
                 m = tl.max(s, axis=1)
                 p = tl.exp(s - m[:, None])
@@ -131,11 +143,7 @@ if triton is not None:
         v = tl.load(valid_ptr + w * T + r, mask=r < T, other=0) != 0
         z = tl.load(z_ptr + w * szb + h * szh + r[:, None] * szt + dd[None, :], mask=v[:, None] & (dd < D)[None, :],
                     other=0.0)
-        if F32:
-            zf = z.to(tl.float32)
-            s = tl.dot(zf, tl.trans(zf), input_precision="ieee")
-        else:
-            s = tl.dot(z, tl.trans(z))
+        s = _dot_nt(z, z, F32)
         s = tl.where(r[:, None] == r[None, :], 0.0, s)
         tl.store(peak_ptr + pid, tl.max(tl.max(s, axis=1), axis=0))
 
@@ -143,16 +151,7 @@ if triton is not None:
     def _pairs_kernel(z_ptr, valid_ptr, ids_ptr, sent_ptr, peak_ptr, sim_ptr, loc_ptr, hist_ptr, rows_ptr, cols_ptr,
                       inner_ptr, cnt_ptr, szb, szh, szt, B, H, T, D, threshold, bscale, boffset, nbins,
                       PER: tl.constexpr, BM: tl.constexpr, TP: tl.constexpr, DP: tl.constexpr, NB: tl.constexpr, F32: tl.constexpr):
-        h = tl.program_id(0)
-        rb = tl.program_id(1)
-        c = tl.program_id(2)
-        n_rb = tl.num_programs(1)
-        rows = rb * BM + tl.arange(0, BM)
-        cols = tl.arange(0, TP)
-        dd = tl.arange(0, DP)
-        row_in = rows < T
-        col_in = cols < T
-        d_in = dd < D
+        h, rb, c, n_rb, rows, cols, dd, row_in, col_in, d_in = _tile(T, D, BM, TP, DP)
         upper = cols[None, :] > rows[:, None]
         diag = cols[None, :] == rows[:, None]
         acc_sim = tl.zeros((BM, TP), dtype=tl.float32)
@@ -170,10 +169,7 @@ if triton is not None:
                              other=0.0)
                 zc = tl.load(z_ptr + w * szb + h * szh + cols[:, None] * szt + dd[None, :], mask=vc[:, None] & d_in[None, :],
                              other=0.0)
-                if F32:
-                    s = tl.dot(zr.to(tl.float32), tl.trans(zc.to(tl.float32)), input_precision="ieee")
-                else:
-                    s = tl.dot(zr, tl.trans(zc))
+                s = _dot_nt(zr, zc, F32)
                 s = tl.where(diag, 0.0, s)
                 peak = tl.load(peak_ptr + w * H + h)
                 n = s / tl.where(peak > 0, peak, 1.0)
@@ -268,9 +264,7 @@ def attention_pass(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor |
     q, k = _last_contiguous(query), _last_contiguous(key)
     b, h, t, d, bm, n_rb, f32 = _geometry(q)
     scale = d ** -0.5 if scale is None else float(scale)
-    chunks = _chunks(b, h * n_rb, q.device)
-    per = -(-b // chunks)
-    chunks = -(-b // per)
+    chunks, per = _runs(b, h * n_rb, q.device)
     dev = q.device
     attn = torch.empty(chunks, h, t, t, dtype=torch.float32, device=dev)
     cols = torch.empty(n_rb, b, h, t, dtype=torch.float32, device=dev)
@@ -278,11 +272,9 @@ def attention_pass(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor |
     rmax = torch.empty(b, h, t, dtype=torch.float32, device=dev)
     rsum = torch.empty(b, h, t, dtype=torch.float32, device=dev)
     store = value is not None and out is not None
-    v = _last_contiguous(value) if store else k
-    o = out if store else k
-    require_last = o.stride(-1) == 1
-    if store and not require_last:
+    if store and out.stride(-1) != 1:
         raise ValueError("attention_pass: `out` must be contiguous in its last dimension")
+    v, o = (_last_contiguous(value), out) if store else (k, k)  # without outputs: unused pointers
     _attention_kernel[(h, n_rb, chunks)](
         q, k, v, o, valid.to(torch.int8).contiguous(), attn, cols, diag, rmax, rsum,
         *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
@@ -291,24 +283,10 @@ def attention_pass(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor |
     return AttentionPass(attn.sum(dim=0), cols.sum(dim=0), (d2[:, 0], d2[:, 1]), rmax, rsum)
 
 
-@dataclass
-class SimilarityPass:
-    """What :func:`similarity_pass` leaves of one step's normalised similarity."""
-
-    sim_sum: torch.Tensor  # [H, T, T] float32
-    hist: torch.Tensor  # [H, bins] int64 value histogram of valid pairs i < j
-    location: torch.Tensor  # [H, T, T] float32 high-similarity pairs i < j
-    rows: torch.Tensor  # [B, H, T] float32 partners j > p
-    cols: torch.Tensor  # [B, H, T] float32 partners i < p
-    inner: torch.Tensor  # [B, H, T] float32 partners j > p with the same token id
-    same_sentence: torch.Tensor  # [H] float32
-    repeat: torch.Tensor  # [H] float32
-    repeat_same_sentence: torch.Tensor  # [H] float32
-
-
 def similarity_pass(z: torch.Tensor, valid: torch.Tensor, input_ids: torch.Tensor, sentence_ids: torch.Tensor,
-                    threshold: float, bin_scale: float, bin_offset: float, bins: int) -> SimilarityPass:
-    """Pair statistics of head outputs ``z`` ``[B, H, T, d]`` (any float dtype, any strides).
+                    threshold: float, bin_scale: float, bin_offset: float, bins: int) -> PairReductions:
+    """Pair statistics of head outputs ``z`` ``[B, H, T, d]`` (any float dtype, any strides) as the
+    :class:`~headsim.stats.pairs.PairReductions` the accumulators add.
 
     ``sentence_ids`` ``[B, T]`` must be ``-1`` wherever a position is invalid or in no sentence.
     """
@@ -319,9 +297,7 @@ def similarity_pass(z: torch.Tensor, valid: torch.Tensor, input_ids: torch.Tenso
     tp, dp = _pow2(t), _pow2(d)
     peak = torch.empty(b, h, dtype=torch.float32, device=dev)
     _peak_kernel[(b * h,)](z, vi, peak, *z.stride()[:3], h, t, d, TP=tp, DP=dp, F32=f32, num_warps=8)
-    chunks = _chunks(b, h * n_rb, dev)
-    per = -(-b // chunks)
-    chunks = -(-b // per)
+    chunks, per = _runs(b, h * n_rb, dev)
     nb = _pow2(bins + 1, 2)
     sim = torch.empty(chunks, h, t, t, dtype=torch.float32, device=dev)
     loc = torch.empty(chunks, h, t, t, dtype=torch.int32, device=dev)
@@ -336,7 +312,7 @@ def similarity_pass(z: torch.Tensor, valid: torch.Tensor, input_ids: torch.Tenso
         sim, loc, hist, rows, cols, inner, cnt, *z.stride()[:3], b, h, t, d, float(threshold),
         float(bin_scale), float(bin_offset), bins, PER=per, BM=bm, TP=tp, DP=dp, NB=nb, F32=f32, num_warps=4, **extra)
     counts = cnt.sum(dim=(0, 1)).to(torch.float32)
-    return SimilarityPass(sim.sum(dim=0), hist.sum(dim=(0, 1))[:, :bins].to(torch.int64),
+    return PairReductions(sim.sum(dim=0), hist.sum(dim=(0, 1))[:, :bins].to(torch.int64),
                           loc.sum(dim=0).to(torch.float32), rows.to(torch.float32),
                           cols.sum(dim=0).to(torch.float32), inner.to(torch.float32),
                           counts[:, 0], counts[:, 1], counts[:, 2])
