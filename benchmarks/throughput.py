@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import resource
 import sys
@@ -223,25 +224,26 @@ def naive_stats(model, tokenizer, windows: Windows, seq_len: int, device) -> dic
     return r
 
 
+def repeated_corpus(n: int, seq_len: int):
+    """The benchmark corpus repeated (documents renamed) until it gives about 1.1 × ``n`` windows."""
+    from dataclasses import replace
+
+    from headsim.corpus import Corpus
+
+    docs = corpus_documents()
+    chars = sum(len(d.text) for d in docs)
+    repeat = min(64, max(1, -(-int(n * 1.1 * (seq_len - 2) * 4.2) // chars)))  # ≈ 4.2 characters per token
+    return Corpus(f"{CORPUS} corpus × {repeat}", [replace(d, doc_id=f"{d.doc_id}#{r}") for r in range(repeat) for d in docs])
+
+
 def end_to_end(loaded, n: int, seq_len: int, batch: int | None, workers: int, sentences: str = "pysbd") -> dict:
     """Wall time of headsim.analyze, text in → run directory written, for ``n`` windows (``batch``
     None: analyze's automatic batch size)."""
     import tempfile
 
     from headsim.analysis import analyze
-    from dataclasses import replace
 
-    from headsim.corpus import Corpus
-
-    docs = corpus_documents()
-    repeat = 1
-    while True:
-        corpus = Corpus(f"{CORPUS} corpus × {repeat}",
-                        [replace(d, doc_id=f"{d.doc_id}#{r}") for r in range(repeat) for d in docs])
-        total = sum(len(d.text) for d in corpus)
-        if total / 4.2 / (seq_len - 2) > n * 1.1 or repeat > 64:  # ≈ 4.2 characters per token
-            break
-        repeat += 1
+    corpus = repeated_corpus(n, seq_len)
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         res = analyze(loaded, corpus, windows=n, out=f"{tmp}/run", seq_len=seq_len, batch_size=batch,
@@ -249,6 +251,28 @@ def end_to_end(loaded, n: int, seq_len: int, batch: int | None, workers: int, se
         wall = time.perf_counter() - t0
     return {"windows": res.meta["windows"], "batch_size": res.meta["batch_size"], "seconds": wall, "windows_per_s": res.meta["windows"] / wall,
             "analysis_seconds": res.meta["seconds"], "workers": workers, "sentences": sentences, "corpus": corpus.name}
+
+
+def windowing_scaling(tokenizer, counts: list[int], n: int, seq_len: int, sentences: str) -> dict:
+    """Windowing alone (text → packed windows, as headsim analyze makes them) with each number of
+    worker processes: windows/s over ``n`` windows, start-up included, and the time to the first batch."""
+    from headsim.workpool import available_cpus
+
+    texts = [d.text for d in repeated_corpus(n, seq_len)]
+    rows = []
+    for k in counts:
+        t0, got, first = time.perf_counter(), 0, None
+        for w in iter_windows(texts, tokenizer, seq_len, pack=True, batch_windows=256, workers=k,
+                              token_strings=False, sentence_splitter=sentences):
+            got += len(w)
+            first = time.perf_counter() - t0 if first is None else first
+            if got >= n:
+                break
+        wall = time.perf_counter() - t0
+        rows.append({"workers": k, "windows": got, "seconds": wall, "windows_per_s": got / wall, "first_batch_s": first})
+        print(f"windowing ({sentences}), {k:>2} worker processes: {got / wall:8.0f} windows/s over {got} windows "
+              f"(first batch after {first:.2f} s)", flush=True)
+    return {"sentences": sentences, "available_cpus": available_cpus(), "os_cpu_count": os.cpu_count(), "runs": rows}
 
 
 def agreement_naive(stats: CorpusStats, ref: dict) -> dict:
@@ -304,6 +328,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--sentences", default="pysbd", help="sentence splitter for windowing: pysbd, punkt or newline")
     ap.add_argument("--end-to-end", type=int, default=0, metavar="N", help="also time headsim.analyze on N windows")
     ap.add_argument("--end-to-end-only", action="store_true", help="time only headsim.analyze (--end-to-end N windows)")
+    ap.add_argument("--windowing-only", default=None, metavar="K,K,…",
+                    help="time only windowing (--windows N windows, --sentences) with each listed number of worker processes")
     ap.add_argument("--json", default=None, help="write the result here")
     ap.add_argument("--profile", default=None, metavar="PATH", help="also write torch.profiler tables of (a) and (b) here")
     args = ap.parse_args(argv)
@@ -322,11 +348,15 @@ def main(argv=None) -> dict:
     from headsim.analysis import default_workers
 
     workers = default_workers(loaded, max(n, args.end_to_end)) if args.workers is None else args.workers
-    if args.end_to_end_only:
+    if args.end_to_end_only or args.windowing_only:
         result = {"device": torch.cuda.get_device_name() if cuda else "cpu", "model": model_note, "dtype": dtype,
-                  "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                  "end_to_end": end_to_end(loaded, args.end_to_end, args.seq_len, bs if args.batch_size else None, workers, args.sentences)}
-        print("end to end (text → run directory):", json.dumps(result["end_to_end"]))
+                  "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        if args.windowing_only:
+            counts = [int(k) for k in args.windowing_only.split(",")]
+            result["windowing_scaling"] = windowing_scaling(loaded.tokenizer, counts, n, args.seq_len, args.sentences)
+        if args.end_to_end:
+            result["end_to_end"] = end_to_end(loaded, args.end_to_end, args.seq_len, bs if args.batch_size else None, workers, args.sentences)
+            print("end to end (text → run directory):", json.dumps(result["end_to_end"]))
         if args.json:
             from pathlib import Path
 

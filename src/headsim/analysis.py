@@ -33,6 +33,7 @@ from .models import LoadedModel, as_loaded
 from .context_similarity import check_threshold
 from .stats import BatchInfo, CorpusStats, batch_info, heads_table, layers_table
 from .windows import Windows, check_seq_len, check_workers, encode, iter_windows
+from .workpool import available_cpus
 
 
 @dataclass(frozen=True)
@@ -246,12 +247,13 @@ def default_workers(loaded: LoadedModel, windows: int) -> int:
     Beside a CPU model windowing stays in a thread: the model's threads need both cores, and a
     windowing process competing with them slowed 512 windows down by a third (measured with
     benchmarks/throughput.py). Beside an accelerator, runs of 1,024 windows or more use one process
-    per spare core up to 15, so pySBD's pure-Python splitting never holds the interpreter lock the
-    thread that launches the GPU kernels needs.
+    per spare CPU up to 15 (CPUs this process may use: affinity and container quota, see
+    :func:`headsim.workpool.available_cpus`), so pySBD's pure-Python splitting never holds the
+    interpreter lock the thread that launches the GPU kernels needs.
     """
     if loaded.device.type == "cpu" or windows < 1024:
         return 0
-    return max(1, min(15, (os.cpu_count() or 2) - 1))
+    return max(1, min(15, available_cpus() - 1))
 
 
 @dataclass

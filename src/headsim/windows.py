@@ -133,23 +133,14 @@ def _tokenize_in_worker(texts: list[str], first_index: int) -> list[TokenStream]
 def _parallel_streams(batches: Iterator[tuple[list[str], int]], tokenizer, sentence_splitter: str,
                       workers: int) -> Iterator[TokenStream]:
     """:func:`tokenize` of each batch in ``workers`` processes, in order, a bounded number in flight."""
-    import multiprocessing as mp
-    from collections import deque
-    from concurrent.futures import ProcessPoolExecutor
+    from .workpool import OrderedPool
 
     backend = getattr(tokenizer, "backend_tokenizer", None)
     require(backend is not None, "parallel windowing needs a fast (Rust) tokenizer",
             "load the model's fast tokenizer, or use one windowing worker")
-    ctx = mp.get_context("spawn")  # never fork a process that runs torch threads
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_start_worker,
-                             initargs=(backend.to_str(), sentence_splitter)) as pool:
-        flight: deque = deque()
-        for texts, first in batches:
-            flight.append(pool.submit(_tokenize_in_worker, texts, first))
-            if len(flight) >= 2 * workers:
-                yield from flight.popleft().result()
-        while flight:
-            yield from flight.popleft().result()
+    with OrderedPool(workers, _start_worker, (backend.to_str(), sentence_splitter)) as pool:
+        for streams in pool.map(_tokenize_in_worker, batches):
+            yield from streams
 
 
 def _special_ids(tokenizer) -> tuple[int, int, int]:

@@ -207,7 +207,7 @@ if triton is not None:
 
     @triton.jit
     def _columns_kernel(q_ptr, k_ptr, top_ptr, rmax_ptr, rsum_ptr, valid_ptr, out_ptr, sqb, sqh, sqt, skb, skh, skt,
-                        H, T, D, K, scale, TP: tl.constexpr, DP: tl.constexpr, KP: tl.constexpr):
+                        H, T, D, K, scale, TP: tl.constexpr, DP: tl.constexpr, KP: tl.constexpr, F32: tl.constexpr):
         pid = tl.program_id(0)
         w = pid // H
         h = pid % H
@@ -219,10 +219,10 @@ if triton is not None:
         d_in = dd < D
         tops = tl.load(top_ptr + pid * K + c, mask=c_in, other=0)
         q = tl.load(q_ptr + w * sqb + h * sqh + r[:, None] * sqt + dd[None, :], mask=r_in[:, None] & d_in[None, :],
-                    other=0.0).to(tl.float32)
+                    other=0.0)
         kk = tl.load(k_ptr + w * skb + h * skh + tops[:, None] * skt + dd[None, :], mask=c_in[:, None] & d_in[None, :],
-                     other=0.0).to(tl.float32)
-        s = tl.sum(q[:, None, :] * kk[None, :, :], axis=2) * scale  # [TP, KP]
+                     other=0.0)
+        s = _dot_nt(q, kk, F32) * scale  # [TP, KP]: the attention kernel's products, on tensor cores
         m = tl.load(rmax_ptr + pid * T + r, mask=r_in, other=0.0)
         ssum = tl.load(rsum_ptr + pid * T + r, mask=r_in, other=1.0)
         p = tl.exp(s - m[:, None]) / ssum[:, None]
@@ -330,5 +330,6 @@ def attention_columns(query: torch.Tensor, key: torch.Tensor, columns: torch.Ten
         return out
     _columns_kernel[(b * h,)](q, k, columns.contiguous(), ap.row_max, ap.row_sum, valid.to(torch.int8).contiguous(), out,
                               *q.stride()[:3], *k.stride()[:3], h, t, d, n, d ** -0.5 if scale is None else float(scale),
-                              TP=_pow2(t), DP=_pow2(d), KP=_pow2(n, 2), num_warps=4)
+                              TP=_pow2(t), DP=_pow2(d), KP=_pow2(n), F32=q.dtype == torch.float32 or INTERPRET,
+                              num_warps=4)
     return out
