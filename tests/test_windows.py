@@ -246,3 +246,37 @@ def test_long_paragraphs_split_in_linear_time_and_keep_exact_offsets():
     assert len(starts) == 800 and len(long) > 10 * MAX_BLOCK
     assert all(long[s:].startswith("The committee") for s in starts)
     assert list(sentence_starts(short)) == [i * len(sentence) for i in range(40)]
+
+
+_PUNKT_CHECK = """
+import sys, json
+from headsim import sentences
+{setup}
+sentences.import_punkt_alone()
+text = {text!r}
+starts = sentences.sentence_starts(text, "punkt").tolist()
+print(json.dumps({{"starts": starts, "scipy": "scipy" in sys.modules, "full": hasattr(sys.modules["nltk"], "word_tokenize")}}))
+"""
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_punkt_alone_in_a_worker_splits_as_the_whole_of_nltk(broken):
+    """Workers import Punkt without NLTK's heavy __init__; the splits are NLTK's own, and if that
+    import ever fails (NLTK's layout changed) the whole NLTK is imported instead."""
+    import json
+    import subprocess
+    import sys
+
+    from headsim.sentences import sentence_starts
+
+    text = "Dr. Smith arrived at 5 p.m. on Monday. He left early!\nA new paragraph starts here. Is it short?"
+    setup = ("import importlib; real = importlib.import_module\n"
+             "importlib.import_module = lambda n, *a: (_ for _ in ()).throw(ImportError(n)) "
+             "if n == 'nltk.tokenize.punkt' else real(n, *a)") if broken else ""
+    code = _PUNKT_CHECK.format(setup=setup, text=text)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["starts"] == sentence_starts(text, "punkt").tolist()
+    assert {0, text.index("He left"), text.index("A new")} <= set(got["starts"])
+    assert got["full"] is broken and got["scipy"] is broken  # alone: neither NLTK's API nor scipy loaded

@@ -11,6 +11,7 @@ limit: time stays linear in the text. This module is the one pySBD wrapper of th
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 from functools import lru_cache
 
@@ -33,9 +34,44 @@ def _pysbd():
 
 @lru_cache(maxsize=1)
 def _punkt():
+    if _PUNKT_ALONE and "nltk" not in sys.modules:
+        _import_punkt_alone()
     from nltk.tokenize.punkt import PunktSentenceTokenizer
 
     return PunktSentenceTokenizer()
+
+
+_PUNKT_ALONE = False
+
+
+def import_punkt_alone() -> None:
+    """Let :func:`sentence_starts` import NLTK's Punkt module without the rest of NLTK.
+
+    ``import nltk`` runs NLTK's whole ``__init__`` (scipy and most of NLTK: about 2 s), which every
+    windowing worker process would pay before its first window. Only for such processes: the bare
+    ``nltk`` and ``nltk.tokenize`` packages it leaves would hide NLTK's top-level API from other code.
+    """
+    global _PUNKT_ALONE
+    _PUNKT_ALONE = True
+
+
+def _import_punkt_alone() -> None:
+    """Import ``nltk.tokenize.punkt`` under bare parent packages; on any failure undo that, so the
+    normal import follows."""
+    import importlib
+    import importlib.util
+    import types
+
+    try:
+        for name in ("nltk", "nltk.tokenize"):
+            spec = importlib.util.find_spec(name)
+            pkg = types.ModuleType(name)
+            pkg.__spec__, pkg.__path__ = spec, list(spec.submodule_search_locations)
+            sys.modules[name] = pkg
+        importlib.import_module("nltk.tokenize.punkt")
+    except Exception:  # NLTK's layout changed: import it whole
+        for name in [m for m in sys.modules if m == "nltk" or m.startswith("nltk.")]:
+            del sys.modules[name]
 
 
 def _paragraph_spans(text: str) -> list[tuple[int, int]]:

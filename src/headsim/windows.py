@@ -123,6 +123,9 @@ _WORKER: dict = {}
 def _start_worker(tokenizer_json: str, sentence_splitter: str) -> None:
     from tokenizers import Tokenizer
 
+    from .sentences import import_punkt_alone
+
+    import_punkt_alone()  # a worker needs only Punkt of NLTK (its whole import takes seconds)
     _WORKER.update(tokenizer=Tokenizer.from_str(tokenizer_json), splitter=sentence_splitter)
 
 
