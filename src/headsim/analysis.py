@@ -32,7 +32,7 @@ from .errors import HeadsimError, require
 from .models import LoadedModel, as_loaded
 from .context_similarity import check_threshold
 from .stats import BatchInfo, CorpusStats, batch_info, heads_table, layers_table
-from .windows import Windows, check_seq_len, check_workers, encode, iter_windows
+from .windows import Windows, check_seq_len, check_workers, iter_windows, token_counts
 from .workpool import available_cpus
 
 
@@ -55,7 +55,7 @@ def count_windows(corpus: Corpus, tokenizer, seq_len: int) -> tuple[int, int]:
     """Packed windows and tokens the corpus gives (a fast pass of the tokenizer alone)."""
     total, texts = 0, [d.text for d in corpus]
     for start in range(0, len(texts), 256):
-        total += sum(len(ids) for ids, _ in encode(tokenizer, texts[start: start + 256]))
+        total += sum(token_counts(tokenizer, texts[start: start + 256]))
     return -(-total // (seq_len - 2)), total
 
 

@@ -98,12 +98,22 @@ def encode(tokenizer, texts: list[str]) -> list[tuple[list[int], list[tuple[int,
     ``tokenizer`` is a fast Hugging Face tokenizer or its Rust ``tokenizers.Tokenizer`` (what the
     windowing workers hold); both give the same encodings.
     """
+    return [(e.ids, e.offsets) for e in _whole_texts(tokenizer).encode_batch(texts, add_special_tokens=False)]
+
+
+def token_counts(tokenizer, texts: list[str]) -> list[int]:
+    """Tokens in each of ``texts`` without special tokens (as :func:`encode`, without building its lists)."""
+    return [len(e) for e in _whole_texts(tokenizer).encode_batch(texts, add_special_tokens=False)]
+
+
+def _whole_texts(tokenizer):
+    """The Rust tokenizer behind ``tokenizer``, set to neither truncate nor pad."""
     backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
     if backend.truncation is not None:  # whole texts: windows are cut here, never by the tokenizer
         backend.no_truncation()
     if backend.padding is not None:
         backend.no_padding()
-    return [(e.ids, e.offsets) for e in backend.encode_batch(texts, add_special_tokens=False)]
+    return backend
 
 
 def tokenize(texts: list[str], tokenizer, *, first_index: int = 0, sentence_splitter: str = "pysbd") -> list[TokenStream]:
