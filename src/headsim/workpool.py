@@ -124,6 +124,19 @@ class _Worker:
                 "see its message above; a worker killed by the system (code -9) usually ran out of memory: "
                 "use fewer worker processes"))
 
+    def stop(self) -> None:
+        """Close the input after what has been sent; terminate the process if tasks are left."""
+        try:
+            while True:
+                self.inbox.get_nowait()  # tasks not yet sent
+        except queue.Empty:
+            pass
+        self.inbox.put(None)
+        with self.lock:
+            busy = bool(self.pending)
+        if busy and self.proc.poll() is None:
+            self.proc.terminate()
+
     def join(self, timeout: float) -> None:
         """Wait for the process to end (its input is closed), then kill it if it has not."""
         try:
@@ -184,9 +197,10 @@ class OrderedPool:
             yield flight.popleft().result()
 
     def close(self, timeout: float = 10.0) -> None:
-        """Stop every worker (waits for the task each is running, then kills what is left)."""
+        """Stop every worker: an idle one ends when its input closes; one with tasks left (a consumer
+        that stopped early) is terminated, its results being of no use. Kills what outlives ``timeout``."""
         for w in self.workers:
-            w.inbox.put(None)
+            w.stop()
         for w in self.workers:
             w.join(timeout)
 
