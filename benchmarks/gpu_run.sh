@@ -23,6 +23,7 @@ print('torch', torch.__version__, 'transformers', transformers.__version__, 'tri
       --naive-windows 4 --workers 0 "${KIT[@]}" --profile "$OUT/profile-cuda.txt" --json "$OUT/throughput-cuda.json"
   fi
   if [ "$PART" = all ] || [ "$PART" = pipeline ]; then
+    echo "== worker pool tests"; timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_workpool.py
     echo "== windowing alone on this machine's CPUs: Punkt, then pySBD, by number of worker processes"
     timeout 90 python3 benchmarks/throughput.py --device cuda "${KIT[@]}" --windows 20000 --sentences punkt \
       --windowing-only 0,4,8,15 --json "$OUT/windowing-punkt.json"
