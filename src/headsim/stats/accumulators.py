@@ -25,7 +25,7 @@ from ..capture import attention_probs
 from ..context_similarity import check_threshold, normalized_similarity
 from . import fused
 from .attention import TARGETS, add_attention, add_reduced_attention, attention_batch, top_columns
-from .batch import BatchInfo, BatchTensors, batch_tensors, check_info
+from .batch import BatchInfo, BatchTensors, batch_tensors, check_info, dense_repeats
 from .pairs import ANCHOR_KINDS, Geometry, PairReductions, SimBins, add_pairs, pair_batch, value_hist
 
 SCHEMA = "headsim.stats/1"
@@ -343,7 +343,7 @@ class CorpusStats:
             self._add_attention_pass(ap, qk[0][index], qk[1][index], bt, scale, attn)
         elif attention is not None:
             attention_batch(attention[index], bt, self.top_k_columns, attn)
-        add_pairs(red, bt, self._geo, sb, pairs)
+        add_pairs(red, bt, pairs)
         return True
 
     def _add_attention_pass(self, ap, q: torch.Tensor, k: torch.Tensor, bt: BatchTensors, scale: float | None,
@@ -351,8 +351,6 @@ class CorpusStats:
         """Add a kernel's attention reductions; the few zeroed top columns are recomputed from Q, K and
         each row's max and exp-sum (a ``[B, H, T, k]`` product instead of the whole matrix)."""
         from . import triton_kernels
-
-        scale = q.shape[-1] ** -0.5 if scale is None else scale
 
         def exact(bi: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
             probs = attention_probs(q[bi, hi][:, None], k[bi, hi][:, None], bt.valid[bi], scale=scale)
@@ -374,10 +372,11 @@ class CorpusStats:
                 q, k = qk[0][index], qk[1][index]
                 fused.batch_dynamic(q, k, bt.valid)
                 att = fused.compiled(fused.attention_step)(q, k, bt.valid, bt.padded)
-            fused.batch_dynamic(z, bt.valid, bt.same_sentence, bt.repeat_upper, bt.repeat_same_upper)
+            repeats, repeats_same = dense_repeats(bt)
+            fused.batch_dynamic(z, bt.valid, bt.same_sentence, repeats, repeats_same)
             red = fused.compiled(fused.similarity_step)(
                 z, bt.valid, bt.padded, geo.upper_float, bt.same_sentence,
-                bt.repeat_upper, bt.repeat_same_upper, geo.upper_flat, self.threshold, float(sb.scale),
+                repeats, repeats_same, geo.upper_flat, self.threshold, float(sb.scale),
                 float(sb.offset), sb.bins)
         except Exception as exc:  # noqa: BLE001 (a compiler failure must not end a long run)
             warnings.warn(f"fused statistics unavailable ({type(exc).__name__}: {exc}); continuing eagerly",
@@ -391,7 +390,7 @@ class CorpusStats:
             del a, att
         elif attention is not None:
             attention_batch(attention[index], bt, self.top_k_columns, attn)
-        add_pairs(PairReductions(red[0], value_hist(red[1], bt, sb), *red[2:]), bt, geo, sb, pairs)
+        add_pairs(PairReductions(red[0], value_hist(red[1], bt, sb), *red[2:]), bt, pairs)
         return True
 
     def _count_attention(self, layer: int, b: int, chunks: list[tuple[slice, BatchTensors]]) -> None:

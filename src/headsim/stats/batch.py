@@ -87,8 +87,6 @@ class BatchTensors:
             with equal token ids (few per window, so repeated-token statistics read ``N`` elements
             instead of a ``T×T`` pass).
         repeat_same_sentence: ``[N]`` bool, that pair lies in one sentence.
-        repeat_upper: ``[B, T, T]`` float32 0/1, the same pairs as a dense mask (for fused steps), and
-        repeat_same_upper: those of them inside one sentence.
         token_class: ``[B, T, T]`` float32 one-hot: position ``p`` → first position ``c`` in its
             window with the same token id (0 rows for padding).
         key_targets: ``[B, T, 3]`` float32 key categories [CLS], [SEP], punctuation.
@@ -106,8 +104,6 @@ class BatchTensors:
     same_sentence: torch.Tensor
     repeat_index: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
     repeat_same_sentence: torch.Tensor
-    repeat_upper: torch.Tensor
-    repeat_same_upper: torch.Tensor
     token_class: torch.Tensor
     key_targets: torch.Tensor
     categories: torch.Tensor
@@ -145,8 +141,7 @@ def batch_tensors(info: BatchInfo) -> BatchTensors:
     positions = torch.arange(t, device=valid.device)
     first = torch.where(same_id, positions, t).amin(dim=-1).clamp_max(t - 1)
     token_class = torch.nn.functional.one_hot(first, t).to(torch.float32) * valid[:, :, None]
-    repeat_upper = same_id & upper
-    rb, ri, rj = repeat_upper.nonzero(as_tuple=True)
+    rb, ri, rj = (same_id & upper).nonzero(as_tuple=True)
     cls, sep = info.is_cls.bool() & valid, info.is_sep.bool() & valid
     punct = info.is_punct.bool() & valid
     targets = torch.stack([cls, sep, punct], dim=-1).to(torch.float32)
@@ -165,5 +160,16 @@ def batch_tensors(info: BatchInfo) -> BatchTensors:
     pair_valid = pv[:, None]
     return BatchTensors(info, valid, not bool(valid.all()), pair_valid, ~pair_valid,
                         same_sent.to(torch.float32).reshape(b, 1, t * t), (rb, ri, rj), same_sent[rb, ri, rj],
-                        repeat_upper.to(torch.float32), (repeat_upper & same_sent).to(torch.float32),
                         token_class, targets, categories, counts, sent)
+
+
+def dense_repeats(bt: BatchTensors) -> tuple[torch.Tensor, torch.Tensor]:
+    """``[B, T, T]`` float32 0/1 masks of :attr:`BatchTensors.repeat_index` (pairs ``i < j`` with equal
+    ids) and of those inside one sentence, for code that wants dense masks (the fused steps)."""
+    b, t = bt.valid.shape
+    rb, ri, rj = bt.repeat_index
+    rep = torch.zeros(b, t, t, dtype=torch.float32, device=bt.valid.device)
+    rep_same = torch.zeros_like(rep)
+    rep[rb, ri, rj] = 1.0
+    rep_same[rb, ri, rj] = bt.repeat_same_sentence.to(torch.float32)
+    return rep, rep_same

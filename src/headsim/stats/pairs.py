@@ -194,11 +194,10 @@ def pair_batch(normalized: torch.Tensor, high: torch.Tensor | float, bt: BatchTe
             :func:`headsim.context_similarity.normalized_similarity` returns it); otherwise it and a
             mask ``high`` are masked here first.
     """
-    add_pairs(pair_reductions(normalized, high, bt, geo, sim_bins, masked=masked), bt, geo, sim_bins, into)
+    add_pairs(pair_reductions(normalized, high, bt, geo, sim_bins, masked=masked), bt, into)
 
 
-def add_pairs(red: PairReductions, bt: BatchTensors, geo: Geometry, sim_bins: SimBins,
-              into: dict[str, torch.Tensor]) -> None:
+def add_pairs(red: PairReductions, bt: BatchTensors, into: dict[str, torch.Tensor]) -> None:
     """Add one step's :class:`PairReductions` to the per-layer accumulator slices ``into``."""
     b, h, t = red.rows.shape
     dev = red.rows.device
