@@ -34,34 +34,25 @@ def _pysbd():
 
 @lru_cache(maxsize=1)
 def _punkt():
-    if _PUNKT_ALONE and "nltk" not in sys.modules:
-        _import_punkt_alone()
     from nltk.tokenize.punkt import PunktSentenceTokenizer
 
     return PunktSentenceTokenizer()
 
 
-_PUNKT_ALONE = False
-
-
 def import_punkt_alone() -> None:
-    """Let :func:`sentence_starts` import NLTK's Punkt module without the rest of NLTK.
+    """Import NLTK's Punkt module without the rest of NLTK (which :func:`sentence_starts` then uses).
 
     ``import nltk`` runs NLTK's whole ``__init__`` (scipy and most of NLTK: about 2 s), which every
     windowing worker process would pay before its first window. Only for such processes: the bare
     ``nltk`` and ``nltk.tokenize`` packages it leaves would hide NLTK's top-level API from other code.
+    If NLTK's layout ever makes this fail, it is undone and the normal import follows on first use.
     """
-    global _PUNKT_ALONE
-    _PUNKT_ALONE = True
-
-
-def _import_punkt_alone() -> None:
-    """Import ``nltk.tokenize.punkt`` under bare parent packages; on any failure undo that, so the
-    normal import follows."""
     import importlib
     import importlib.util
     import types
 
+    if "nltk" in sys.modules:
+        return
     try:
         for name in ("nltk", "nltk.tokenize"):
             spec = importlib.util.find_spec(name)
@@ -85,16 +76,16 @@ def _paragraph_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def pieces(text: str, start: int, end: int) -> Iterator[int]:
-    """Start offsets of the pieces (at most :data:`MAX_BLOCK` long) of ``text[start:end]``."""
+def pieces(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """Spans ``(a, b)``, each at most :data:`MAX_BLOCK` long, that cover ``text[start:end]`` in order."""
     while end - start > MAX_BLOCK:
         window = text[start: start + MAX_BLOCK]
         cut = max((m.end() for m in _SENTENCE_END.finditer(window)), default=0)
         if cut <= 0:
             cut = window.rfind(" ") + 1 or MAX_BLOCK
-        yield start
+        yield start, start + cut
         start += cut
-    yield start
+    yield start, end
 
 
 def pysbd_starts(block: str) -> Iterator[int]:
@@ -117,8 +108,7 @@ def pysbd_starts(block: str) -> Iterator[int]:
 def _pysbd_starts(paragraph: str) -> list[int]:
     """Sentence starts in one paragraph: piece by piece (each piece start is one)."""
     starts = []
-    bounds = list(pieces(paragraph, 0, len(paragraph)))
-    for p, q in zip(bounds, [*bounds[1:], len(paragraph)]):
+    for p, q in pieces(paragraph, 0, len(paragraph)):
         starts.append(p)
         starts.extend(p + s for s in pysbd_starts(paragraph[p:q]))
     return starts

@@ -135,7 +135,8 @@ def _start_worker(tokenizer_json: str, sentence_splitter: str) -> None:
 
     from .sentences import import_punkt_alone
 
-    import_punkt_alone()  # a worker needs only Punkt of NLTK (its whole import takes seconds)
+    if sentence_splitter == "punkt":
+        import_punkt_alone()  # a worker needs only Punkt of NLTK (its whole import takes seconds)
     _WORKER.update(tokenizer=Tokenizer.from_str(tokenizer_json), splitter=sentence_splitter)
 
 

@@ -35,8 +35,7 @@ def _sentence_starts(text: str, breaks: Iterable[int]) -> Iterator[int]:
             continue
         a = first.start()
         b = len(text[a:b].rstrip()) + a
-        piece_starts = list(pieces(text, a, b))
-        for p, q in zip(piece_starts, [*piece_starts[1:], b]):
+        for p, q in pieces(text, a, b):
             block = text[p:q]
             lead = len(block) - len(block.lstrip())
             yield p + lead
