@@ -357,11 +357,7 @@ def main(argv=None) -> dict:
         if args.end_to_end:
             result["end_to_end"] = end_to_end(loaded, args.end_to_end, args.seq_len, bs if args.batch_size else None, workers, args.sentences)
             print("end to end (text → run directory):", json.dumps(result["end_to_end"]))
-        if args.json:
-            from pathlib import Path
-
-            Path(args.json).write_text(json.dumps(result, indent=2))
-        return result
+        return write_result(result, args.json)
     batches, first_rate = make_batches(loaded, n, args.seq_len, bs)
     # windowing rates over enough windows that start-up (first texts, worker processes) does not dominate
     n_win = max(n, 2048)
@@ -427,11 +423,16 @@ def main(argv=None) -> dict:
         print("end to end (text → run directory):", json.dumps(result["end_to_end"]))
     if "agreement_vs_fp32" in result:
         print("agreement with fp32:", json.dumps(result["agreement_vs_fp32"]))
-    if args.json:
+    return write_result(result, args.json)
+
+
+def write_result(result: dict, path: str | None) -> dict:
+    """Write ``result`` as JSON to ``path`` (its folder created) when one is given; returns it."""
+    if path:
         from pathlib import Path
 
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(result, indent=2))
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(result, indent=2))
     return result
 
 
