@@ -37,13 +37,13 @@ def pretrained():
 @pytest.fixture(scope="module")
 def tiny(pretrained):
     """A tiny random BERT (4 heads of 16 dimensions: the kernels' padded head dimension) with the same tokenizer."""
-    from transformers import BertConfig, BertModel
+    from conftest import tiny_config
+    from transformers import BertModel
 
     from headsim.models import from_pretrained_objects
 
     torch.manual_seed(0)
-    config = BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-                        vocab_size=pretrained.tokenizer.vocab_size, max_position_embeddings=128)
+    config = tiny_config(len(pretrained.tokenizer))
     return from_pretrained_objects(BertModel(config, add_pooling_layer=False).to(DEVICE).eval(), pretrained.tokenizer,
                                    name="tiny random bert")
 
