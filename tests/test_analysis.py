@@ -159,6 +159,7 @@ def test_peak_memory_does_not_grow_with_windows(tmp_path, tiny_dir):
     (["--seq-len", "4"], "seq_len"),
     (["--windows", "0"], "windows"),
     (["--workers", "-1"], "workers -1"),
+    (["--sentences", "bogus", "--workers", "2"], "unknown sentence splitter 'bogus'"),
 ])
 def test_bad_input_exits_2_and_writes_nothing(tmp_path, args, needle):
     out = tmp_path / "run"

@@ -30,6 +30,7 @@ from .capture import forward, hooks, own_attention
 from .corpus import Corpus, load_corpus
 from .errors import HeadsimError, require
 from .models import LoadedModel, as_loaded
+from .sentences import check_splitter
 from .context_similarity import check_threshold
 from .stats import BatchInfo, CorpusStats, batch_info, heads_table, layers_table
 from .windows import Windows, check_seq_len, check_workers, iter_windows, token_counts
@@ -337,8 +338,9 @@ def analyze(
             "pass a positive number of windows")
     require(checkpoint_every is None or checkpoint_every >= 1, f"checkpoint_every {checkpoint_every} must be at least 1",
             "pass a positive number of windows, or leave it unset to checkpoint every 30 seconds")
+    check_splitter(sentence_splitter)  # before anything is written
     if workers is not None:
-        check_workers(workers)  # before anything is written
+        check_workers(workers)
     out_path = Path(out) if out is not None else None
     if out_path is not None and resume:
         require((out_path / rundir.RUN_JSON).exists(), f"nothing to resume in {str(out_path)!r}",

@@ -114,6 +114,12 @@ def _pysbd_starts(paragraph: str) -> list[int]:
     return starts
 
 
+def check_splitter(method: str) -> str:
+    """A known sentence splitter name (:data:`SPLITTERS`), or a clear error."""
+    require(method in SPLITTERS, f"unknown sentence splitter {method!r}", f"use one of {', '.join(SPLITTERS)}")
+    return method
+
+
 def sentence_starts(text: str, method: str = "pysbd") -> np.ndarray:
     """Sorted character offsets where sentences start; paragraphs (newlines) always break.
 
@@ -124,7 +130,7 @@ def sentence_starts(text: str, method: str = "pysbd") -> np.ndarray:
     Returns:
         int64 array, first element 0 for non-empty text.
     """
-    require(method in SPLITTERS, f"unknown sentence splitter {method!r}", f"use one of {', '.join(SPLITTERS)}")
+    check_splitter(method)
     starts: list[int] = []
     for a, b in _paragraph_spans(text):
         para = text[a:b]

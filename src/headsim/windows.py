@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import HeadsimError, require
-from .sentences import sentence_index, sentence_starts
+from .sentences import check_splitter, sentence_index, sentence_starts
 from .tokens import special_ids
 
 MIN_SEQ_LEN = 8
@@ -250,6 +250,7 @@ def iter_windows(
     content = seq_len - 2
 
     check_workers(workers)
+    check_splitter(sentence_splitter)  # here, not first inside a worker process
 
     def text_batches() -> Iterator[tuple[list[str], int]]:
         buf: list[str] = []
