@@ -12,7 +12,10 @@ beyond those travels here, well under the 64 MiB a call may carry:
   above the threshold, so its agreement is trivially 100 %);
 * ``corpus.jsonl``: the embedded default corpus (Wikipedia sample + Lee), one document per line, so
   gensim's 28 MB wheel stays home too;
-* ``wheels/``: pySBD, NLTK and h5netcdf for CPython 3.12.
+* ``wheels/``: pySBD, NLTK and h5netcdf for CPython 3.12;
+* ``baseline_triton_kernels.py``: ``headsim/stats/triton_kernels.py`` as of commit
+  :data:`BASELINE` (the kernels the H100 run of 2026-11-23 timed, their columns kernel since moved to
+  tensor cores), which ``kernel_sweep.py`` and ``kernel_resources.py`` measure beside the current ones.
 
     python benchmarks/gpu_kit.py          # then see benchmarks/README.md for the device command
 """
@@ -25,6 +28,7 @@ import sys
 from pathlib import Path
 
 WHEELS = ("pysbd", "nltk", "h5netcdf")
+BASELINE = "2f5ced6"  # the last commit before the looping kernels took a runtime run length (Launch)
 
 
 def main(out: str = ".gpukit") -> Path:
@@ -46,6 +50,9 @@ def main(out: str = ".gpukit") -> Path:
                     "--python-version", "3.12", "--implementation", "cp", "--platform", "manylinux_2_28_x86_64",
                     "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64",
                     "-d", str(root / "wheels"), *WHEELS], check=True)
+    baseline = subprocess.run(["git", "show", f"{BASELINE}:src/headsim/stats/triton_kernels.py"], check=True,
+                              capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1]).stdout
+    (root / "baseline_triton_kernels.py").write_text(baseline)
     size = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
     print(f"{root}/: {size / 2**20:.1f} MiB (carry limit 64 MiB)")
     return root

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole GPU benchmark in device calls of under 10 minutes each (see benchmarks/README.md). Needs .gpukit/
 # (benchmarks/gpu_kit.py) carried along; writes its logs, JSON and profile under $OUT (or ./gpu-results).
-#   bash benchmarks/gpu_run.sh kernels    # CUDA tests, BERT-base bf16 bare vs headsim batch sweep, naive, profile (≈ 6 min)
+#   bash benchmarks/gpu_run.sh kernels    # CUDA tests, kernel resources + launch sweep, BERT-base bf16 bare vs headsim, naive, profile (≈ 8 min)
 #   bash benchmarks/gpu_run.sh pipeline   # windowing scaling on the machine's CPUs, 20,000 windows end to end (≈ 5 min)
 #   bash benchmarks/gpu_run.sh            # both (longer than one call allows: run them as two calls)
 set -u
@@ -18,9 +18,15 @@ print('torch', torch.__version__, 'transformers', transformers.__version__, 'tri
 '| CPUs: os.cpu_count', os.cpu_count(), 'usable', available_cpus())"
   if [ "$PART" = all ] || [ "$PART" = kernels ]; then
     echo "== CUDA tests"; timeout 150 python3 -m pytest -q -p no:cacheprovider -rs tests/test_kernels.py tests/test_cuda.py
-    echo "== BERT-base (random weights) bf16: bare vs headsim (Triton kernels) at 2048, 1024 and 4096 windows per batch; naive; profile"
-    timeout 240 python3 benchmarks/throughput.py --device cuda --dtype bf16 --windows 8192 --batch-size 2048,1024,4096 \
-      --naive-windows 4 --workers 0 "${KIT[@]}" --profile "$OUT/profile-cuda.txt" --json "$OUT/throughput-cuda.json"
+    echo "== kernel resources (static, this machine's Triton) and launch sweep, against the kernels before Launch"
+    timeout 60 python3 benchmarks/kernel_resources.py --launch 32,4,2 --launch 16,4,2 --launch 16,8,2 \
+      --baseline .gpukit/baseline_triton_kernels.py --json "$OUT/kernel-resources.json"
+    timeout 150 python3 benchmarks/kernel_sweep.py --windows 2048 --baseline .gpukit/baseline_triton_kernels.py \
+      --json "$OUT/kernel-sweep.json"
+    LAUNCH=(); [ -s "$OUT/kernel-sweep.json" ] && LAUNCH=(--launch "$OUT/kernel-sweep.json")
+    echo "== BERT-base (random weights) bf16: bare vs headsim (Triton kernels, the sweep's fastest launches) at 2048 and 4096 windows per batch; naive; profile"
+    timeout 200 python3 benchmarks/throughput.py --device cuda --dtype bf16 --windows 8192 --batch-size 2048,4096 \
+      --naive-windows 4 --workers 0 "${KIT[@]}" "${LAUNCH[@]}" --profile "$OUT/profile-cuda.txt" --json "$OUT/throughput-cuda.json"
   fi
   if [ "$PART" = all ] || [ "$PART" = pipeline ]; then
     echo "== worker pool tests"; timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_workpool.py

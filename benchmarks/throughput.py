@@ -238,19 +238,29 @@ def repeated_corpus(n: int, seq_len: int):
 
 def end_to_end(loaded, n: int, seq_len: int, batch: int | None, workers: int, sentences: str = "pysbd") -> dict:
     """Wall time of headsim.analyze, text in → run directory written, for ``n`` windows (``batch``
-    None: analyze's automatic batch size)."""
+    None: analyze's automatic batch size).
+
+    A first, separately timed analyze of one small batch (``warmup_*``) pays the process's one-time
+    costs: Triton compiling its kernels (cached on disk afterwards), CUDA and library start-up. The
+    timed run still starts its own windowing processes and writes its own run directory."""
     import tempfile
 
     from headsim.analysis import analyze
 
     corpus = repeated_corpus(n, seq_len)
+    small = min(n, 64)
     with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        analyze(loaded, corpus, windows=small, out=f"{tmp}/warmup", seq_len=seq_len, batch_size=batch or small,
+                workers=0, sentence_splitter=sentences, fused=FUSED, progress=False)
+        warm = time.perf_counter() - t0
         t0 = time.perf_counter()
         res = analyze(loaded, corpus, windows=n, out=f"{tmp}/run", seq_len=seq_len, batch_size=batch,
                       workers=workers, sentence_splitter=sentences, fused=FUSED, progress=False)
         wall = time.perf_counter() - t0
     return {"windows": res.meta["windows"], "batch_size": res.meta["batch_size"], "seconds": wall, "windows_per_s": res.meta["windows"] / wall,
-            "analysis_seconds": res.meta["seconds"], "workers": workers, "sentences": sentences, "corpus": corpus.name}
+            "analysis_seconds": res.meta["seconds"], "workers": workers, "sentences": sentences, "corpus": corpus.name,
+            "warmup_windows": small, "warmup_seconds": warm}
 
 
 def windowing_scaling(tokenizer, counts: list[int], n: int, seq_len: int, sentences: str) -> dict:
@@ -330,6 +340,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--end-to-end-only", action="store_true", help="time only headsim.analyze (--end-to-end N windows)")
     ap.add_argument("--windowing-only", default=None, metavar="K,K,…",
                     help="time only windowing (--windows N windows, --sentences) with each listed number of worker processes")
+    ap.add_argument("--launch", action="append", default=[], metavar="PASS=ROWS,WARPS,STAGES",
+                    help="Triton launch of a pass (attention or pairs), e.g. pairs=16,8,2; or a kernel_sweep.py JSON "
+                         "whose best launches to use (default: headsim's ATTENTION_LAUNCH and PAIRS_LAUNCH)")
     ap.add_argument("--json", default=None, help="write the result here")
     ap.add_argument("--profile", default=None, metavar="PATH", help="also write torch.profiler tables of (a) and (b) here")
     args = ap.parse_args(argv)
@@ -344,13 +357,14 @@ def main(argv=None) -> dict:
     global CORPUS, FUSED, KERNELS, ROUNDS
     CORPUS, FUSED, KERNELS, ROUNDS = args.corpus, args.fused, args.kernels, args.rounds or (3 if cuda else 1)
     which = args.model or ("bert-base-random" if cuda else "embedded")
+    launches = set_launches(args.launch)
     loaded, model_note = build_model(args.device, dtype, tokenizer=args.tokenizer, model=which)
     from headsim.analysis import default_workers
 
     workers = default_workers(loaded, max(n, args.end_to_end)) if args.workers is None else args.workers
     if args.end_to_end_only or args.windowing_only:
         result = {"device": torch.cuda.get_device_name() if cuda else "cpu", "model": model_note, "dtype": dtype,
-                  "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+                  "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "kernel_launch": launches}
         if args.windowing_only:
             counts = [int(k) for k in args.windowing_only.split(",")]
             result["windowing_scaling"] = windowing_scaling(loaded.tokenizer, counts, n, args.seq_len, args.sentences)
@@ -399,7 +413,7 @@ def main(argv=None) -> dict:
                               "gpu_max_allocated": torch.cuda.max_memory_allocated() if cuda else None},
         "agreement_vs_naive": agreement_naive(sub_engine.stats, ref),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "torch": torch.__version__,
+        "torch": torch.__version__, "kernel_launch": launches,
     }
     result["ratio_vs_bare"] = result["headsim_windows_per_s"] / result["bare_windows_per_s"]
     if sweep:
@@ -424,6 +438,30 @@ def main(argv=None) -> dict:
     if "agreement_vs_fp32" in result:
         print("agreement with fp32:", json.dumps(result["agreement_vs_fp32"]))
     return write_result(result, args.json)
+
+
+def set_launches(specs: list[str]) -> dict:
+    """Apply ``--launch`` values to headsim's Triton passes; returns the launches in effect."""
+    from pathlib import Path
+
+    from headsim.stats import triton_kernels as tk
+
+    chosen = {}
+    for spec in specs:
+        if "=" not in spec and Path(spec).is_file():  # a kernel_sweep.py result: its fastest agreeing launches
+            chosen.update({name: tk.Launch(**best["launch"]) for name, best in json.loads(Path(spec).read_text())["best"].items()})
+            continue
+        name, _, numbers = spec.partition("=")
+        try:
+            chosen[name] = tk.Launch(*(int(x) for x in numbers.split(",")))
+        except (TypeError, ValueError) as exc:
+            sys.exit(f"error: --launch {spec!r}: {exc} — fix: PASS=ROWS,WARPS,STAGES (e.g. pairs=16,8,2) or a kernel_sweep.py JSON")
+    unknown = set(chosen) - {"attention", "pairs"}
+    if unknown:
+        sys.exit(f"error: --launch names {sorted(unknown)} — fix: the passes are 'attention' and 'pairs'")
+    tk.ATTENTION_LAUNCH = chosen.get("attention", tk.ATTENTION_LAUNCH)
+    tk.PAIRS_LAUNCH = chosen.get("pairs", tk.PAIRS_LAUNCH)
+    return {"attention": vars(tk.ATTENTION_LAUNCH), "pairs": vars(tk.PAIRS_LAUNCH)}
 
 
 def write_result(result: dict, path: str | None) -> dict:

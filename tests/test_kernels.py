@@ -98,3 +98,39 @@ def test_attention_pass_gives_the_model_head_outputs():
     torch.testing.assert_close(ap.column_sums, probs.sum(dim=-2), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(ap.plain_sum, probs.sum(dim=0), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(ap.diagonals[0], probs.diagonal(offset=-1, dim1=-2, dim2=-1).sum(dim=(0, 2)))
+
+
+def test_launch_configurations_agree():
+    """Other row blocks, warps and pipeline stages give the same reductions as the defaults (counts
+    exactly, sums to float32 rounding), the last run of windows shorter than the others included."""
+    from headsim.stats import triton_kernels as tk
+
+    g = torch.Generator().manual_seed(1)
+    b, h, t, d = 5, 2, 40, 24  # 40 rows: 2 blocks of 32, 3 of 16; 5 windows: runs of 3 and 2
+    q, k, z = (torch.randn(b, h, t, d, generator=g).to(DEVICE) for _ in range(3))
+    z[:, :, :8] += 3 * torch.randn(h, 1, d, generator=g).to(DEVICE)  # a few strongly similar rows: high pairs
+    valid = torch.ones(b, t, dtype=torch.bool)
+    valid[2, 25:] = False
+    ids = torch.randint(0, 6, (b, t), generator=g)
+    sentences = torch.where(valid, torch.arange(t) // 10, -1)
+    valid, ids, sentences = valid.to(DEVICE), ids.to(DEVICE), sentences.to(DEVICE)
+    other = tk.Launch(block_rows=16, num_warps=2, num_stages=1)
+    a0, a1 = tk.attention_pass(q, k, None, valid), tk.attention_pass(q, k, None, valid, launch=other)
+    for x, y in zip((a0.plain_sum, a0.column_sums, *a0.diagonals, a0.row_max, a0.row_sum),
+                    (a1.plain_sum, a1.column_sums, *a1.diagonals, a1.row_max, a1.row_sum)):
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
+    args = (z, valid, ids, sentences, 0.3, 10.0, 0.0, 10)
+    p0, p1 = tk.similarity_pass(*args), tk.similarity_pass(*args, launch=other)
+    assert p0.location.sum() > 0 and p0.repeat.sum() > 0 and p0.same_sentence.sum() > 0
+    for name in ("hist", "location", "rows", "cols", "inner", "same_sentence", "repeat", "repeat_same_sentence"):
+        assert torch.equal(getattr(p0, name), getattr(p1, name)), name
+    torch.testing.assert_close(p0.sim_sum, p1.sim_sum, rtol=1e-5, atol=1e-6)
+    assert torch.equal(p0.repeat, p0.inner.sum(dim=(0, 2)))
+
+
+@pytest.mark.parametrize("launch", [dict(block_rows=24), dict(block_rows=8), dict(num_warps=3), dict(num_stages=0)])
+def test_launch_rejects_unusable_settings(launch):
+    from headsim.stats import triton_kernels as tk
+
+    with pytest.raises(ValueError, match="Launch"):
+        tk.Launch(**launch)

@@ -7,9 +7,9 @@ accumulators need:
 
 * :func:`attention_pass` (paper Figs 2–4): softmax(QKᵀ·scale) over valid keys, the head outputs
   ``P·V`` that the model goes on with (so the model's attention is computed once), the sum of the
-  masked probabilities over windows, their column sums per window (for the top columns of Fig 3),
-  the ``−1``/``+1`` diagonal mass, and each row's max and exp-sum (to recompute the few zeroed top
-  columns afterwards).
+  masked probabilities over windows (whose ``−1``/``+1`` diagonals give the diagonal mass), their
+  column sums per window (for the top columns of Fig 3), and each row's max and exp-sum (to
+  recompute the few zeroed top columns afterwards).
 * :func:`similarity_pass` (Figs 6–13): the per-matrix maximum of ``Z·Zᵀ`` (a first small kernel),
   then the normalised similarity, its sum over windows, its value histogram, the high-similarity
   pairs ``i < j`` summed at their locations, per position (``rows``, ``cols``, ``inner``) and as
@@ -17,7 +17,9 @@ accumulators need:
 
 A program owns one head and one block of query rows for a run of windows and keeps its sums in
 registers across them, writing one partial per program; partials are added in torch afterwards
-(deterministic: no atomics). The arithmetic follows the eager definitions
+(deterministic: no atomics). The run's length is a runtime argument and its loop has no branch, so
+one compiled kernel serves every batch size and the next window's loads can be issued while the
+current one is reduced (``num_stages=2``). The arithmetic follows the eager definitions
 (:func:`headsim.capture.attention_probs`, :func:`headsim.context_similarity.normalized_similarity`,
 :class:`headsim.stats.pairs.SimBins`); bf16/fp16 products are exact in fp32 and accumulate in fp32,
 fp32 inputs use IEEE fp32 products, so results equal the eager path up to summation order
@@ -83,59 +85,49 @@ if triton is not None:
         else:
             return tl.dot(a, tl.trans(b))
 
-    @triton.jit
-    def _attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, valid_ptr, attn_ptr, col_ptr, diag_ptr, rmax_ptr, rsum_ptr,
+    @triton.jit(do_not_specialize=["B", "per"])  # one compiled kernel for every batch size
+    def _attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, valid_ptr, attn_ptr, col_ptr, rmax_ptr, rsum_ptr,
                           sqb, sqh, sqt, skb, skh, skt, svb, svh, svt, sob, soh, sot,
-                          B, H, T, D, scale,
-                          PER: tl.constexpr, BM: tl.constexpr, TP: tl.constexpr, DP: tl.constexpr,
+                          B, H, T, D, scale, per,
+                          BM: tl.constexpr, TP: tl.constexpr, DP: tl.constexpr,
                           STORE_O: tl.constexpr, F32: tl.constexpr):
         h, rb, c, n_rb, rows, cols, dd, row_in, col_in, d_in = _tile(T, D, BM, TP, DP)
         acc = tl.zeros((BM, TP), dtype=tl.float32)
-        prev = tl.zeros((BM,), dtype=tl.float32)
-        nxt = tl.zeros((BM,), dtype=tl.float32)
-        is_prev = cols[None, :] == rows[:, None] - 1
-        is_next = cols[None, :] == rows[:, None] + 1
-        for i in range(0, PER):
-            w = c * PER + i
-            if w < B:
-                vq = tl.load(valid_ptr + w * T + rows, mask=row_in, other=0) != 0
-                vk = tl.load(valid_ptr + w * T + cols, mask=col_in, other=0) != 0
-                q = tl.load(q_ptr + w * sqb + h * sqh + rows[:, None] * sqt + dd[None, :],
-                            mask=row_in[:, None] & d_in[None, :], other=0.0)
-                k = tl.load(k_ptr + w * skb + h * skh + cols[:, None] * skt + dd[None, :],
+        for w in tl.range(c * per, tl.minimum(c * per + per, B)):
+            wl = tl.cast(w, tl.int64)  # window offsets of large batches exceed int32
+            vq = tl.load(valid_ptr + w * T + rows, mask=row_in, other=0) != 0
+            vk = tl.load(valid_ptr + w * T + cols, mask=col_in, other=0) != 0
+            q = tl.load(q_ptr + wl * sqb + h * sqh + rows[:, None] * sqt + dd[None, :],
+                        mask=row_in[:, None] & d_in[None, :], other=0.0)
+            k = tl.load(k_ptr + wl * skb + h * skh + cols[:, None] * skt + dd[None, :],
+                        mask=col_in[:, None] & d_in[None, :], other=0.0)
+            s = _dot_nt(q, k, F32)
+            s = tl.where(vk[None, :], s * scale, float("-inf"))
+            m = tl.max(s, axis=1)
+            p = tl.exp(s - m[:, None])
+            ssum = tl.sum(p, axis=1)
+            p = p / ssum[:, None]
+            if STORE_O:
+                v = tl.load(v_ptr + wl * svb + h * svh + cols[:, None] * svt + dd[None, :],
                             mask=col_in[:, None] & d_in[None, :], other=0.0)
-                s = _dot_nt(q, k, F32)
-                s = tl.where(vk[None, :], s * scale, float("-inf"))
-                m = tl.max(s, axis=1)
-                p = tl.exp(s - m[:, None])
-                ssum = tl.sum(p, axis=1)
-                p = p / ssum[:, None]
-                if STORE_O:
-                    v = tl.load(v_ptr + w * svb + h * svh + cols[:, None] * svt + dd[None, :],
-                                mask=col_in[:, None] & d_in[None, :], other=0.0)
-                    if F32:
-                        o = tl.dot(p, v.to(tl.float32), input_precision="ieee")
-                    else:
-                        o = tl.dot(p.to(v.dtype), v)
-                    tl.store(o_ptr + w * sob + h * soh + rows[:, None] * sot + dd[None, :], o.to(o_ptr.dtype.element_ty),
-                             mask=row_in[:, None] & d_in[None, :])
-                a = tl.where(vq[:, None] & vk[None, :], p, 0.0)
-                acc += a
-                tl.store(col_ptr + ((rb * B + w) * H + h) * T + cols, tl.sum(a, axis=0), mask=col_in)
-                prev += tl.sum(tl.where(is_prev, a, 0.0), axis=1)
-                nxt += tl.sum(tl.where(is_next, a, 0.0), axis=1)
-                tl.store(rmax_ptr + (w * H + h) * T + rows, m, mask=row_in)
-                tl.store(rsum_ptr + (w * H + h) * T + rows, ssum, mask=row_in)
+                if F32:
+                    o = tl.dot(p, v.to(tl.float32), input_precision="ieee")
+                else:
+                    o = tl.dot(p.to(v.dtype), v)
+                tl.store(o_ptr + wl * sob + h * soh + rows[:, None] * sot + dd[None, :], o.to(o_ptr.dtype.element_ty),
+                         mask=row_in[:, None] & d_in[None, :])
+            a = tl.where(vq[:, None], p, 0.0)  # p is already exactly 0 at padded keys
+            acc += a
+            tl.store(col_ptr + ((rb * B + wl) * H + h) * T + cols, tl.sum(a, axis=0), mask=col_in)
+            tl.store(rmax_ptr + (wl * H + h) * T + rows, m, mask=row_in)
+            tl.store(rsum_ptr + (wl * H + h) * T + rows, ssum, mask=row_in)
         tl.store(attn_ptr + (c * H + h) * T * T + rows[:, None] * T + cols[None, :], acc,
                  mask=row_in[:, None] & col_in[None, :])
-        base = ((c * n_rb + rb) * H + h) * 2
-        tl.store(diag_ptr + base, tl.sum(prev, axis=0))
-        tl.store(diag_ptr + base + 1, tl.sum(nxt, axis=0))
 
     @triton.jit
     def _peak_kernel(z_ptr, valid_ptr, peak_ptr, szb, szh, szt, H, T, D,
                      TP: tl.constexpr, DP: tl.constexpr, F32: tl.constexpr):
-        pid = tl.program_id(0)
+        pid = tl.program_id(0).to(tl.int64)  # window offsets of large batches exceed int32
         w = pid // H
         h = pid % H
         r = tl.arange(0, TP)
@@ -147,10 +139,10 @@ if triton is not None:
         s = tl.where(r[:, None] == r[None, :], 0.0, s)
         tl.store(peak_ptr + pid, tl.max(tl.max(s, axis=1), axis=0))
 
-    @triton.jit
+    @triton.jit(do_not_specialize=["B", "per"])  # one compiled kernel for every batch size
     def _pairs_kernel(z_ptr, valid_ptr, ids_ptr, sent_ptr, peak_ptr, sim_ptr, loc_ptr, hist_ptr, rows_ptr, cols_ptr,
-                      inner_ptr, cnt_ptr, szb, szh, szt, B, H, T, D, threshold, bscale, boffset, nbins,
-                      PER: tl.constexpr, BM: tl.constexpr, TP: tl.constexpr, DP: tl.constexpr, NB: tl.constexpr, F32: tl.constexpr):
+                      inner_ptr, cnt_ptr, szb, szh, szt, B, H, T, D, threshold, bscale, boffset, nbins, per,
+                      BM: tl.constexpr, TP: tl.constexpr, DP: tl.constexpr, NB: tl.constexpr, F32: tl.constexpr):
         h, rb, c, n_rb, rows, cols, dd, row_in, col_in, d_in = _tile(T, D, BM, TP, DP)
         upper = cols[None, :] > rows[:, None]
         diag = cols[None, :] == rows[:, None]
@@ -158,57 +150,53 @@ if triton is not None:
         acc_loc = tl.zeros((BM, TP), dtype=tl.int32)
         hist = tl.zeros((NB,), dtype=tl.int32)
         c_same = tl.zeros((BM,), dtype=tl.int32)
-        c_rep = tl.zeros((BM,), dtype=tl.int32)
         c_rs = tl.zeros((BM,), dtype=tl.int32)
-        for i in range(0, PER):
-            w = c * PER + i
-            if w < B:
-                vr = tl.load(valid_ptr + w * T + rows, mask=row_in, other=0) != 0
-                vc = tl.load(valid_ptr + w * T + cols, mask=col_in, other=0) != 0
-                zr = tl.load(z_ptr + w * szb + h * szh + rows[:, None] * szt + dd[None, :], mask=vr[:, None] & d_in[None, :],
-                             other=0.0)
-                zc = tl.load(z_ptr + w * szb + h * szh + cols[:, None] * szt + dd[None, :], mask=vc[:, None] & d_in[None, :],
-                             other=0.0)
-                s = _dot_nt(zr, zc, F32)
-                s = tl.where(diag, 0.0, s)
-                peak = tl.load(peak_ptr + w * H + h)
-                n = s / tl.where(peak > 0, peak, 1.0)
-                n = tl.where(peak > 0, n, 0.0)
-                acc_sim += n
-                up = upper & vr[:, None] & vc[None, :]
-                t = n * bscale
-                t = t + boffset
-                t = tl.minimum(tl.maximum(t, 0.0), nbins - 1.0)
-                t = tl.where(t == t, t, 0.0)
-                bins = tl.where(up, t.to(tl.int32), NB - 1)
-                hist += tl.histogram(tl.reshape(bins, [BM * TP]), NB)
-                hi = ((n > threshold) & up).to(tl.int32)
-                acc_loc += hi
-                tl.store(rows_ptr + (w * H + h) * T + rows, tl.sum(hi, axis=1), mask=row_in)
-                tl.store(cols_ptr + ((rb * B + w) * H + h) * T + cols, tl.sum(hi, axis=0), mask=col_in)
-                idr = tl.load(ids_ptr + w * T + rows, mask=row_in, other=-1)
-                idc = tl.load(ids_ptr + w * T + cols, mask=col_in, other=-2)
-                rep = tl.where(idr[:, None] == idc[None, :], hi, 0)
-                tl.store(inner_ptr + (w * H + h) * T + rows, tl.sum(rep, axis=1), mask=row_in)
-                sr = tl.load(sent_ptr + w * T + rows, mask=row_in, other=-1)
-                sc = tl.load(sent_ptr + w * T + cols, mask=col_in, other=-1)
-                same = (sr[:, None] == sc[None, :]) & (sr[:, None] >= 0)
-                c_same += tl.sum(tl.where(same, hi, 0), axis=1)
-                c_rep += tl.sum(rep, axis=1)
-                c_rs += tl.sum(tl.where(same, rep, 0), axis=1)
+        for w in tl.range(c * per, tl.minimum(c * per + per, B)):
+            wl = tl.cast(w, tl.int64)  # window offsets of large batches exceed int32
+            vr = tl.load(valid_ptr + w * T + rows, mask=row_in, other=0) != 0
+            vc = tl.load(valid_ptr + w * T + cols, mask=col_in, other=0) != 0
+            zr = tl.load(z_ptr + wl * szb + h * szh + rows[:, None] * szt + dd[None, :], mask=vr[:, None] & d_in[None, :],
+                         other=0.0)
+            zc = tl.load(z_ptr + wl * szb + h * szh + cols[:, None] * szt + dd[None, :], mask=vc[:, None] & d_in[None, :],
+                         other=0.0)
+            s = _dot_nt(zr, zc, F32)
+            s = tl.where(diag, 0.0, s)
+            peak = tl.load(peak_ptr + wl * H + h)
+            n = s / tl.where(peak > 0, peak, 1.0)
+            n = tl.where(peak > 0, n, 0.0)
+            acc_sim += n
+            up = upper & vr[:, None] & vc[None, :]
+            t = n * bscale
+            t = t + boffset
+            t = tl.minimum(tl.maximum(t, 0.0), nbins - 1.0)
+            t = tl.where(t == t, t, 0.0)
+            bins = tl.where(up, t.to(tl.int32), NB - 1)
+            hist += tl.histogram(tl.reshape(bins, [BM * TP]), NB)
+            hi = ((n > threshold) & up).to(tl.int32)
+            acc_loc += hi
+            tl.store(rows_ptr + (wl * H + h) * T + rows, tl.sum(hi, axis=1), mask=row_in)
+            tl.store(cols_ptr + ((rb * B + wl) * H + h) * T + cols, tl.sum(hi, axis=0), mask=col_in)
+            idr = tl.load(ids_ptr + w * T + rows, mask=row_in, other=-1)
+            idc = tl.load(ids_ptr + w * T + cols, mask=col_in, other=-2)
+            rep = tl.where(idr[:, None] == idc[None, :], hi, 0)
+            tl.store(inner_ptr + (wl * H + h) * T + rows, tl.sum(rep, axis=1), mask=row_in)  # their sum: the repeats
+            sr = tl.load(sent_ptr + w * T + rows, mask=row_in, other=-1)
+            sc = tl.load(sent_ptr + w * T + cols, mask=col_in, other=-1)
+            same = (sr[:, None] == sc[None, :]) & (sr[:, None] >= 0)
+            c_same += tl.sum(tl.where(same, hi, 0), axis=1)
+            c_rs += tl.sum(tl.where(same, rep, 0), axis=1)
         tile = (c * H + h) * T * T + rows[:, None] * T + cols[None, :]
         tl.store(sim_ptr + tile, acc_sim, mask=row_in[:, None] & col_in[None, :])
         tl.store(loc_ptr + tile, acc_loc, mask=row_in[:, None] & col_in[None, :])
         part = (c * n_rb + rb) * H + h
         tl.store(hist_ptr + part * NB + tl.arange(0, NB), hist)
-        tl.store(cnt_ptr + part * 3, tl.sum(c_same, axis=0))
-        tl.store(cnt_ptr + part * 3 + 1, tl.sum(c_rep, axis=0))
-        tl.store(cnt_ptr + part * 3 + 2, tl.sum(c_rs, axis=0))
+        tl.store(cnt_ptr + part * 2, tl.sum(c_same, axis=0))
+        tl.store(cnt_ptr + part * 2 + 1, tl.sum(c_rs, axis=0))
 
     @triton.jit
     def _columns_kernel(q_ptr, k_ptr, top_ptr, rmax_ptr, rsum_ptr, valid_ptr, out_ptr, sqb, sqh, sqt, skb, skh, skt,
                         H, T, D, K, scale, TP: tl.constexpr, DP: tl.constexpr, KP: tl.constexpr, F32: tl.constexpr):
-        pid = tl.program_id(0)
+        pid = tl.program_id(0).to(tl.int64)  # window offsets of large batches exceed int32
         w = pid // H
         h = pid % H
         r = tl.arange(0, TP)
@@ -243,9 +231,34 @@ class AttentionPass:
     row_sum: torch.Tensor  # [B, H, T] Σ exp(score − max) per query row
 
 
-def _geometry(x: torch.Tensor) -> tuple[int, int, int, int, int, int, bool]:
+@dataclass(frozen=True)
+class Launch:
+    """How a looping pass is launched: query rows per program (a power of two, 16 or more; capped at
+    the padded sequence length), warps per program and software-pipeline stages of the window loop.
+
+    The defaults are :data:`ATTENTION_LAUNCH` and :data:`PAIRS_LAUNCH`; ``benchmarks/kernel_sweep.py``
+    times others on a GPU and ``benchmarks/kernel_resources.py`` shows their registers and spills.
+    """
+
+    block_rows: int = 32
+    num_warps: int = 4
+    num_stages: int = 2
+
+    def __post_init__(self):
+        if self.block_rows < 16 or self.block_rows & (self.block_rows - 1):
+            raise ValueError(f"Launch.block_rows {self.block_rows} must be a power of two of at least 16")
+        if self.num_warps not in (1, 2, 4, 8, 16) or self.num_stages < 1:
+            raise ValueError(f"Launch num_warps {self.num_warps} must be 1, 2, 4, 8 or 16 and num_stages "
+                             f"{self.num_stages} at least 1")
+
+
+ATTENTION_LAUNCH = Launch()
+PAIRS_LAUNCH = Launch()
+
+
+def _geometry(x: torch.Tensor, launch: Launch) -> tuple[int, int, int, int, int, int, bool]:
     b, h, t, d = x.shape
-    bm = min(32, _pow2(t))
+    bm = min(launch.block_rows, _pow2(t))
     return b, h, t, d, bm, -(-t // bm), x.dtype == torch.float32 or INTERPRET
 
 
@@ -254,21 +267,22 @@ def _last_contiguous(x: torch.Tensor) -> torch.Tensor:
 
 
 def attention_pass(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor | None, valid: torch.Tensor,
-                   scale: float | None = None, out: torch.Tensor | None = None) -> AttentionPass:
+                   scale: float | None = None, out: torch.Tensor | None = None,
+                   launch: Launch | None = None) -> AttentionPass:
     """Attention statistics of queries and keys ``[B, H, T, d]``; with ``value`` and ``out`` (same shape,
     any strides) also the head outputs softmax(QKᵀ·scale)·V written into ``out``.
 
-    ``valid`` ``[B, T]`` bool; ``scale`` defaults to 1/√d. Padded query rows get outputs (as the
-    model computes them) but enter no statistic.
+    ``valid`` ``[B, T]`` bool; ``scale`` defaults to 1/√d; ``launch`` to :data:`ATTENTION_LAUNCH`
+    (read at call time). Padded query rows get outputs (as the model computes them) but enter no statistic.
     """
     q, k = _last_contiguous(query), _last_contiguous(key)
-    b, h, t, d, bm, n_rb, f32 = _geometry(q)
+    launch = launch or ATTENTION_LAUNCH
+    b, h, t, d, bm, n_rb, f32 = _geometry(q, launch)
     scale = d ** -0.5 if scale is None else float(scale)
     chunks, per = _runs(b, h * n_rb, q.device)
     dev = q.device
     attn = torch.empty(chunks, h, t, t, dtype=torch.float32, device=dev)
     cols = torch.empty(n_rb, b, h, t, dtype=torch.float32, device=dev)
-    diag = torch.empty(chunks, n_rb, h, 2, dtype=torch.float32, device=dev)
     rmax = torch.empty(b, h, t, dtype=torch.float32, device=dev)
     rsum = torch.empty(b, h, t, dtype=torch.float32, device=dev)
     store = value is not None and out is not None
@@ -276,22 +290,27 @@ def attention_pass(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor |
         raise ValueError("attention_pass: `out` must be contiguous in its last dimension")
     v, o = (_last_contiguous(value), out) if store else (k, k)  # without outputs: unused pointers
     _attention_kernel[(h, n_rb, chunks)](
-        q, k, v, o, valid.to(torch.int8).contiguous(), attn, cols, diag, rmax, rsum,
+        q, k, v, o, valid.to(torch.int8).contiguous(), attn, cols, rmax, rsum,
         *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
-        b, h, t, d, scale, PER=per, BM=bm, TP=_pow2(t), DP=_pow2(d), STORE_O=store, F32=f32, num_warps=4)
-    d2 = diag.sum(dim=(0, 1))
-    return AttentionPass(attn.sum(dim=0), cols.sum(dim=0), (d2[:, 0], d2[:, 1]), rmax, rsum)
+        b, h, t, d, scale, per, BM=bm, TP=_pow2(t), DP=_pow2(d), STORE_O=store, F32=f32,
+        num_warps=launch.num_warps, num_stages=launch.num_stages)
+    plain = attn.sum(dim=0)  # the diagonals of this sum are the windows' diagonal sums
+    diagonals = tuple(plain.diagonal(offset=o, dim1=-2, dim2=-1).sum(dim=-1) for o in (-1, 1))
+    return AttentionPass(plain, cols.sum(dim=0), diagonals, rmax, rsum)
 
 
 def similarity_pass(z: torch.Tensor, valid: torch.Tensor, input_ids: torch.Tensor, sentence_ids: torch.Tensor,
-                    threshold: float, bin_scale: float, bin_offset: float, bins: int) -> PairReductions:
+                    threshold: float, bin_scale: float, bin_offset: float, bins: int,
+                    launch: Launch | None = None) -> PairReductions:
     """Pair statistics of head outputs ``z`` ``[B, H, T, d]`` (any float dtype, any strides) as the
     :class:`~headsim.stats.pairs.PairReductions` the accumulators add.
 
-    ``sentence_ids`` ``[B, T]`` must be ``-1`` wherever a position is invalid or in no sentence.
+    ``sentence_ids`` ``[B, T]`` must be ``-1`` wherever a position is invalid or in no sentence;
+    ``launch`` defaults to :data:`PAIRS_LAUNCH` (read at call time).
     """
     z = _last_contiguous(z)
-    b, h, t, d, bm, n_rb, f32 = _geometry(z)
+    launch = launch or PAIRS_LAUNCH
+    b, h, t, d, bm, n_rb, f32 = _geometry(z, launch)
     dev = z.device
     vi = valid.to(torch.int8).contiguous()
     tp, dp = _pow2(t), _pow2(d)
@@ -305,17 +324,18 @@ def similarity_pass(z: torch.Tensor, valid: torch.Tensor, input_ids: torch.Tenso
     rows = torch.empty(b, h, t, dtype=torch.int32, device=dev)
     cols = torch.empty(n_rb, b, h, t, dtype=torch.int32, device=dev)
     inner = torch.empty(b, h, t, dtype=torch.int32, device=dev)
-    cnt = torch.empty(chunks, n_rb, h, 3, dtype=torch.int32, device=dev)
+    cnt = torch.empty(chunks, n_rb, h, 2, dtype=torch.int32, device=dev)
     extra = {} if INTERPRET else {"enable_fp_fusion": False}  # n·scale + offset rounded twice, as in SimBins.index
     _pairs_kernel[(h, n_rb, chunks)](
         z, vi, input_ids.to(torch.int32).contiguous(), sentence_ids.to(torch.int32).contiguous(), peak,
         sim, loc, hist, rows, cols, inner, cnt, *z.stride()[:3], b, h, t, d, float(threshold),
-        float(bin_scale), float(bin_offset), bins, PER=per, BM=bm, TP=tp, DP=dp, NB=nb, F32=f32, num_warps=4, **extra)
+        float(bin_scale), float(bin_offset), bins, per, BM=bm, TP=tp, DP=dp, NB=nb, F32=f32,
+        num_warps=launch.num_warps, num_stages=launch.num_stages, **extra)
     counts = cnt.sum(dim=(0, 1)).to(torch.float32)
     return PairReductions(sim.sum(dim=0), hist.sum(dim=(0, 1))[:, :bins].to(torch.int64),
                           loc.sum(dim=0).to(torch.float32), rows.to(torch.float32),
                           cols.sum(dim=0).to(torch.float32), inner.to(torch.float32),
-                          counts[:, 0], counts[:, 1], counts[:, 2])
+                          counts[:, 0], inner.sum(dim=(0, 2)).to(torch.float32), counts[:, 1])
 
 
 def attention_columns(query: torch.Tensor, key: torch.Tensor, columns: torch.Tensor, ap: AttentionPass,
