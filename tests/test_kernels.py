@@ -134,3 +134,35 @@ def test_launch_rejects_unusable_settings(launch):
 
     with pytest.raises(ValueError, match="Launch"):
         tk.Launch(**launch)
+
+
+def test_a_pipelined_build_too_big_for_shared_memory_is_rerun_with_one_stage():
+    """Long sequences can need more shared memory for two stages than the GPU has: the launch is
+    retried with one stage, and later launches go straight to one stage."""
+    from triton.runtime.errors import OutOfResources
+
+    from headsim.stats import triton_kernels as tk
+
+    calls = []
+
+    class Kernel:  # stands in for a compiled kernel whose pipelined build does not fit
+        def __getitem__(self, grid):
+            def run(*args, num_warps, num_stages, **constexprs):
+                calls.append(num_stages)
+                if num_stages > 1:
+                    raise OutOfResources(233472, 232448, "shared memory")
+            return run
+
+    launch = tk.Launch(32, 4, 2)
+    tk._launch(Kernel(), (1,), launch, (), dict(TP=512), torch.bfloat16)
+    tk._launch(Kernel(), (1,), launch, (), dict(TP=512), torch.bfloat16)
+    assert calls == [2, 1, 1]
+
+    class Threads(Kernel):  # any other shortage is not papered over
+        def __getitem__(self, grid):
+            def run(*args, num_warps, num_stages, **constexprs):
+                raise OutOfResources(2048, 1024, "threads")
+            return run
+
+    with pytest.raises(OutOfResources):
+        tk._launch(Threads(), (1,), tk.Launch(16, 4, 2), (), dict(TP=128), torch.bfloat16)

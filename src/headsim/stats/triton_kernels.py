@@ -262,6 +262,25 @@ def _geometry(x: torch.Tensor, launch: Launch) -> tuple[int, int, int, int, int,
     return b, h, t, d, bm, -(-t // bm), x.dtype == torch.float32 or INTERPRET
 
 
+_ONE_STAGE: set = set()  # launches whose pipelined build needed more shared memory than the GPU has
+
+
+def _launch(kernel, grid: tuple, launch: Launch, args: tuple, constexprs: dict, dtype: torch.dtype) -> None:
+    """Run a looping kernel under ``launch``. A pipelined build needs a second copy of its inputs in
+    shared memory, which long sequences (512 positions: keys and values of 64 KiB each in bf16) can
+    exceed on some GPUs; that build is retried with one stage, and the fallback remembered."""
+    key = (kernel.fn.__name__ if hasattr(kernel, "fn") else repr(kernel), launch,
+           tuple(sorted((k, v) for k, v in constexprs.items() if k != "enable_fp_fusion")), dtype)
+    stages = 1 if key in _ONE_STAGE else launch.num_stages
+    try:
+        kernel[grid](*args, **constexprs, num_warps=launch.num_warps, num_stages=stages)
+    except triton.runtime.errors.OutOfResources as exc:
+        if stages == 1 or "shared memory" not in str(exc):
+            raise
+        _ONE_STAGE.add(key)
+        kernel[grid](*args, **constexprs, num_warps=launch.num_warps, num_stages=1)
+
+
 def _last_contiguous(x: torch.Tensor) -> torch.Tensor:
     return x if x.stride(-1) == 1 else x.contiguous()
 
@@ -289,11 +308,10 @@ def attention_pass(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor |
     if store and out.stride(-1) != 1:
         raise ValueError("attention_pass: `out` must be contiguous in its last dimension")
     v, o = (_last_contiguous(value), out) if store else (k, k)  # without outputs: unused pointers
-    _attention_kernel[(h, n_rb, chunks)](
+    _launch(_attention_kernel, (h, n_rb, chunks), launch, (
         q, k, v, o, valid.to(torch.int8).contiguous(), attn, cols, rmax, rsum,
-        *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
-        b, h, t, d, scale, per, BM=bm, TP=_pow2(t), DP=_pow2(d), STORE_O=store, F32=f32,
-        num_warps=launch.num_warps, num_stages=launch.num_stages)
+        *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], b, h, t, d, scale, per),
+        dict(BM=bm, TP=_pow2(t), DP=_pow2(d), STORE_O=store, F32=f32), q.dtype)
     plain = attn.sum(dim=0)  # the diagonals of this sum are the windows' diagonal sums
     diagonals = tuple(plain.diagonal(offset=o, dim1=-2, dim2=-1).sum(dim=-1) for o in (-1, 1))
     return AttentionPass(plain, cols.sum(dim=0), diagonals, rmax, rsum)
@@ -326,11 +344,10 @@ def similarity_pass(z: torch.Tensor, valid: torch.Tensor, input_ids: torch.Tenso
     inner = torch.empty(b, h, t, dtype=torch.int32, device=dev)
     cnt = torch.empty(chunks, n_rb, h, 2, dtype=torch.int32, device=dev)
     extra = {} if INTERPRET else {"enable_fp_fusion": False}  # n·scale + offset rounded twice, as in SimBins.index
-    _pairs_kernel[(h, n_rb, chunks)](
+    _launch(_pairs_kernel, (h, n_rb, chunks), launch, (
         z, vi, input_ids.to(torch.int32).contiguous(), sentence_ids.to(torch.int32).contiguous(), peak,
         sim, loc, hist, rows, cols, inner, cnt, *z.stride()[:3], b, h, t, d, float(threshold),
-        float(bin_scale), float(bin_offset), bins, per, BM=bm, TP=tp, DP=dp, NB=nb, F32=f32,
-        num_warps=launch.num_warps, num_stages=launch.num_stages, **extra)
+        float(bin_scale), float(bin_offset), bins, per), dict(BM=bm, TP=tp, DP=dp, NB=nb, F32=f32, **extra), z.dtype)
     counts = cnt.sum(dim=(0, 1)).to(torch.float32)
     return PairReductions(sim.sum(dim=0), hist.sum(dim=(0, 1))[:, :bins].to(torch.int64),
                           loc.sum(dim=0).to(torch.float32), rows.to(torch.float32),
