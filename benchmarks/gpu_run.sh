@@ -17,15 +17,15 @@ KIT=(--corpus .gpukit/corpus.jsonl --tokenizer .gpukit/tokenizer)
 print('torch', torch.__version__, 'transformers', transformers.__version__, 'triton', triton.__version__, \
 '| CPUs: os.cpu_count', os.cpu_count(), 'usable', available_cpus())"
   if [ "$PART" = all ] || [ "$PART" = kernels ]; then
-    echo "== CUDA tests"; timeout 150 python3 -m pytest -q -p no:cacheprovider -rs tests/test_kernels.py tests/test_cuda.py
+    echo "== CUDA tests"; timeout 140 python3 -m pytest -q -p no:cacheprovider -rs tests/test_kernels.py tests/test_cuda.py
     echo "== kernel resources (static, this machine's Triton) and launch sweep, against the kernels before Launch"
-    timeout 60 python3 benchmarks/kernel_resources.py --launch 32,4,2 --launch 16,4,2 --launch 16,8,2 \
+    timeout 45 python3 benchmarks/kernel_resources.py --launch 32,4,2 --launch 16,4,2 --launch 16,8,2 \
       --baseline .gpukit/baseline_triton_kernels.py --json "$OUT/kernel-resources.json"
-    timeout 150 python3 benchmarks/kernel_sweep.py --windows 2048 --baseline .gpukit/baseline_triton_kernels.py \
+    timeout 120 python3 benchmarks/kernel_sweep.py --windows 2048 --baseline .gpukit/baseline_triton_kernels.py \
       --json "$OUT/kernel-sweep.json"
     LAUNCH=(); [ -s "$OUT/kernel-sweep.json" ] && LAUNCH=(--launch "$OUT/kernel-sweep.json")
     echo "== BERT-base (random weights) bf16: bare vs headsim (Triton kernels, the sweep's fastest launches) at 2048 and 4096 windows per batch; naive; profile"
-    timeout 200 python3 benchmarks/throughput.py --device cuda --dtype bf16 --windows 8192 --batch-size 2048,4096 \
+    timeout 190 python3 benchmarks/throughput.py --device cuda --dtype bf16 --windows 8192 --batch-size 2048,4096 \
       --naive-windows 4 --workers 0 "${KIT[@]}" "${LAUNCH[@]}" --profile "$OUT/profile-cuda.txt" --json "$OUT/throughput-cuda.json"
   fi
   if [ "$PART" = all ] || [ "$PART" = pipeline ]; then
