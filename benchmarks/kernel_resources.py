@@ -38,7 +38,7 @@ FLOATS = {"scale", "threshold", "bscale", "boffset"}
 POINTERS = {"valid_ptr": "*i8", "ids_ptr": "*i32", "sent_ptr": "*i32", "top_ptr": "*i64", "loc_ptr": "*i32",
             "hist_ptr": "*i32", "rows_ptr": "*i32", "cols_ptr": "*i32", "inner_ptr": "*i32", "cnt_ptr": "*i32"}
 INPUTS = {"q_ptr", "k_ptr", "v_ptr", "o_ptr", "z_ptr"}  # bf16; every other pointer is float32
-UNALIGNED = {"H", "K", "nbins"}  # the runtime sees 12 heads, 3 columns, 50 bins: not multiples of 16
+UNALIGNED = {"H", "K", "nbins", "B", "per"}  # 12 heads, 3 columns, 120 bins: no multiples of 16; B, per: never specialised
 
 
 def compile_one(fn, constexprs: dict, arch: int, **options) -> dict:
