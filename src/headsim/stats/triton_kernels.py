@@ -116,7 +116,7 @@ if triton is not None:
                     o = tl.dot(p.to(v.dtype), v)
                 tl.store(o_ptr + wl * sob + h * soh + rows[:, None] * sot + dd[None, :], o.to(o_ptr.dtype.element_ty),
                          mask=row_in[:, None] & d_in[None, :])
-            a = tl.where(vq[:, None], p, 0.0)  # p is already exactly 0 at padded keys
+            a = tl.where(vq[:, None] & vk[None, :], p, 0.0)  # (a window without valid keys has NaN rows)
             acc += a
             tl.store(col_ptr + ((rb * B + wl) * H + h) * T + cols, tl.sum(a, axis=0), mask=col_in)
             tl.store(rmax_ptr + (wl * H + h) * T + rows, m, mask=row_in)
