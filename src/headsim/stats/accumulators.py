@@ -385,8 +385,7 @@ class CorpusStats:
             return False
         if att is not None:
             a, col, plain, prev, nxt = att
-            add_attention(a, col, bt, self.top_k_columns, attn, plain_sum=plain,
-                          diagonals=(prev.to(torch.float64), nxt.to(torch.float64)))
+            add_attention(a, col, bt, self.top_k_columns, attn, plain_sum=plain, diagonals=(prev, nxt))
             del a, att
         elif attention is not None:
             attention_batch(attention[index], bt, self.top_k_columns, attn)

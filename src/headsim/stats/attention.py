@@ -82,11 +82,8 @@ def add_attention(a: torch.Tensor, column_sums: torch.Tensor, bt: BatchTensors, 
     top = top_columns(column_sums, bt.valid, top_k, lambda bi, hi: a[bi, hi].to(torch.float64).sum(dim=-2))
     where = top[:, :, None, :].expand(b, h, t, top.shape[-1])
     columns = a.gather(-1, where)  # [B, H, T(query), k] the attention the zeroing removes
-    if plain_sum is None:
-        zeroed = a.scatter_(-1, where, 0.0).sum(dim=0)  # [H, T, T]
-        add_reduced_attention(column_sums, diagonals, top, columns, bt, into, zeroed=zeroed)
-    else:
-        add_reduced_attention(column_sums, diagonals, top, columns, bt, into, plain_sum=plain_sum)
+    zeroed = a.scatter_(-1, where, 0.0).sum(dim=0) if plain_sum is None else None  # [H, T, T]
+    add_reduced_attention(column_sums, diagonals, top, columns, bt, into, plain_sum=plain_sum, zeroed=zeroed)
 
 
 def add_reduced_attention(column_sums: torch.Tensor, diagonals: tuple[torch.Tensor, torch.Tensor], top: torch.Tensor,
