@@ -153,9 +153,9 @@ def test_a_pipelined_build_too_big_for_shared_memory_is_rerun_with_one_stage():
                     raise OutOfResources(233472, 232448, "shared memory")
             return run
 
-    launch = tk.Launch(32, 4, 2)
-    tk._launch(Kernel(), (1,), launch, (), dict(TP=512), torch.bfloat16)
-    tk._launch(Kernel(), (1,), launch, (), dict(TP=512), torch.bfloat16)
+    kernel, launch = Kernel(), tk.Launch(32, 4, 2)
+    tk._launch(kernel, (1,), launch, (), dict(TP=512), torch.bfloat16)
+    tk._launch(kernel, (1,), launch, (), dict(TP=512), torch.bfloat16)
     assert calls == [2, 1, 1]
 
     class Threads(Kernel):  # any other shortage is not papered over

@@ -269,8 +269,7 @@ def _launch(kernel, grid: tuple, launch: Launch, args: tuple, constexprs: dict, 
     """Run a looping kernel under ``launch``. A pipelined build needs a second copy of its inputs in
     shared memory, which long sequences (512 positions: keys and values of 64 KiB each in bf16) can
     exceed on some GPUs; that build is retried with one stage, and the fallback remembered."""
-    key = (kernel.fn.__name__ if hasattr(kernel, "fn") else repr(kernel), launch,
-           tuple(sorted((k, v) for k, v in constexprs.items() if k != "enable_fp_fusion")), dtype)
+    key = (id(kernel), launch, tuple(sorted(constexprs.items())), dtype)  # kernels are module-level objects
     stages = 1 if key in _ONE_STAGE else launch.num_stages
     try:
         kernel[grid](*args, **constexprs, num_warps=launch.num_warps, num_stages=stages)
