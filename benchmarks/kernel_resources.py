@@ -18,7 +18,6 @@ Results depend on the Triton version (the GPU image's is what counts: install it
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -30,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kernel_sweep import load_baseline  # noqa: E402
+from throughput import write_result  # noqa: E402
 
 from headsim.stats import triton_kernels as tk  # noqa: E402
 
@@ -114,10 +114,7 @@ def main(argv=None) -> dict:
             print(f"{tag:9s}{r['kernel']:10s} launch {launch:8s} registers {r['registers']:3d}  spill {r['spill_stack_bytes']:5d} B  "
                   f"shared {r['shared_bytes']:6d} B  programs/SM {r['programs_per_sm_by_registers']}  "
                   f"prefetched loads {r['prefetched_loads']}  {r['matrix']}")
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(result, indent=1))
-    return result
+    return write_result(result, args.json)
 
 
 if __name__ == "__main__":

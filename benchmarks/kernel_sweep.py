@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from headsim.stats import triton_kernels as tk  # noqa: E402
 from headsim.stats.pairs import SimBins  # noqa: E402
+from throughput import write_result  # noqa: E402
 
 H, T, D, LAYERS = 12, 128, 64, 12
 BINS = SimBins(120, -0.2, 1.0)  # CorpusStats' default histogram of similarity values
@@ -164,10 +165,7 @@ def main(argv=None) -> dict:
                               "pairs": {"agrees": agrees(sim(), ref_sim), **per_window_us(timed(sim, args.repeats), b)}}
     print(json.dumps({k: result[k] for k in ("device", "sdpa", "defaults", "best") + (("baseline",) if args.baseline else ())},
                      indent=1))
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(result, indent=1))
-    return result
+    return write_result(result, args.json)
 
 
 if __name__ == "__main__":
