@@ -2,7 +2,7 @@
 # The whole GPU benchmark in device calls of under 10 minutes each (see benchmarks/README.md). Needs .gpukit/
 # (benchmarks/gpu_kit.py) carried along; writes its logs, JSON and profile under $OUT (or ./gpu-results).
 #   bash benchmarks/gpu_run.sh kernels    # CUDA tests, kernel resources + launch sweep, BERT-base bf16 bare vs headsim, naive, profile (≈ 8 min)
-#   bash benchmarks/gpu_run.sh pipeline   # windowing scaling on the machine's CPUs, 20,000 windows end to end (≈ 5 min)
+#   bash benchmarks/gpu_run.sh pipeline   # windowing scaling on the machine's CPUs, 20,000 windows around the model and end to end (≈ 6 min)
 #   bash benchmarks/gpu_run.sh            # both (longer than one call allows: run them as two calls)
 set -u
 OUT=${OUT:-gpu-results}
@@ -35,6 +35,9 @@ print('torch', torch.__version__, 'transformers', transformers.__version__, 'tri
       --windowing-only 0,4,8,15 --json "$OUT/windowing-punkt.json"
     timeout 90 python3 benchmarks/throughput.py --device cuda "${KIT[@]}" --windows 6000 --sentences pysbd \
       --windowing-only 4,8,15 --json "$OUT/windowing-pysbd.json"
+    echo "== around the model: 20,000 windows end to end with the model step skipped (Punkt)"
+    timeout 40 python3 benchmarks/throughput.py --device cuda --dtype bf16 "${KIT[@]}" --end-to-end 20000 --end-to-end-only \
+      --around-model --sentences punkt --json "$OUT/around-model-punkt.json"
     echo "== end to end, 20,000 windows, Punkt then pySBD sentences"
     timeout 60 python3 benchmarks/throughput.py --device cuda --dtype bf16 "${KIT[@]}" --end-to-end 20000 --end-to-end-only \
       --sentences punkt --json "$OUT/end-to-end-punkt.json"

@@ -26,6 +26,7 @@ import resource
 import sys
 import time
 from collections import Counter
+from contextlib import contextmanager
 from datetime import datetime, timezone
 
 import numpy as np
@@ -240,9 +241,27 @@ def repeated_corpus(n: int, seq_len: int):
     return Corpus(f"{CORPUS} corpus × {repeat}", [replace(d, doc_id=f"{d.doc_id}#{r}") for r in range(repeat) for d in docs])
 
 
-def end_to_end(loaded, n: int, seq_len: int, batch: int | None, workers: int, sentences: str = "pysbd") -> dict:
+@contextmanager
+def model_step_skipped(skip: bool):
+    """With ``skip``, :meth:`headsim.analysis.Engine.process` only builds each batch on the device (no
+    forward, no statistics), so a run times what it costs around the model: counting and windowing the
+    corpus, moving batches, checkpoints and the run directory."""
+    from headsim.analysis import Engine
+
+    original = Engine.process
+    if skip:
+        Engine.process = lambda self, w, stats=None: self.batch_info(w)
+    try:
+        yield
+    finally:
+        Engine.process = original
+
+
+def end_to_end(loaded, n: int, seq_len: int, batch: int | None, workers: int, sentences: str = "pysbd",
+               around_model: bool = False) -> dict:
     """Wall time of headsim.analyze, text in → run directory written, for ``n`` windows (``batch``
-    None: analyze's automatic batch size).
+    None: analyze's automatic batch size); with ``around_model`` the model step is skipped
+    (:func:`model_step_skipped`).
 
     A first, separately timed analyze of one small batch (``warmup_*``) pays the process's one-time
     costs: Triton compiling its kernels (cached on disk afterwards), CUDA and library start-up. The
@@ -253,7 +272,7 @@ def end_to_end(loaded, n: int, seq_len: int, batch: int | None, workers: int, se
 
     corpus = repeated_corpus(n, seq_len)
     small = min(n, 64)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, model_step_skipped(around_model):
         t0 = time.perf_counter()
         analyze(loaded, corpus, windows=small, out=f"{tmp}/warmup", seq_len=seq_len, batch_size=batch or small,
                 workers=0, sentence_splitter=sentences, fused=FUSED, progress=False)
@@ -264,7 +283,7 @@ def end_to_end(loaded, n: int, seq_len: int, batch: int | None, workers: int, se
         wall = time.perf_counter() - t0
     return {"windows": res.meta["windows"], "batch_size": res.meta["batch_size"], "seconds": wall, "windows_per_s": res.meta["windows"] / wall,
             "analysis_seconds": res.meta["seconds"], "workers": workers, "sentences": sentences, "corpus": corpus.name,
-            "warmup_windows": small, "warmup_seconds": warm}
+            "warmup_windows": small, "warmup_seconds": warm, "model_step": "skipped" if around_model else "run"}
 
 
 def windowing_scaling(tokenizer, counts: list[int], n: int, seq_len: int, sentences: str) -> dict:
@@ -342,6 +361,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--sentences", default="pysbd", help="sentence splitter for windowing: pysbd, punkt or newline")
     ap.add_argument("--end-to-end", type=int, default=0, metavar="N", help="also time headsim.analyze on N windows")
     ap.add_argument("--end-to-end-only", action="store_true", help="time only headsim.analyze (--end-to-end N windows)")
+    ap.add_argument("--around-model", action="store_true",
+                    help="with --end-to-end: skip the model step (forward and statistics) to time what the run costs around it")
     ap.add_argument("--windowing-only", default=None, metavar="K,K,…",
                     help="time only windowing (--windows N windows, --sentences) with each listed number of worker processes")
     ap.add_argument("--launch", action="append", default=[], metavar="PASS=ROWS,WARPS,STAGES",
@@ -373,7 +394,8 @@ def main(argv=None) -> dict:
             counts = [int(k) for k in args.windowing_only.split(",")]
             result["windowing_scaling"] = windowing_scaling(loaded.tokenizer, counts, n, args.seq_len, args.sentences)
         if args.end_to_end:
-            result["end_to_end"] = end_to_end(loaded, args.end_to_end, args.seq_len, bs if args.batch_size else None, workers, args.sentences)
+            result["end_to_end"] = end_to_end(loaded, args.end_to_end, args.seq_len, bs if args.batch_size else None, workers, args.sentences,
+                                          args.around_model)
             print("end to end (text → run directory):", json.dumps(result["end_to_end"]))
         return write_result(result, args.json)
     batches, first_rate = make_batches(loaded, n, args.seq_len, bs)
@@ -429,7 +451,8 @@ def main(argv=None) -> dict:
             fp32.model.load_state_dict({k: v.float() for k, v in loaded.model.state_dict().items()})
         result["agreement_vs_fp32"] = agreement_dtype(loaded, fp32, batches[:2], args.seq_len)
     if args.end_to_end:
-        result["end_to_end"] = end_to_end(loaded, args.end_to_end, args.seq_len, bs if args.batch_size else None, workers, args.sentences)
+        result["end_to_end"] = end_to_end(loaded, args.end_to_end, args.seq_len, bs if args.batch_size else None, workers, args.sentences,
+                                          args.around_model)
     print(f"{'contender':<12}{'windows/s':>12}")
     for name in ("bare", "headsim", "naive"):
         print(f"{name:<12}{result[name + '_windows_per_s']:>12.2f}")

@@ -178,6 +178,30 @@ def test_too_many_windows_flag(tmp_path):
     assert res.meta["windows"] == res.meta["corpus"]["windows_available"]
 
 
+def test_windows_beyond_an_uncounted_corpus(tmp_path, tiny_dir):
+    """With --allow-fewer and --windows the corpus is not tokenised twice: counting stops at one window,
+    and a corpus that runs out is found by the windowing (same windows, same warning as counting first)."""
+    from headsim.analysis import count_windows
+    from headsim.corpus import load_corpus
+    from headsim.models import load_model
+
+    corpus = _corpus(tmp_path, 12)
+    corp, tok = load_corpus(str(corpus)), load_model(tiny_dir).tokenizer
+    full, first = count_windows(corp, tok, 32), count_windows(corp, tok, 32, enough=1)
+    assert full.complete and not first.complete and 1 <= first.windows < full.windows
+    with pytest.warns(UserWarning, match=f"gives only {full.windows} windows"):
+        res = analyze(tiny_dir, str(corpus), windows=10_000, out=tmp_path / "run", seq_len=32, batch_size=16,
+                      progress=False)
+    assert res.meta["windows"] == res.meta["corpus"]["windows_available"] == full.windows
+    assert int(res.dataset["windows"]) == full.windows == len(load_run(tmp_path / "run").windows())
+    strict = analyze(tiny_dir, str(corpus), windows=full.windows, seq_len=32, batch_size=16, allow_fewer=False,
+                     progress=False)  # counted first: the same statistics
+    for name in res.dataset.data_vars:
+        np.testing.assert_array_equal(res.dataset[name].values, strict.dataset[name].values, err_msg=name)
+    part = analyze(tiny_dir, str(corpus), windows=5, seq_len=32, progress=False)
+    assert part.meta["windows"] == 5 and part.meta["corpus"]["windows_available"] is None
+
+
 def test_corpus_shorter_than_one_window(tmp_path):
     short = tmp_path / "short.txt"
     short.write_text("Just a few words.")

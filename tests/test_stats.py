@@ -411,6 +411,25 @@ def test_padding_changes_nothing():
     assert_same_state(accumulate(batches, 2, 3, 16), accumulate(changed, 2, 3, 16))
 
 
+def test_batch_info_token_categories_cover_the_vocabulary():
+    """Every vocabulary id (and ids outside it) gets the category its token string has."""
+    import headsim
+    from headsim.tokens import punctuation_ids
+
+    tokenizer = headsim.load_model().tokenizer
+    n = len(tokenizer)
+    ids = np.concatenate([np.arange(n), [n, n + 7, 10**6]])
+    ids = np.pad(ids, (0, -len(ids) % 64)).reshape(-1, 64)
+    ids[-1, -3:] = punctuation_ids(tokenizer)[0]
+    mask = np.ones_like(ids)
+    mask[-1, -3:] = 0  # padding is never punctuation
+    info = batch_info(ids, mask, np.zeros_like(ids), tokenizer)
+    expected = np.isin(ids, punctuation_ids(tokenizer)) & (mask == 1)
+    assert expected.sum() > 20 and np.array_equal(info.is_punct.numpy(), expected)
+    assert np.array_equal(info.is_cls.numpy(), ids == tokenizer.cls_token_id)
+    assert np.array_equal(info.is_sep.numpy(), ids == tokenizer.sep_token_id)
+
+
 def test_misuse_raises():
     rng = np.random.default_rng(0)
     batch = random_batch(rng, 2, 1, 2, 8)

@@ -16,6 +16,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 from contextlib import closing
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -52,12 +53,23 @@ class AnalysisConfig:
     sentence_splitter: str
 
 
-def count_windows(corpus: Corpus, tokenizer, seq_len: int) -> tuple[int, int]:
-    """Packed windows and tokens the corpus gives (a fast pass of the tokenizer alone)."""
-    total, texts = 0, [d.text for d in corpus]
-    for start in range(0, len(texts), 256):
-        total += sum(token_counts(tokenizer, texts[start: start + 256]))
-    return -(-total // (seq_len - 2)), total
+class CorpusCount(NamedTuple):
+    """What :func:`count_windows` found: packed windows and tokens, and whether it read the whole corpus
+    (else both are lower bounds)."""
+
+    windows: int
+    tokens: int
+    complete: bool
+
+
+def count_windows(corpus: Corpus, tokenizer, seq_len: int, enough: int | None = None) -> CorpusCount:
+    """Packed windows and tokens the corpus gives (a fast pass of the tokenizer alone); with ``enough``,
+    counting stops once that many windows are certain."""
+    total, texts, start, step = 0, [d.text for d in corpus], 0, 8
+    while start < len(texts) and (enough is None or total < enough * (seq_len - 2)):
+        total += sum(token_counts(tokenizer, texts[start: start + step]))
+        start, step = start + step, min(2 * step, 256)
+    return CorpusCount(-(-total // (seq_len - 2)), total, start >= len(texts))
 
 
 def prefetch(items: Iterator, depth: int = 4) -> Iterator:
@@ -324,7 +336,9 @@ def analyze(
             batch that ends :data:`CHECKPOINT_SECONDS` after the last checkpoint (a fast GPU run would
             otherwise spend its time writing accumulators), and at the end.
         resume / overwrite: continue or replace a run already in ``out``.
-        allow_fewer: when ``windows`` exceeds the corpus, analyse what exists (else stop).
+        allow_fewer: when ``windows`` exceeds the corpus, analyse what exists (the windowing finds the
+            end, so the corpus is not tokenised twice), else stop before starting (the corpus is counted
+            first, as it is without ``windows``).
         sentence_splitter: sentence ids from ``"pysbd"``, ``"punkt"`` or ``"newline"``.
         fused: compile each step's ``T×T`` work with ``torch.compile`` (:mod:`headsim.stats.fused`;
             same counts, sums to float rounding; the first batch pays the compilation).
@@ -348,15 +362,18 @@ def analyze(
     loaded = as_loaded(model, device=device, dtype=dtype)
     seq_len = check_seq_len(seq_len, loaded.max_seq_len)
     corp = corpus if isinstance(corpus, Corpus) else load_corpus(corpus, text_field=text_field, text_column=text_column)
-    available, n_tokens = count_windows(corp, loaded.tokenizer, seq_len)
-    require(n_tokens >= seq_len - 2, f"corpus {corp.name!r} has {n_tokens} tokens, less than one window of {seq_len}",
+    # The whole corpus is counted only where the number matters before the run: to analyse all of it, or
+    # to refuse too large a --windows up front. Otherwise the windowing itself tells (its tokenizer pass
+    # would be done twice), and counting stops at one window.
+    count = count_windows(corp, loaded.tokenizer, seq_len, enough=None if windows is None or not allow_fewer else 1)
+    require(count.tokens >= seq_len - 2, f"corpus {corp.name!r} has {count.tokens} tokens, less than one window of {seq_len}",
             "use a larger corpus or a smaller --seq-len")
-    target = available if windows is None else windows
-    if target > available:
-        require(allow_fewer, f"{target} windows asked for but corpus {corp.name!r} gives only {available} windows of {seq_len} tokens",
+    target = count.windows if windows is None else windows
+    if count.complete and target > count.windows:
+        require(allow_fewer, f"{target} windows asked for but corpus {corp.name!r} gives only {count.windows} windows of {seq_len} tokens",
                 "pass --windows at most that, or --allow-fewer to analyse all of them")
-        warnings.warn(f"corpus {corp.name!r} gives only {available} windows; analysing all of them", stacklevel=2)
-        target = available
+        _warn_fewer(corp, count.windows)
+        target = count.windows
     bs = int(batch_size) if batch_size else default_batch_size(loaded, seq_len)
     require(bs >= 1, f"batch_size {batch_size} must be at least 1", "pass a positive batch size")
     config = AnalysisConfig(loaded.source, corp.sha256, target, seq_len, threshold, top_k_columns, bs,
@@ -371,7 +388,8 @@ def analyze(
     ckpt = None
     meta = {
         "model": loaded.describe(), "corpus": {"name": corp.name, "sha256": corp.sha256, "documents": len(corp),
-                                               "tokens": n_tokens, "windows_available": available},
+                                               "tokens": count.tokens if count.complete else None,
+                                               "windows_available": count.windows if count.complete else None},
         "windows": target, "seq_len": seq_len, "threshold": threshold, "top_k_columns": top_k_columns,
         "batch_size": bs, "dtype": config.dtype, "device": str(loaded.device), "sentence_splitter": sentence_splitter,
         "fused": bool(fused), "versions": rundir.package_versions(), "git_commit": rundir.git_commit(),
@@ -423,14 +441,18 @@ def analyze(
             position += take
             parts.append(rundir.windows_table(position - take, batch.input_ids, batch.attention_mask, batch.sentence_ids))
             advance(take)
+            if position >= target:
+                break  # the finished run is written below, with no checkpoint of its own
             due = (time.perf_counter() - last_save >= CHECKPOINT_SECONDS) if every is None else position % every == 0
-            if ckpt is not None and (due or position == target):
+            if ckpt is not None and due:
                 _flush_parts(ckpt, parts, part_start)
                 _save_checkpoint(ckpt, engine.stats, position)
                 parts, part_start, last_save = [], position, time.perf_counter()
-            if position >= target:
-                break
     elapsed = time.perf_counter() - started
+    if position < target:  # the windowing ran out: the corpus was not counted whole beforehand
+        _warn_fewer(corp, position)
+        meta["corpus"]["windows_available"] = position
+    meta["windows"] = position
     if loaded.dtype != torch.float32 and first is not None and "agreement_vs_fp32" not in meta:
         try:
             reference = as_loaded(loaded.source, device=str(loaded.device), dtype="fp32")
@@ -441,14 +463,14 @@ def analyze(
     ds = engine.stats.to_dataset()
     ds.attrs.update({"model": loaded.name, "corpus": corp.name})
     heads, layers = heads_table(ds), layers_table(ds)
-    meta.update({"complete": True, "seconds": round(elapsed, 3), "windows_per_second": round((target - done) / max(elapsed, 1e-9), 3),
+    meta.update({"complete": True, "seconds": round(elapsed, 3), "windows_per_second": round((position - done) / max(elapsed, 1e-9), 3),
                  "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})
     if out_path is None:
         return Result(meta, ds, heads, layers, None)
     rundir.write_dataset(out_path / rundir.STATS_NC, ds)
     rundir.write_table(out_path / rundir.HEADS, heads)
     rundir.write_table(out_path / rundir.LAYERS, layers)
-    _combine_parts(ckpt, out_path / rundir.WINDOWS)
+    _write_windows(ckpt, parts, part_start, out_path / rundir.WINDOWS)
     rundir.write_json(out_path / rundir.RUN_JSON, meta)
     import shutil
 
@@ -465,11 +487,19 @@ def _flush_parts(ckpt: Path, parts: list, start: int) -> None:
     rundir.atomic_write(ckpt / f"windows-{start:09d}.parquet", lambda p: pq.write_table(table, p))
 
 
-def _combine_parts(ckpt: Path, target: Path) -> None:
-    """Stream the checkpoint's window parts into one ``windows.parquet`` (memory: one part)."""
+def _write_windows(ckpt: Path, parts: list, start: int, target: Path) -> None:
+    """Write ``windows.parquet``: the ``parts`` in memory as they are when no checkpoint has saved any,
+    else the checkpoint's parts and these streamed into one file (memory: one part)."""
+    import pyarrow as pa
+
     files = sorted(ckpt.glob("windows-*.parquet"))
     if not files:
+        if parts:
+            table = pa.concat_tables(parts)
+            rundir.atomic_write(target, lambda p: pq.write_table(table, p))
         return
+    _flush_parts(ckpt, parts, start)
+    files = sorted(ckpt.glob("windows-*.parquet"))
 
     def write(path: Path) -> None:
         with pq.ParquetWriter(path, pq.read_schema(files[0])) as writer:
@@ -477,6 +507,10 @@ def _combine_parts(ckpt: Path, target: Path) -> None:
                 writer.write_table(pq.read_table(f))
 
     rundir.atomic_write(target, write)
+
+
+def _warn_fewer(corpus: Corpus, windows: int) -> None:
+    warnings.warn(f"corpus {corpus.name!r} gives only {windows} windows; analysing all of them", stacklevel=3)
 
 
 def _load_result(path: Path) -> Result:

@@ -48,7 +48,7 @@ def reproduce(
     finished = meta is not None and meta.get("complete", False)
     same = finished and (meta["model"]["source"] == loaded.source and meta["corpus"]["sha256"] == corp.sha256
                          and meta["seq_len"] == seq_len and meta["threshold"] == threshold
-                         and (windows is None or meta["windows"] == min(windows, meta["corpus"]["windows_available"])))
+                         and (windows is None or meta["windows"] == min(windows, meta["corpus"]["windows_available"] or windows)))
     if not same:  # a finished run with other settings is replaced; an unfinished one is resumed
         analyze(loaded, corp, windows=windows, out=run_dir, seq_len=seq_len, threshold=threshold, batch_size=batch_size,
                 overwrite=finished, resume=meta is not None and not finished, progress=progress)

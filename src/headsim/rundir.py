@@ -87,7 +87,11 @@ def write_table(path: Path, df: pd.DataFrame) -> Path:
 def windows_table(start: int, input_ids: np.ndarray, attention_mask: np.ndarray, sentence_ids: np.ndarray) -> pa.Table:
     """Rows for ``windows.parquet``: integer lists per window, numbered from ``start``."""
     n = input_ids.shape[0]
-    lists = lambda a, t: pa.array([row for row in a.astype(t)], type=pa.list_(pa.from_numpy_dtype(t)))  # noqa: E731
+
+    def lists(a: np.ndarray, t: type) -> pa.ListArray:  # one list per row, over the array's own buffer
+        a = np.ascontiguousarray(a, dtype=t)
+        return pa.ListArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32) * a.shape[1]), pa.array(a.reshape(-1)))
+
     return pa.table({
         "window": pa.array(np.arange(start, start + n, dtype=np.int64)),
         "input_ids": lists(input_ids, np.int32),
