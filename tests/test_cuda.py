@@ -121,3 +121,28 @@ def test_fused_steps_match_eager_on_cuda(models, windows):
     _, eager = _run(gpu, windows, batch=16, kernels=False)
     assert int(fused["sim_value_hist"].sum()) == int(eager["sim_value_hist"].sum())
     _assert_close(fused, eager, count_rtol=1e-4)
+
+
+def test_a_kernel_layer_step_never_waits_for_the_gpu(models, windows):
+    """Between a batch's start and its last layer, a layer step through the Triton kernels only queues
+    work: near-tied top columns are settled one layer later from a copy that did not wait
+    (``torch.cuda.set_sync_debug_mode`` turns any synchronising call into an error)."""
+    from headsim.stats import CorpusStats, batch_info
+
+    loaded = models[2]
+    w = windows.select(slice(0, 16))
+    info = batch_info(w.input_ids, w.attention_mask, w.sentence_ids, loaded.tokenizer, "cuda")
+    stats = CorpusStats(loaded.n_layers, loaded.n_heads, SEQ, device="cuda")
+    assert stats.kernels
+    g = torch.Generator(device="cuda").manual_seed(0)
+    shape = (len(w), loaded.n_heads, SEQ, loaded.model.config.hidden_size // loaded.n_heads)
+    qkv = [torch.randn(shape, generator=g, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
+    stats.begin_batch(info)
+    stats.update_qkv(0, *qkv, info)  # compiles the kernels (compilation may synchronise)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        stats.update_qkv(1, *qkv, info)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert stats._pending is not None

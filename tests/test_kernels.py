@@ -100,6 +100,58 @@ def test_attention_pass_gives_the_model_head_outputs():
     torch.testing.assert_close(ap.diagonals[0], probs.diagonal(offset=-1, dim1=-2, dim2=-1).sum(dim=(0, 2)))
 
 
+def test_deferred_attention_steps_are_settled_by_every_read():
+    """A kernel step finishes its attention (top columns, near-ties re-ranked exactly) one layer later;
+    every read in between (dataset, state, merge) and the batch's end settle it, giving the eager numbers."""
+    from headsim.stats import BatchInfo
+
+    g = torch.Generator().manual_seed(2)
+    b, h, t, d = 3, 2, 40, 24
+    valid = torch.ones(b, t, dtype=torch.bool)
+    valid[1, 31:] = False
+    ids = torch.randint(5, 50, (b, t), generator=g)
+    info = BatchInfo(ids.to(DEVICE), valid.to(DEVICE), torch.where(valid, torch.arange(t) // 10, -1).to(DEVICE),
+                     *(torch.zeros(b, t, dtype=torch.bool, device=DEVICE) for _ in range(3)))
+    layers = []
+    for _ in range(2):
+        q, k, v = (torch.randn(b, h, t, d, generator=g) for _ in range(3))
+        q[:, 0] = 0.0  # head 0 attends uniformly: every column sum tied, settled from exact sums
+        layers.append(tuple(x.to(DEVICE) for x in (q, k, v)))
+    def pair():
+        return tuple(CorpusStats(2, h, t, device=DEVICE, kernels=kernels) for kernels in (True, False))
+
+    def same(x: dict, y: dict):
+        assert x.keys() == y.keys()
+        for name in y:
+            a, e = np.asarray(x[name]), np.asarray(y[name])
+            if e.dtype.kind in "fiu":
+                np.testing.assert_allclose(a, e, rtol=1e-4, atol=2e-5, err_msg=name)
+            else:
+                assert np.array_equal(a, e), name
+
+    def dataset(stats):
+        return {name: v.values for name, v in stats.to_dataset().data_vars.items()}
+
+    fast, eager = pair()
+    for stats in (fast, eager):
+        stats.begin_batch(info)
+        stats.update_qkv(0, *layers[0], info)
+    assert fast._pending is not None  # layer 0's attention waits for the next step
+    assert bool(fast._pending[0].close.any())  # with near-ties to settle from exact sums
+    same(dataset(fast), dataset(eager))
+    assert fast._pending is None and eager.to_dataset()["attn_sum_top_zeroed"].sum() > 0
+    for stats in (fast, eager):
+        stats.update_qkv(1, *layers[1], info)
+    assert fast._pending is None  # the batch's last layer is settled at once
+    same(fast.state_dict(), eager.state_dict())
+    fast, eager = pair()  # a merge settles the step the merged statistics left pending
+    for stats in (fast, eager):
+        stats.begin_batch(info)
+        stats.update_qkv(0, *layers[0], info)
+    assert fast._pending is not None
+    same(*(CorpusStats(2, h, t, device=DEVICE).merge(stats).state_dict() for stats in (fast, eager)))
+
+
 def test_launch_configurations_agree():
     """Other row blocks, warps and pipeline stages give the same reductions as the defaults (counts
     exactly, sums to float32 rounding), the last run of windows shorter than the others included."""

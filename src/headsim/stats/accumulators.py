@@ -24,7 +24,7 @@ from ..errors import HeadsimError, require
 from ..capture import attention_probs
 from ..context_similarity import check_threshold, normalized_similarity
 from . import fused
-from .attention import TARGETS, add_attention, add_reduced_attention, attention_batch, top_columns
+from .attention import TARGETS, add_attention, add_reduced_attention, attention_batch, rank_columns, settle_columns
 from .batch import BatchInfo, BatchTensors, batch_tensors, check_info, dense_repeats
 from .pairs import ANCHOR_KINDS, Geometry, PairReductions, SimBins, add_pairs, pair_batch, value_hist
 
@@ -159,6 +159,7 @@ class CorpusStats:
         self._info: BatchInfo | None = None
         self._chunks: list[tuple[slice, BatchTensors]] = []
         self._done: set[int] = set()  # layers of the current batch already added
+        self._pending: tuple | None = None  # a kernel step's attention, to finish (_settle)
 
     def _kernels_wanted(self, kernels: bool | None) -> bool:
         if kernels is False or (kernels is None and self.device.type != "cuda"):
@@ -193,6 +194,7 @@ class CorpusStats:
         order); after the last layer the batch's tensors are released.
         """
         check_info(info, self.seq_len, self.device)
+        self._settle()
         b = info.n_windows
         step = self._step(b)
         self._info, self._chunks, self._done = None, [], set()
@@ -224,6 +226,7 @@ class CorpusStats:
         """Once every layer of the batch is in, drop the batch's tensors (nothing T×T outlives a batch)."""
         self._done.add(layer)
         if len(self._done) == self.n_layers:
+            self._settle()
             self._info, self._chunks, self._done = None, [], set()
 
     def _check_layer(self, layer: int) -> int:
@@ -349,14 +352,31 @@ class CorpusStats:
     def _add_attention_pass(self, ap, q: torch.Tensor, k: torch.Tensor, bt: BatchTensors, scale: float | None,
                             attn: dict) -> None:
         """Add a kernel's attention reductions; the few zeroed top columns are recomputed from Q, K and
-        each row's max and exp-sum (a ``[B, H, T, k]`` product instead of the whole matrix)."""
+        each row's max and exp-sum (a ``[B, H, T, k]`` product instead of the whole matrix).
+
+        Settling near-tied top columns needs the host to read the device, so the top columns are only
+        ranked now and the rest is added at the next layer's step (or at the end of the batch): by
+        then the device has moved on, and the host's bookkeeping overlaps the next layer's kernels
+        instead of leaving the device idle once per layer.
+        """
+        pending = (rank_columns(ap.column_sums, bt.valid, self.top_k_columns), ap, q, k, bt, scale, attn)
+        self._settle()
+        self._pending = pending
+
+    def _settle(self) -> None:
+        """Finish the attention step :meth:`_add_attention_pass` left pending, if any."""
+        if self._pending is None:
+            return
         from . import triton_kernels
 
+        ranking, ap, q, k, bt, scale, attn = self._pending
+        self._pending = None
+
         def exact(bi: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
-            probs = attention_probs(q[bi, hi][:, None], k[bi, hi][:, None], bt.valid[bi], scale=scale)
+            probs = attention_probs(q[bi, hi][:, None], k[bi, hi][:, None], bt.valid[bi], True, scale)  # no sync
             return (probs[:, 0] * bt.valid[bi][:, :, None]).to(torch.float64).sum(dim=-2)
 
-        top = top_columns(ap.column_sums, bt.valid, self.top_k_columns, exact)
+        top = settle_columns(ranking, bt.valid, exact)
         columns = triton_kernels.attention_columns(q, k, top, ap, bt.valid, scale)
         add_reduced_attention(ap.column_sums, ap.diagonals, top, columns, bt, attn, plain_sum=ap.plain_sum)
 
@@ -434,7 +454,7 @@ class CorpusStats:
         """Zero every accumulator and forget any batch in progress (reusing the memory); returns ``self``."""
         for value in self.acc.values():
             value.zero_()
-        self._info, self._chunks, self._done = None, [], set()
+        self._info, self._chunks, self._done, self._pending = None, [], set(), None
         return self
 
     # ------------------------------------------------------------------ merging and checkpoints
@@ -443,6 +463,8 @@ class CorpusStats:
         require(isinstance(other, CorpusStats), f"cannot merge a {type(other).__name__}", "merge CorpusStats objects")
         require(other.config == self.config, f"cannot merge statistics with different settings: {other.config} vs {self.config}",
                 "merge runs made with the same model, seq_len, threshold and bins")
+        self._settle()
+        other._settle()
         for name, value in other.acc.items():
             self.acc[name] += value.to(self.device)
         return self
@@ -453,6 +475,7 @@ class CorpusStats:
         state = {f"config.{k}": np.asarray(cfg[k], dtype=np.float64 if k in ("threshold", "sim_range") else np.int64)
                  for k in CONFIG_KEYS}
         state["config.schema"] = np.asarray(SCHEMA)
+        self._settle()
         state.update({name: value.detach().cpu().numpy().copy() for name, value in self.acc.items()})
         return state
 
@@ -481,6 +504,7 @@ class CorpusStats:
     # ------------------------------------------------------------------ output
     def to_dataset(self) -> xr.Dataset:
         """All statistics as a labelled Dataset (see ``docs/statistics.md`` for every variable)."""
+        self._settle()
         a = {name: value.detach().cpu().numpy() for name, value in self.acc.items()}
         L, H, T = self.n_layers, self.n_heads, self.seq_len
         up = a["location_upper"]

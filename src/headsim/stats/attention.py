@@ -7,6 +7,7 @@ zeros before anything is summed, so whatever the model computed there never coun
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -15,37 +16,75 @@ from .batch import BatchTensors
 TARGETS = ("cls", "sep", "punct", "prev", "next")
 
 
-def top_columns(column_sums: torch.Tensor, valid: torch.Tensor, k: int,
-                exact: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> torch.Tensor:
-    """``[B, H, k]`` int64: the ``k`` valid key columns with the largest column sums per window and head.
+@dataclass
+class ColumnRanking:
+    """The top columns as float32 sums rank them (:func:`rank_columns`), before near-ties are settled.
 
-    Ties go to the smaller key position. Column sums are ranked in float32; wherever the gap
-    between the k-th and (k+1)-th sum is within float32 summation error, that window and head is
-    re-ranked from float64 sums, so the chosen set is the one exact sums give.
-
-    Args:
-        column_sums: ``[B, H, T]`` float32 column sums of attention that is zero at padded rows and columns.
-        valid: ``[B, T]`` bool.
-        exact: ``(windows, heads)`` index tensors → those matrices' float64 column sums ``[n, T]``.
+    ``order`` ``[B, H, k]``; ``close`` ``[B, H]`` bool, windows and heads whose k-th and (k+1)-th sums
+    are within float32 summation error, on the host (from an accelerator copied without waiting;
+    ``ready``, a CUDA event, marks when the copy has landed).
     """
+
+    order: torch.Tensor
+    close: torch.Tensor | None = None
+    ready: torch.cuda.Event | None = None
+
+
+def rank_columns(column_sums: torch.Tensor, valid: torch.Tensor, k: int) -> ColumnRanking:
+    """The first step of :func:`top_columns`, which never waits for the device."""
     b, h, t = column_sums.shape
     k = min(int(k), t)
     if k <= 0:
-        return torch.zeros(b, h, 0, dtype=torch.int64, device=column_sums.device)
+        return ColumnRanking(torch.zeros(b, h, 0, dtype=torch.int64, device=column_sums.device))
     if k == t:
-        return torch.arange(t, device=column_sums.device).expand(b, h, t)
+        return ColumnRanking(torch.arange(t, device=column_sums.device).expand(b, h, t))
     rank = column_sums.masked_fill(~valid[:, None, :], -torch.inf)
     values, order = rank.topk(k + 1, dim=-1, sorted=True)
     kth, nxt = values[..., k - 1], values[..., k]
     # float32 sums of n ≥ 0 terms err by at most (n−1)·2⁻²⁴·sum each; 4·T·2⁻²⁴ is a safe margin.
     # Outside that margin the k-th and (k+1)-th sums are apart and the top-k set is settled.
     close = (kth - nxt) <= (t * 2.0 ** -22) * torch.maximum(kth.abs(), nxt.abs())
-    order = order[..., :k]
-    if bool(close.any()):
-        bi, hi = close.nonzero(as_tuple=True)
+    ready = None
+    if close.is_cuda:
+        close, ready = torch.empty(close.shape, dtype=torch.bool, pin_memory=True).copy_(close, non_blocking=True), torch.cuda.Event()
+        ready.record()
+    return ColumnRanking(order[..., :k], close, ready)
+
+
+def settle_columns(ranking: ColumnRanking, valid: torch.Tensor,
+                   exact: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """The second step of :func:`top_columns`: re-rank the near-ties from ``exact`` sums. The host waits
+    for the device only until :func:`rank_columns` is done, and queues the rest without waiting."""
+    if ranking.close is None:
+        return ranking.order
+    if ranking.ready is not None:
+        ranking.ready.synchronize()
+    order, k = ranking.order, ranking.order.shape[-1]
+    if bool(ranking.close.any()):
+        where = ranking.close.nonzero().T  # [2, n] on the host
+        if order.is_cuda:  # from pinned memory the copy waits for nothing queued before it
+            where = where.pin_memory().to(order.device, non_blocking=True)
+        bi, hi = where
         sums = exact(bi, hi).masked_fill(~valid[bi], -torch.inf)
         order[bi, hi] = sums.sort(dim=-1, descending=True, stable=True).indices[:, :k]
     return order
+
+
+def top_columns(column_sums: torch.Tensor, valid: torch.Tensor, k: int,
+                exact: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """``[B, H, k]`` int64: the ``k`` valid key columns with the largest column sums per window and head.
+
+    Ties go to the smaller key position. Column sums are ranked in float32; wherever the gap
+    between the k-th and (k+1)-th sum is within float32 summation error, that window and head is
+    re-ranked from float64 sums, so the chosen set is the one exact sums give. (In two steps,
+    :func:`rank_columns` and :func:`settle_columns`, for a caller with work to do in between.)
+
+    Args:
+        column_sums: ``[B, H, T]`` float32 column sums of attention that is zero at padded rows and columns.
+        valid: ``[B, T]`` bool.
+        exact: ``(windows, heads)`` index tensors → those matrices' float64 column sums ``[n, T]``.
+    """
+    return settle_columns(rank_columns(column_sums, valid, k), valid, exact)
 
 
 def attention_batch(attention: torch.Tensor, bt: BatchTensors, top_k: int, into: dict[str, torch.Tensor], *,
