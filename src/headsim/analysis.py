@@ -16,11 +16,11 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from typing import NamedTuple
 from contextlib import closing
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -334,7 +334,7 @@ def analyze(
         threshold: high-similarity threshold; top_k_columns: columns zeroed for Fig 3.
         checkpoint_every: windows between checkpoints (rounded up to whole batches); ``None``: after the
             batch that ends :data:`CHECKPOINT_SECONDS` after the last checkpoint (a fast GPU run would
-            otherwise spend its time writing accumulators), and at the end.
+            otherwise spend its time writing accumulators); a finished run writes its results instead.
         resume / overwrite: continue or replace a run already in ``out``.
         allow_fewer: when ``windows`` exceeds the corpus, analyse what exists (the windowing finds the
             end, so the corpus is not tokenised twice), else stop before starting (the corpus is counted
