@@ -238,11 +238,14 @@ CHECKPOINT_SECONDS = 30.0  # default checkpoint interval of analyze
 
 
 def default_batch_size(loaded: LoadedModel, seq_len: int) -> int:
-    """Windows per batch: 32 on CPU; on CUDA sized to about an eighth of free memory.
+    """Windows per batch: 32 on CPU; on CUDA sized to about a quarter of free memory, by an estimate
+    of 8 MiB per 128-token window with the Triton kernels (BERT-base, bf16, H100: the whole process
+    peaked at 1.12 GB with 256 windows, weights and accumulators included, about 3.3 MB per window).
 
-    With headsim's Triton kernels no ``T×T`` tensor exists, and large batches spread the per-layer
-    bookkeeping (a few hundred small tensor operations) over more windows: up to 2,048 windows then
-    (BERT-base, bf16, H100: 0.21 of the bare forward's throughput at 256 windows, 0.39 at 1,024).
+    With the kernels no ``T×T`` tensor exists, and large batches spread the per-layer bookkeeping (a
+    few hundred small tensor operations) over more windows: up to 2,048 windows then (BERT-base,
+    bf16, H100: 0.21 of the bare forward's throughput at 256 windows, 0.46 at 1,024, 0.55 at 4,096).
+    An out-of-memory error halves the batch (:class:`Engine`).
     """
     if loaded.device.type != "cuda":
         return 32
@@ -251,7 +254,7 @@ def default_batch_size(loaded: LoadedModel, seq_len: int) -> int:
     free, _ = torch.cuda.mem_get_info(loaded.device)
     kernels = triton_kernels.available(loaded.device)
     per_window = (0 if kernels else loaded.n_heads * seq_len * seq_len * 4 * 12) + seq_len * 4096 * 16
-    return int(max(8, min(2048 if kernels else 512, free // 8 // per_window)))
+    return int(max(8, min(2048 if kernels else 512, free // 4 // per_window)))
 
 
 def default_workers(loaded: LoadedModel, windows: int) -> int:
