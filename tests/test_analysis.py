@@ -189,9 +189,11 @@ def test_windows_beyond_an_uncounted_corpus(tmp_path, tiny_dir):
     corp, tok = load_corpus(str(corpus)), load_model(tiny_dir).tokenizer
     full, first = count_windows(corp, tok, 32), count_windows(corp, tok, 32, enough=1)
     assert full.complete and not first.complete and 1 <= first.windows < full.windows
+    seen: list[tuple[int, int]] = []
     with pytest.warns(UserWarning, match=f"gives only {full.windows} windows"):
         res = analyze(tiny_dir, str(corpus), windows=10_000, out=tmp_path / "run", seq_len=32, batch_size=16,
-                      progress=False)
+                      progress=lambda done, total: seen.append((done, total)))
+    assert seen[0][1] == 10_000 and seen[-1] == (full.windows, full.windows)  # the progress ends where the corpus did
     assert res.meta["windows"] == res.meta["corpus"]["windows_available"] == full.windows
     assert int(res.dataset["windows"]) == full.windows == len(load_run(tmp_path / "run").windows())
     strict = analyze(tiny_dir, str(corpus), windows=full.windows, seq_len=32, batch_size=16, allow_fewer=False,

@@ -430,7 +430,8 @@ def analyze(
     first: Windows | None = None  # kept for the bf16/fp16 agreement check
     part_start = done
     position = 0
-    with _progress(progress, target, done) as advance, closing(prefetch(source)) as batches:
+    shown = _progress(progress, target, done)
+    with shown as advance, closing(prefetch(source)) as batches:
         for batch in batches:
             if position >= target:
                 break
@@ -451,6 +452,8 @@ def analyze(
                 _flush_parts(ckpt, parts, part_start)
                 _save_checkpoint(ckpt, engine.stats, position)
                 parts, part_start, last_save = [], position, time.perf_counter()
+        if position < target:
+            shown.end_at(position)
     elapsed = time.perf_counter() - started
     if position < target:  # the windowing ran out: the corpus was not counted whole beforehand
         _warn_fewer(corp, position)
@@ -552,6 +555,14 @@ class _progress:
             got = self.bar.tasks[0].completed - base
             self.bar.update(task, rate=f"{got / max(time.perf_counter() - t0, 1e-9):.1f}")
         return advance
+
+    def end_at(self, total: int) -> None:
+        """The corpus ran out at ``total`` windows: that is the whole run."""
+        self.total = total
+        if callable(self.progress):
+            self.progress(total, total)
+        elif self.bar is not None:
+            self.bar.update(self.bar.tasks[0].id, total=total)
 
     def __exit__(self, *exc):
         if self.bar is not None:
