@@ -24,8 +24,8 @@ print('torch', torch.__version__, 'transformers', transformers.__version__, 'tri
     timeout 120 python3 benchmarks/kernel_sweep.py --windows 2048 --baseline .gpukit/baseline_triton_kernels.py \
       --json "$OUT/kernel-sweep.json"
     LAUNCH=(); [ -s "$OUT/kernel-sweep.json" ] && LAUNCH=(--launch "$OUT/kernel-sweep.json")
-    echo "== BERT-base (random weights) bf16: bare vs headsim (Triton kernels, the sweep's fastest launches) at 2048 and 4096 windows per batch; naive; profile"
-    timeout 190 python3 benchmarks/throughput.py --device cuda --dtype bf16 --windows 8192 --batch-size 2048,4096 \
+    echo "== BERT-base (random weights) bf16: bare vs headsim (Triton kernels, the sweep's fastest launches) at 2048, 256, 1024 and 4096 windows per batch (the host no longer waits per layer: small batches show it); naive; profile"
+    timeout 220 python3 benchmarks/throughput.py --device cuda --dtype bf16 --windows 8192 --batch-size 2048,256,1024,4096 \
       --naive-windows 4 --workers 0 "${KIT[@]}" "${LAUNCH[@]}" --profile "$OUT/profile-cuda.txt" --json "$OUT/throughput-cuda.json"
   fi
   if [ "$PART" = all ] || [ "$PART" = pipeline ]; then
