@@ -19,9 +19,9 @@ print('torch', torch.__version__, 'transformers', transformers.__version__, 'tri
   if [ "$PART" = all ] || [ "$PART" = kernels ]; then
     echo "== CUDA tests"; timeout 140 python3 -m pytest -q -p no:cacheprovider -rs tests/test_kernels.py tests/test_cuda.py
     echo "== kernel resources (static, this machine's Triton) and launch sweep, against the kernels before Launch"
-    timeout 45 python3 benchmarks/kernel_resources.py --launch 32,4,2 --launch 16,4,2 --launch 16,8,2 \
+    timeout 45 python3 benchmarks/kernel_resources.py --launch 32,4,2 --launch 16,4,2 --launch 16,8,2 --launch 32,4,2,triangle --launch 16,4,2,triangle \
       --baseline .gpukit/baseline_triton_kernels.py --json "$OUT/kernel-resources.json"
-    timeout 120 python3 benchmarks/kernel_sweep.py --windows 2048 --baseline .gpukit/baseline_triton_kernels.py \
+    timeout 120 python3 benchmarks/kernel_sweep.py --windows 2048 --stages 1,2 --baseline .gpukit/baseline_triton_kernels.py \
       --json "$OUT/kernel-sweep.json"
     LAUNCH=(); [ -s "$OUT/kernel-sweep.json" ] && LAUNCH=(--launch "$OUT/kernel-sweep.json")
     echo "== BERT-base (random weights) bf16: bare vs headsim (Triton kernels, the sweep's fastest launches) at 2048, 256, 1024 and 4096 windows per batch (the host no longer waits per layer: small batches show it); naive; profile"

@@ -35,7 +35,7 @@ from headsim.stats import triton_kernels as tk  # noqa: E402
 
 TP, DP, NB, KP = 128, 64, 128, 16  # BERT-base positions and head size; 120 histogram bins (+1) → 128; top-3 columns → 16
 FLOATS = {"scale", "threshold", "bscale", "boffset"}
-POINTERS = {"valid_ptr": "*i8", "ids_ptr": "*i32", "sent_ptr": "*i32", "top_ptr": "*i64", "loc_ptr": "*i32",
+POINTERS = {"valid_ptr": "*i8", "ids_ptr": "*i32", "tiles_ptr": "*i32", "sent_ptr": "*i32", "top_ptr": "*i64", "loc_ptr": "*i32",
             "hist_ptr": "*i32", "rows_ptr": "*i32", "cols_ptr": "*i32", "inner_ptr": "*i32", "cnt_ptr": "*i32"}
 INPUTS = {"q_ptr", "k_ptr", "v_ptr", "o_ptr", "z_ptr"}  # bf16; every other pointer is float32
 UNALIGNED = {"H", "K", "nbins", "B", "per"}  # 12 heads, 3 columns, 120 bins: no multiples of 16; B, per: never specialised
@@ -73,10 +73,16 @@ def compile_one(fn, constexprs: dict, arch: int, **options) -> dict:
 def report(module, launches: list, arch: int) -> list[dict]:
     """Every kernel of ``module`` (headsim's or a baseline file) under each launch."""
     rows = []
-    looped = (("attention", module._attention_kernel, dict(STORE_O=True)), ("pairs", module._pairs_kernel, dict(NB=NB)))
+    pairs = {"rows": module._pairs_kernel, "triangle": getattr(module, "_pairs_triangle_kernel", None)}
     for launch in launches:
+        tiles = getattr(launch, "tiles", "rows")
+        looped = [("pairs", pairs[tiles], dict(NB=NB))]
+        if tiles == "rows":  # the attention pass has row tiles only
+            looped.insert(0, ("attention", module._attention_kernel, dict(STORE_O=True)))
         for name, fn, extra in looped:
-            cx = dict(BM=launch.block_rows, TP=TP, DP=DP, F32=False, **extra)
+            if fn is None:  # a version without this tiling
+                continue
+            cx = {k: v for k, v in dict(BM=launch.block_rows, TP=TP, DP=DP, F32=False, **extra).items() if k in fn.arg_names}
             if "PER" in fn.arg_names:  # versions before the run length became a runtime argument
                 cx["PER"] = 16
             rows.append({"kernel": name, "launch": vars(launch),
@@ -90,7 +96,7 @@ def report(module, launches: list, arch: int) -> list[dict]:
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--arch", type=int, default=90, help="NVIDIA compute capability × 10 (default 90: H100/H200)")
-    ap.add_argument("--launch", action="append", default=[], metavar="ROWS,WARPS,STAGES",
+    ap.add_argument("--launch", action="append", default=[], metavar="ROWS,WARPS,STAGES[,TILES]",
                     help="a launch of the looping kernels to read (repeatable; default: headsim's defaults)")
     ap.add_argument("--baseline", help="a triton_kernels.py of another version, read the same way")
     ap.add_argument("--baseline-launch", default="32,4,3",
@@ -100,13 +106,13 @@ def main(argv=None) -> dict:
     if tk.triton is None:
         sys.exit("kernel_resources.py needs Triton (fix: pip install triton)")
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    launches = [tk.Launch(*map(int, s.split(","))) for s in args.launch] or sorted(
+    launches = [tk.Launch.parse(s) for s in args.launch] or sorted(
         {tk.ATTENTION_LAUNCH, tk.PAIRS_LAUNCH}, key=lambda x: tuple(vars(x).values()))
     result = {"triton": tk.triton.__version__, "arch": f"sm_{args.arch}",
               "shapes": "BERT-base: 12 heads × 128 positions × 64, bf16", "kernels": report(tk, launches, args.arch)}
     if args.baseline:
         result["baseline"] = {"file": args.baseline, "kernels": report(load_baseline(args.baseline),
-                                                                              [tk.Launch(*map(int, args.baseline_launch.split(",")))],
+                                                                              [tk.Launch.parse(args.baseline_launch)],
                                                                               args.arch)}
     for tag, rows in (("headsim", result["kernels"]), ("baseline", result.get("baseline", {}).get("kernels", []))):
         for r in rows:

@@ -116,6 +116,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--block-rows", default="16,32,64")
     ap.add_argument("--warps", default="4,8")
     ap.add_argument("--stages", default="1,2,3")
+    ap.add_argument("--tiles", default="rows,triangle", help="pairs pass tilings to time (the attention pass has rows only)")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--baseline", help="a triton_kernels.py of another version, timed on the same inputs")
     ap.add_argument("--json", help="write the results here")
@@ -140,12 +141,14 @@ def main(argv=None) -> dict:
     for name, launch in (("attention", tk.ATTENTION_LAUNCH), ("pairs", tk.PAIRS_LAUNCH)):
         result["defaults"][name] = vars(launch)
     best = {}
-    grid = itertools.product(*(map(int, s.split(",")) for s in (args.block_rows, args.warps, args.stages)))
-    for bm, warps, stages in grid:
-        launch = tk.Launch(bm, warps, stages)
+    grid = itertools.product(*(map(int, s.split(",")) for s in (args.block_rows, args.warps, args.stages)),
+                             args.tiles.split(","))
+    for bm, warps, stages, tiles in grid:
+        launch = tk.Launch(bm, warps, stages, tiles)
         att, sim = passes(tk, x, launch)
         row = {"launch": vars(launch)}
-        for name, fn, ref in (("attention", att, ref_att), ("pairs", sim, ref_sim)):
+        timed_passes = (("attention", att, ref_att),) if tiles == "rows" else ()
+        for name, fn, ref in (*timed_passes, ("pairs", sim, ref_sim)):
             try:
                 ok = agrees(fn(), ref)
                 row[name] = {"agrees": ok, **per_window_us(timed(fn, args.repeats), b)}

@@ -365,8 +365,8 @@ def main(argv=None) -> dict:
                     help="with --end-to-end: skip the model step (forward and statistics) to time what the run costs around it")
     ap.add_argument("--windowing-only", default=None, metavar="K,K,…",
                     help="time only windowing (--windows N windows, --sentences) with each listed number of worker processes")
-    ap.add_argument("--launch", action="append", default=[], metavar="PASS=ROWS,WARPS,STAGES",
-                    help="Triton launch of a pass (attention or pairs), e.g. pairs=16,8,2; or a kernel_sweep.py JSON "
+    ap.add_argument("--launch", action="append", default=[], metavar="PASS=ROWS,WARPS,STAGES[,TILES]",
+                    help="Triton launch of a pass (attention or pairs), e.g. pairs=16,8,2 or pairs=32,4,2,triangle; or a kernel_sweep.py JSON "
                          "whose best launches to use (default: headsim's ATTENTION_LAUNCH and PAIRS_LAUNCH)")
     ap.add_argument("--json", default=None, help="write the result here")
     ap.add_argument("--profile", default=None, metavar="PATH", help="also write torch.profiler tables of (a) and (b) here")
@@ -480,9 +480,12 @@ def set_launches(specs: list[str]) -> dict:
             continue
         name, _, numbers = spec.partition("=")
         try:
-            chosen[name] = tk.Launch(*(int(x) for x in numbers.split(",")))
+            chosen[name] = tk.Launch.parse(numbers)
         except (TypeError, ValueError) as exc:
-            sys.exit(f"error: --launch {spec!r}: {exc} — fix: PASS=ROWS,WARPS,STAGES (e.g. pairs=16,8,2) or a kernel_sweep.py JSON")
+            sys.exit(f"error: --launch {spec!r}: {exc} — fix: PASS=ROWS,WARPS,STAGES[,TILES] (e.g. pairs=16,8,2 or "
+                     f"pairs=32,4,2,triangle) or a kernel_sweep.py JSON")
+    if chosen.get("attention", tk.ATTENTION_LAUNCH).tiles != "rows":
+        sys.exit("error: --launch attention=…,triangle — fix: the attention pass has row tiles only")
     unknown = set(chosen) - {"attention", "pairs"}
     if unknown:
         sys.exit(f"error: --launch names {sorted(unknown)} — fix: the passes are 'attention' and 'pairs'")

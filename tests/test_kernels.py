@@ -172,20 +172,36 @@ def test_launch_configurations_agree():
                     (a1.plain_sum, a1.column_sums, *a1.diagonals, a1.row_max, a1.row_sum)):
         torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
     args = (z, valid, ids, sentences, 0.3, 10.0, 0.0, 10)
-    p0, p1 = tk.similarity_pass(*args), tk.similarity_pass(*args, launch=other)
+    p0 = tk.similarity_pass(*args)
     assert p0.location.sum() > 0 and p0.repeat.sum() > 0 and p0.same_sentence.sum() > 0
-    for name in ("hist", "location", "rows", "cols", "inner", "same_sentence", "repeat", "repeat_same_sentence"):
-        assert torch.equal(getattr(p0, name), getattr(p1, name)), name
-    torch.testing.assert_close(p0.sim_sum, p1.sim_sum, rtol=1e-5, atol=1e-6)
     assert torch.equal(p0.repeat, p0.inner.sum(dim=(0, 2)))
+    # upper-triangle tiles: 2 row blocks of 32 (3 tiles) or 3 of 16 (6 tiles), the last block partly outside
+    for launch in (other, tk.Launch(16, 2, 1, "triangle"), tk.Launch(32, 4, 2, "triangle")):
+        p1 = tk.similarity_pass(*args, launch=launch)
+        for name in ("hist", "location", "rows", "cols", "inner", "same_sentence", "repeat", "repeat_same_sentence"):
+            assert torch.equal(getattr(p0, name), getattr(p1, name)), (launch, name)
+        torch.testing.assert_close(p0.sim_sum, p1.sim_sum, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="row tiles only"):
+        tk.attention_pass(q, k, None, valid, launch=tk.Launch(tiles="triangle"))
 
 
-@pytest.mark.parametrize("launch", [dict(block_rows=24), dict(block_rows=8), dict(num_warps=3), dict(num_stages=0)])
+@pytest.mark.parametrize("launch", [dict(block_rows=24), dict(block_rows=8), dict(num_warps=3), dict(num_stages=0),
+                                    dict(tiles="cols")])
 def test_launch_rejects_unusable_settings(launch):
     from headsim.stats import triton_kernels as tk
 
     with pytest.raises(ValueError, match="Launch"):
         tk.Launch(**launch)
+
+
+def test_launch_parses_its_text_form():
+    from headsim.stats import triton_kernels as tk
+
+    assert tk.Launch.parse("16,8,2") == tk.Launch(16, 8, 2)
+    assert tk.Launch.parse("32,4,1,triangle") == tk.Launch(32, 4, 1, "triangle")
+    for bad in ("16,8", "16,8,2,triangle,9", "a,8,2", "16,8,2,cols"):
+        with pytest.raises(ValueError):
+            tk.Launch.parse(bad)
 
 
 def test_a_pipelined_build_too_big_for_shared_memory_is_rerun_with_one_stage():

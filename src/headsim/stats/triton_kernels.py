@@ -15,8 +15,9 @@ accumulators need:
   pairs ``i < j`` summed at their locations, per position (``rows``, ``cols``, ``inner``) and as
   same-sentence / repeated-token counts.
 
-A program owns one head and one block of query rows for a run of windows and keeps its sums in
-registers across them, writing one partial per program; partials are added in torch afterwards
+A program owns one head and one block of query rows (or, for the pairs, optionally one square tile
+of the upper triangle: :class:`Launch`) for a run of windows and keeps its sums in registers across
+them, writing one partial per program; partials are added in torch afterwards
 (deterministic: no atomics). The run's length is a runtime argument and its loop has no branch, so
 one compiled kernel serves every batch size and the next window's loads can be issued while the
 current one is reduced (``num_stages=2``). The arithmetic follows the eager definitions
@@ -28,6 +29,7 @@ fp32 inputs use IEEE fp32 products, so results equal the eager path up to summat
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 
@@ -139,59 +141,110 @@ if triton is not None:
         s = tl.where(r[:, None] == r[None, :], 0.0, s)
         tl.store(peak_ptr + pid, tl.max(tl.max(s, axis=1), axis=0))
 
+    @triton.jit
+    def _pair_sums(BM: tl.constexpr, BN: tl.constexpr, NB: tl.constexpr):
+        """A pairs program's running sums: similarity and high-pair location ``[BM, BN]``, value
+        histogram ``[NB]``, same-sentence and repeated same-sentence high pairs per row ``[BM]``."""
+        return (tl.zeros((BM, BN), dtype=tl.float32), tl.zeros((BM, BN), dtype=tl.int32), tl.zeros((NB,), dtype=tl.int32),
+                tl.zeros((BM,), dtype=tl.int32), tl.zeros((BM,), dtype=tl.int32))
+
+    @triton.jit
+    def _pair_step(z_ptr, valid_ptr, ids_ptr, sent_ptr, peak_ptr, rows_ptr, cols_ptr, inner_ptr, row_part, col_part, w, B,
+                   h, H, T, szb, szh, szt, rows, cols, dd, row_in, col_in, d_in, threshold, bscale, boffset, nbins,
+                   acc_sim, acc_loc, hist, c_same, c_rs, NB: tl.constexpr, F32: tl.constexpr):
+        """Add one window's ``rows × cols`` tile of one head to the running sums (:func:`_pair_sums`):
+        the normalised similarity, the value histogram of its valid pairs ``i < j`` and which of those
+        are high; store the window's high pairs per row, per column and among repeated tokens per row
+        (as partials ``row_part`` and ``col_part`` of ``[parts, B, H, T]`` buffers)."""
+        wl = tl.cast(w, tl.int64)  # window offsets of large batches exceed int32
+        vr = tl.load(valid_ptr + w * T + rows, mask=row_in, other=0) != 0
+        vc = tl.load(valid_ptr + w * T + cols, mask=col_in, other=0) != 0
+        zr = tl.load(z_ptr + wl * szb + h * szh + rows[:, None] * szt + dd[None, :], mask=vr[:, None] & d_in[None, :],
+                     other=0.0)
+        zc = tl.load(z_ptr + wl * szb + h * szh + cols[:, None] * szt + dd[None, :], mask=vc[:, None] & d_in[None, :],
+                     other=0.0)
+        s = _dot_nt(zr, zc, F32)
+        s = tl.where(cols[None, :] == rows[:, None], 0.0, s)
+        peak = tl.load(peak_ptr + wl * H + h)
+        n = s / tl.where(peak > 0, peak, 1.0)
+        n = tl.where(peak > 0, n, 0.0)
+        acc_sim += n
+        up = (cols[None, :] > rows[:, None]) & vr[:, None] & vc[None, :]
+        t = n * bscale
+        t = t + boffset
+        t = tl.minimum(tl.maximum(t, 0.0), nbins - 1.0)
+        t = tl.where(t == t, t, 0.0)
+        bins = tl.where(up, t.to(tl.int32), NB - 1)
+        hist += tl.histogram(tl.reshape(bins, [bins.shape[0] * bins.shape[1]]), NB)
+        hi = ((n > threshold) & up).to(tl.int32)
+        acc_loc += hi
+        idr = tl.load(ids_ptr + w * T + rows, mask=row_in, other=-1)
+        idc = tl.load(ids_ptr + w * T + cols, mask=col_in, other=-2)
+        rep = tl.where(idr[:, None] == idc[None, :], hi, 0)
+        sr = tl.load(sent_ptr + w * T + rows, mask=row_in, other=-1)
+        sc = tl.load(sent_ptr + w * T + cols, mask=col_in, other=-1)
+        same = (sr[:, None] == sc[None, :]) & (sr[:, None] >= 0)
+        c_same += tl.sum(tl.where(same, hi, 0), axis=1)
+        c_rs += tl.sum(tl.where(same, rep, 0), axis=1)
+        tl.store(rows_ptr + ((row_part * B + wl) * H + h) * T + rows, tl.sum(hi, axis=1), mask=row_in)
+        tl.store(cols_ptr + ((col_part * B + wl) * H + h) * T + cols, tl.sum(hi, axis=0), mask=col_in)
+        tl.store(inner_ptr + ((row_part * B + wl) * H + h) * T + rows, tl.sum(rep, axis=1), mask=row_in)  # Σ: the repeats
+        return acc_sim, acc_loc, hist, c_same, c_rs
+
+    @triton.jit
+    def _pair_partials(hist_ptr, cnt_ptr, part, hist, c_same, c_rs, NB: tl.constexpr):
+        """A pairs program's histogram and same-sentence counts, as partial ``part``."""
+        tl.store(hist_ptr + part * NB + tl.arange(0, NB), hist)
+        tl.store(cnt_ptr + part * 2, tl.sum(c_same, axis=0))
+        tl.store(cnt_ptr + part * 2 + 1, tl.sum(c_rs, axis=0))
+
     @triton.jit(do_not_specialize=["B", "per"])  # one compiled kernel for every batch size
     def _pairs_kernel(z_ptr, valid_ptr, ids_ptr, sent_ptr, peak_ptr, sim_ptr, loc_ptr, hist_ptr, rows_ptr, cols_ptr,
                       inner_ptr, cnt_ptr, szb, szh, szt, B, H, T, D, threshold, bscale, boffset, nbins, per,
                       BM: tl.constexpr, TP: tl.constexpr, DP: tl.constexpr, NB: tl.constexpr, F32: tl.constexpr):
+        """Row tiles: a program owns ``BM`` query rows and all key columns."""
         h, rb, c, n_rb, rows, cols, dd, row_in, col_in, d_in = _tile(T, D, BM, TP, DP)
-        upper = cols[None, :] > rows[:, None]
-        diag = cols[None, :] == rows[:, None]
-        acc_sim = tl.zeros((BM, TP), dtype=tl.float32)
-        acc_loc = tl.zeros((BM, TP), dtype=tl.int32)
-        hist = tl.zeros((NB,), dtype=tl.int32)
-        c_same = tl.zeros((BM,), dtype=tl.int32)
-        c_rs = tl.zeros((BM,), dtype=tl.int32)
-        for w in tl.range(c * per, tl.minimum(c * per + per, B)):
-            wl = tl.cast(w, tl.int64)  # window offsets of large batches exceed int32
-            vr = tl.load(valid_ptr + w * T + rows, mask=row_in, other=0) != 0
-            vc = tl.load(valid_ptr + w * T + cols, mask=col_in, other=0) != 0
-            zr = tl.load(z_ptr + wl * szb + h * szh + rows[:, None] * szt + dd[None, :], mask=vr[:, None] & d_in[None, :],
-                         other=0.0)
-            zc = tl.load(z_ptr + wl * szb + h * szh + cols[:, None] * szt + dd[None, :], mask=vc[:, None] & d_in[None, :],
-                         other=0.0)
-            s = _dot_nt(zr, zc, F32)
-            s = tl.where(diag, 0.0, s)
-            peak = tl.load(peak_ptr + wl * H + h)
-            n = s / tl.where(peak > 0, peak, 1.0)
-            n = tl.where(peak > 0, n, 0.0)
-            acc_sim += n
-            up = upper & vr[:, None] & vc[None, :]
-            t = n * bscale
-            t = t + boffset
-            t = tl.minimum(tl.maximum(t, 0.0), nbins - 1.0)
-            t = tl.where(t == t, t, 0.0)
-            bins = tl.where(up, t.to(tl.int32), NB - 1)
-            hist += tl.histogram(tl.reshape(bins, [BM * TP]), NB)
-            hi = ((n > threshold) & up).to(tl.int32)
-            acc_loc += hi
-            tl.store(rows_ptr + (wl * H + h) * T + rows, tl.sum(hi, axis=1), mask=row_in)
-            tl.store(cols_ptr + ((rb * B + wl) * H + h) * T + cols, tl.sum(hi, axis=0), mask=col_in)
-            idr = tl.load(ids_ptr + w * T + rows, mask=row_in, other=-1)
-            idc = tl.load(ids_ptr + w * T + cols, mask=col_in, other=-2)
-            rep = tl.where(idr[:, None] == idc[None, :], hi, 0)
-            tl.store(inner_ptr + (wl * H + h) * T + rows, tl.sum(rep, axis=1), mask=row_in)  # their sum: the repeats
-            sr = tl.load(sent_ptr + w * T + rows, mask=row_in, other=-1)
-            sc = tl.load(sent_ptr + w * T + cols, mask=col_in, other=-1)
-            same = (sr[:, None] == sc[None, :]) & (sr[:, None] >= 0)
-            c_same += tl.sum(tl.where(same, hi, 0), axis=1)
-            c_rs += tl.sum(tl.where(same, rep, 0), axis=1)
+        acc_sim, acc_loc, hist, c_same, c_rs = _pair_sums(BM, TP, NB)
+        for w in tl.range(c * per, tl.minimum(c * per + per, B)):  # rows and inner: one part; cols: per row block
+            acc_sim, acc_loc, hist, c_same, c_rs = _pair_step(
+                z_ptr, valid_ptr, ids_ptr, sent_ptr, peak_ptr, rows_ptr, cols_ptr, inner_ptr, 0, rb, w, B, h, H, T, szb, szh,
+                szt, rows, cols, dd, row_in, col_in, d_in, threshold, bscale, boffset, nbins, acc_sim, acc_loc, hist,
+                c_same, c_rs, NB, F32)
         tile = (c * H + h) * T * T + rows[:, None] * T + cols[None, :]
         tl.store(sim_ptr + tile, acc_sim, mask=row_in[:, None] & col_in[None, :])
         tl.store(loc_ptr + tile, acc_loc, mask=row_in[:, None] & col_in[None, :])
-        part = (c * n_rb + rb) * H + h
-        tl.store(hist_ptr + part * NB + tl.arange(0, NB), hist)
-        tl.store(cnt_ptr + part * 2, tl.sum(c_same, axis=0))
-        tl.store(cnt_ptr + part * 2 + 1, tl.sum(c_rs, axis=0))
+        _pair_partials(hist_ptr, cnt_ptr, (c * n_rb + rb) * H + h, hist, c_same, c_rs, NB)
+
+    @triton.jit(do_not_specialize=["B", "per"])  # one compiled kernel for every batch size
+    def _pairs_triangle_kernel(z_ptr, valid_ptr, ids_ptr, sent_ptr, peak_ptr, tiles_ptr, sim_ptr, loc_ptr, hist_ptr,
+                               rows_ptr, cols_ptr, inner_ptr, cnt_ptr, szb, szh, szt, B, H, T, D, threshold, bscale,
+                               boffset, nbins, per, BM: tl.constexpr, DP: tl.constexpr, NB: tl.constexpr,
+                               F32: tl.constexpr):
+        """Upper-triangle tiles: a program owns the ``BM × BM`` tile (row block ``rb`` ≤ column block
+        ``cb``) and mirrors it into the lower triangle, which no pair statistic reads (the similarity
+        sum is symmetric, the pair counts zero there). Per-row and per-column counts are partial per
+        column and row block, in zero-filled buffers summed afterwards."""
+        h, k, c = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+        rb = tl.load(tiles_ptr + 2 * k)
+        cb = tl.load(tiles_ptr + 2 * k + 1)
+        rows = rb * BM + tl.arange(0, BM)
+        cols = cb * BM + tl.arange(0, BM)
+        dd = tl.arange(0, DP)
+        row_in, col_in, d_in = rows < T, cols < T, dd < D
+        acc_sim, acc_loc, hist, c_same, c_rs = _pair_sums(BM, BM, NB)
+        for w in tl.range(c * per, tl.minimum(c * per + per, B)):  # rows and inner: per column block; cols: per row block
+            acc_sim, acc_loc, hist, c_same, c_rs = _pair_step(
+                z_ptr, valid_ptr, ids_ptr, sent_ptr, peak_ptr, rows_ptr, cols_ptr, inner_ptr, cb, rb, w, B, h, H, T, szb,
+                szh, szt, rows, cols, dd, row_in, col_in, d_in, threshold, bscale, boffset, nbins, acc_sim, acc_loc, hist,
+                c_same, c_rs, NB, F32)
+        inside = row_in[:, None] & col_in[None, :]
+        base = (c * H + h) * T * T
+        tl.store(sim_ptr + base + rows[:, None] * T + cols[None, :], acc_sim, mask=inside)
+        tl.store(loc_ptr + base + rows[:, None] * T + cols[None, :], acc_loc, mask=inside)
+        if rb != cb:
+            tl.store(sim_ptr + base + cols[None, :] * T + rows[:, None], acc_sim, mask=inside)
+            tl.store(loc_ptr + base + cols[None, :] * T + rows[:, None], tl.zeros((BM, BM), dtype=tl.int32), mask=inside)
+        _pair_partials(hist_ptr, cnt_ptr, (c * tl.num_programs(1) + k) * H + h, hist, c_same, c_rs, NB)
 
     @triton.jit
     def _columns_kernel(q_ptr, k_ptr, top_ptr, rmax_ptr, rsum_ptr, valid_ptr, out_ptr, sqb, sqh, sqt, skb, skh, skt,
@@ -234,7 +287,10 @@ class AttentionPass:
 @dataclass(frozen=True)
 class Launch:
     """How a looping pass is launched: query rows per program (a power of two, 16 or more; capped at
-    the padded sequence length), warps per program and software-pipeline stages of the window loop.
+    the padded sequence length), warps per program and software-pipeline stages of the window loop;
+    for the pairs pass also its ``tiles``: ``"rows"`` (a program takes its rows against every column)
+    or ``"triangle"`` (square tiles of the upper triangle only, mirrored: 10 instead of 16 tiles' work
+    at 128 positions and 32 rows, with smaller accumulators, for per-block partial counts).
 
     The defaults are :data:`ATTENTION_LAUNCH` and :data:`PAIRS_LAUNCH`; ``benchmarks/kernel_sweep.py``
     times others on a GPU and ``benchmarks/kernel_resources.py`` shows their registers and spills.
@@ -243,6 +299,7 @@ class Launch:
     block_rows: int = 32
     num_warps: int = 4
     num_stages: int = 2
+    tiles: str = "rows"
 
     def __post_init__(self):
         if self.block_rows < 16 or self.block_rows & (self.block_rows - 1):
@@ -250,6 +307,19 @@ class Launch:
         if self.num_warps not in (1, 2, 4, 8, 16) or self.num_stages < 1:
             raise ValueError(f"Launch num_warps {self.num_warps} must be 1, 2, 4, 8 or 16 and num_stages "
                              f"{self.num_stages} at least 1")
+        if self.tiles not in TILES:
+            raise ValueError(f"Launch.tiles {self.tiles!r} must be one of {', '.join(TILES)}")
+
+    @classmethod
+    def parse(cls, text: str) -> Launch:
+        """``"ROWS,WARPS,STAGES"`` or ``"ROWS,WARPS,STAGES,TILES"`` (e.g. ``"32,4,2,triangle"``)."""
+        parts = text.split(",")
+        if len(parts) not in (3, 4) or not all(p.strip().isdigit() for p in parts[:3]):
+            raise ValueError(f"launch {text!r} is not ROWS,WARPS,STAGES[,TILES] (e.g. 16,8,2 or 32,4,2,triangle)")
+        return cls(*(int(p) for p in parts[:3]), *(p.strip() for p in parts[3:]))
+
+
+TILES = ("rows", "triangle")  # pairs pass: row blocks × all columns, or the upper triangle's square tiles
 
 
 ATTENTION_LAUNCH = Launch()
@@ -295,6 +365,8 @@ def attention_pass(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor |
     """
     q, k = _last_contiguous(query), _last_contiguous(key)
     launch = launch or ATTENTION_LAUNCH
+    if launch.tiles != "rows":
+        raise ValueError(f"attention_pass: Launch.tiles {launch.tiles!r} — the attention pass has row tiles only")
     b, h, t, d, bm, n_rb, f32 = _geometry(q, launch)
     scale = d ** -0.5 if scale is None else float(scale)
     chunks, per = _runs(b, h * n_rb, q.device)
@@ -333,25 +405,42 @@ def similarity_pass(z: torch.Tensor, valid: torch.Tensor, input_ids: torch.Tenso
     tp, dp = _pow2(t), _pow2(d)
     peak = torch.empty(b, h, dtype=torch.float32, device=dev)
     _peak_kernel[(b * h,)](z, vi, peak, *z.stride()[:3], h, t, d, TP=tp, DP=dp, F32=f32, num_warps=8)
-    chunks, per = _runs(b, h * n_rb, dev)
+    triangle = launch.tiles == "triangle"
+    tiles = _upper_tiles(n_rb, dev) if triangle else None
+    programs = len(tiles) if triangle else n_rb
+    chunks, per = _runs(b, h * programs, dev)
     nb = _pow2(bins + 1, 2)
     sim = torch.empty(chunks, h, t, t, dtype=torch.float32, device=dev)
     loc = torch.empty(chunks, h, t, t, dtype=torch.int32, device=dev)
-    hist = torch.empty(chunks, n_rb, h, nb, dtype=torch.int32, device=dev)
-    rows = torch.empty(b, h, t, dtype=torch.int32, device=dev)
-    cols = torch.empty(n_rb, b, h, t, dtype=torch.int32, device=dev)
-    inner = torch.empty(b, h, t, dtype=torch.int32, device=dev)
-    cnt = torch.empty(chunks, n_rb, h, 2, dtype=torch.int32, device=dev)
+    hist = torch.empty(chunks, programs, h, nb, dtype=torch.int32, device=dev)
+    new = torch.zeros if triangle else torch.empty  # triangle tiles leave partials of the lower blocks unwritten
+    rows = new(*((n_rb,) if triangle else ()), b, h, t, dtype=torch.int32, device=dev)
+    cols = new(n_rb, b, h, t, dtype=torch.int32, device=dev)
+    inner = new(*((n_rb,) if triangle else ()), b, h, t, dtype=torch.int32, device=dev)
+    cnt = torch.empty(chunks, programs, h, 2, dtype=torch.int32, device=dev)
     extra = {} if INTERPRET else {"enable_fp_fusion": False}  # n·scale + offset rounded twice, as in SimBins.index
-    _launch(_pairs_kernel, (h, n_rb, chunks), launch, (
-        z, vi, input_ids.to(torch.int32).contiguous(), sentence_ids.to(torch.int32).contiguous(), peak,
-        sim, loc, hist, rows, cols, inner, cnt, *z.stride()[:3], b, h, t, d, float(threshold),
-        float(bin_scale), float(bin_offset), bins, per), dict(BM=bm, TP=tp, DP=dp, NB=nb, F32=f32, **extra), z.dtype)
+    common = (z, vi, input_ids.to(torch.int32).contiguous(), sentence_ids.to(torch.int32).contiguous(), peak)
+    outputs = (sim, loc, hist, rows, cols, inner, cnt, *z.stride()[:3], b, h, t, d, float(threshold),
+               float(bin_scale), float(bin_offset), bins, per)
+    if triangle:
+        _launch(_pairs_triangle_kernel, (h, programs, chunks), launch, (*common, tiles, *outputs),
+                dict(BM=bm, DP=dp, NB=nb, F32=f32, **extra), z.dtype)
+        rows, inner = rows.sum(dim=0), inner.sum(dim=0)
+    else:
+        _launch(_pairs_kernel, (h, n_rb, chunks), launch, (*common, *outputs),
+                dict(BM=bm, TP=tp, DP=dp, NB=nb, F32=f32, **extra), z.dtype)
     counts = cnt.sum(dim=(0, 1)).to(torch.float32)
     return PairReductions(sim.sum(dim=0), hist.sum(dim=(0, 1))[:, :bins].to(torch.int64),
                           loc.sum(dim=0).to(torch.float32), rows.to(torch.float32),
                           cols.sum(dim=0).to(torch.float32), inner.to(torch.float32),
                           counts[:, 0], inner.sum(dim=(0, 2)).to(torch.float32), counts[:, 1])
+
+
+@functools.lru_cache(maxsize=16)
+def _upper_tiles(n: int, device: torch.device) -> torch.Tensor:
+    """``[n(n+1)/2, 2]`` int32 (row block, column block) of the tiles on and above the diagonal (made
+    once per device: a copy to the GPU per call would make the host wait)."""
+    return torch.tensor([(i, j) for i in range(n) for j in range(i, n)], dtype=torch.int32, device=device)
 
 
 def attention_columns(query: torch.Tensor, key: torch.Tensor, columns: torch.Tensor, ap: AttentionPass,
