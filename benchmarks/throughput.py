@@ -387,6 +387,11 @@ def main(argv=None) -> dict:
     from headsim.analysis import default_workers
 
     workers = default_workers(loaded, max(n, args.end_to_end)) if args.workers is None else args.workers
+
+    def timed_end_to_end() -> dict:  # analyze's own batch size unless --batch-size was given
+        return end_to_end(loaded, args.end_to_end, args.seq_len, bs if args.batch_size else None, workers, args.sentences,
+                          args.around_model)
+
     if args.end_to_end_only or args.windowing_only:
         result = {"device": torch.cuda.get_device_name() if cuda else "cpu", "model": model_note, "dtype": dtype,
                   "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "kernel_launch": launches}
@@ -394,8 +399,7 @@ def main(argv=None) -> dict:
             counts = [int(k) for k in args.windowing_only.split(",")]
             result["windowing_scaling"] = windowing_scaling(loaded.tokenizer, counts, n, args.seq_len, args.sentences)
         if args.end_to_end:
-            result["end_to_end"] = end_to_end(loaded, args.end_to_end, args.seq_len, bs if args.batch_size else None, workers, args.sentences,
-                                          args.around_model)
+            result["end_to_end"] = timed_end_to_end()
             print("end to end (text → run directory):", json.dumps(result["end_to_end"]))
         return write_result(result, args.json)
     batches, first_rate = make_batches(loaded, n, args.seq_len, bs)
@@ -451,8 +455,7 @@ def main(argv=None) -> dict:
             fp32.model.load_state_dict({k: v.float() for k, v in loaded.model.state_dict().items()})
         result["agreement_vs_fp32"] = agreement_dtype(loaded, fp32, batches[:2], args.seq_len)
     if args.end_to_end:
-        result["end_to_end"] = end_to_end(loaded, args.end_to_end, args.seq_len, bs if args.batch_size else None, workers, args.sentences,
-                                          args.around_model)
+        result["end_to_end"] = timed_end_to_end()
     print(f"{'contender':<12}{'windows/s':>12}")
     for name in ("bare", "headsim", "naive"):
         print(f"{name:<12}{result[name + '_windows_per_s']:>12.2f}")

@@ -484,25 +484,25 @@ def analyze(
     return Result(meta, ds, heads, layers, out_path)
 
 
-def _flush_parts(ckpt: Path, parts: list, start: int) -> None:
+def _write_parts(path: Path, parts: list) -> None:
+    """Window tables ``parts`` as one parquet file at ``path`` (atomically); nothing when there are none."""
     if not parts:
         return
     import pyarrow as pa
 
     table = pa.concat_tables(parts)
-    rundir.atomic_write(ckpt / f"windows-{start:09d}.parquet", lambda p: pq.write_table(table, p))
+    rundir.atomic_write(path, lambda p: pq.write_table(table, p))
+
+
+def _flush_parts(ckpt: Path, parts: list, start: int) -> None:
+    _write_parts(ckpt / f"windows-{start:09d}.parquet", parts)
 
 
 def _write_windows(ckpt: Path, parts: list, start: int, target: Path) -> None:
     """Write ``windows.parquet``: the ``parts`` in memory as they are when no checkpoint has saved any,
     else the checkpoint's parts and these streamed into one file (memory: one part)."""
-    import pyarrow as pa
-
-    files = sorted(ckpt.glob("windows-*.parquet"))
-    if not files:
-        if parts:
-            table = pa.concat_tables(parts)
-            rundir.atomic_write(target, lambda p: pq.write_table(table, p))
+    if not any(ckpt.glob("windows-*.parquet")):
+        _write_parts(target, parts)
         return
     _flush_parts(ckpt, parts, start)
     files = sorted(ckpt.glob("windows-*.parquet"))
