@@ -497,8 +497,29 @@ def set_launches(specs: list[str]) -> dict:
     return {"attention": vars(tk.ATTENTION_LAUNCH), "pairs": vars(tk.PAIRS_LAUNCH)}
 
 
+def code_version() -> dict:
+    """The measured code: headsim's version and, in a git checkout, its commit (``dirty`` with
+    uncommitted changes to tracked files); the commit is None where there is no ``.git``."""
+    import subprocess
+    from pathlib import Path
+
+    import headsim
+
+    here = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True,
+                                check=True, timeout=10).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                                    capture_output=True, text=True, check=True, timeout=10).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        commit, dirty = None, None
+    return {"headsim": headsim.__version__, "commit": commit, "dirty": dirty}
+
+
 def write_result(result: dict, path: str | None) -> dict:
-    """Write ``result`` as JSON to ``path`` (its folder created) when one is given; returns it."""
+    """Add :func:`code_version` to ``result``, write it as JSON to ``path`` (its folder created) when
+    one is given; returns it."""
+    result.setdefault("code", code_version())
     if path:
         from pathlib import Path
 

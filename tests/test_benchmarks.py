@@ -1,0 +1,52 @@
+"""benchmarks/throughput.py (a README command) on a tiny random model: the JSON the performance issue
+asks for, with ratios that follow from its own rates and statistics that agree with the naive
+reference. Plumbing only: no timing is asserted."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "throughput.py"
+REQUIRED = ("device", "model", "windows", "bare_windows_per_s", "headsim_windows_per_s", "naive_windows_per_s",
+            "ratio_vs_bare", "speedup_vs_naive", "peak_memory_bytes")
+
+
+def _run(args: list[str], out: Path) -> dict:
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", *args, "--json", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow
+def test_throughput_json_has_every_field_and_consistent_ratios(tiny_bert_dir, tmp_path):
+    res = _run(["--model", str(tiny_bert_dir), "--windows", "6", "--naive-windows", "2", "--batch-size", "3",
+                "--seq-len", "32", "--sentences", "punkt"], tmp_path / "tp.json")
+    for key in REQUIRED:
+        assert key in res, key
+    assert res["device"].startswith("cpu") and res["windows"] == 6 and res["naive_windows_measured"] == 2
+    assert math.isclose(res["ratio_vs_bare"], res["headsim_windows_per_s"] / res["bare_windows_per_s"])
+    assert math.isclose(res["speedup_vs_naive"], res["headsim_windows_per_s"] / res["naive_windows_per_s"])
+    assert res["peak_memory_bytes"]["cpu_rss"] > 0 and res["peak_memory_bytes"]["gpu_max_allocated"] is None
+    agree = res["agreement_vs_naive"]  # headsim's statistics against the naive per-head numpy loops
+    assert agree["attn_sum_max_abs_diff"] < 1e-4 and agree["sim_sum_max_abs_diff"] < 1e-4
+    assert agree["pair_counts_max_rel_diff"] < 1e-3
+    assert res["code"]["headsim"] and (res["code"]["commit"] is None or isinstance(res["code"]["commit"], str))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("around", [False, True])
+def test_end_to_end_timing_analyses_the_windows_asked_for(tiny_bert_dir, tmp_path, around):
+    extra = ["--around-model"] if around else []
+    res = _run(["--model", str(tiny_bert_dir), "--seq-len", "32", "--sentences", "punkt", "--batch-size", "4",
+                "--end-to-end", "10", "--end-to-end-only", *extra], tmp_path / "e2e.json")
+    e2e = res["end_to_end"]
+    assert e2e["windows"] == 10 and e2e["seconds"] > 0
+    assert e2e["model_step"] == ("skipped" if around else "run")
+    assert math.isclose(e2e["windows_per_s"], 10 / e2e["seconds"])
