@@ -113,3 +113,23 @@ def test_models_outside_the_attention_registry_fall_back_to_hooks(tiny_bert, win
     fallback.process_safely(windows)
     assert fallback.own_attention is False and int(fallback.stats.to_dataset()["windows"]) == len(windows)
     assert int(fallback.stats.to_dataset()["n_pairs"].sum()) > 0
+
+
+@pytest.mark.parametrize("kernels", [True, False])
+def test_automatic_cuda_batch_follows_free_memory(monkeypatch, kernels):
+    """A quarter of free memory by the per-window estimate, between 8 windows and the cap (2,048 with
+    the kernels, 512 for the eager statistics, whose ``T×T`` tensors the estimate counts)."""
+    from types import SimpleNamespace
+
+    from headsim.analysis import default_batch_size
+    from headsim.stats import triton_kernels
+
+    loaded = SimpleNamespace(device=torch.device("cuda"), n_heads=12)
+    monkeypatch.setattr(triton_kernels, "available", lambda device: kernels)
+    # 1 GiB free: a quarter is 256 MiB, 32 windows at 8 MiB each; the eager statistics add twelve
+    # float32 [12, 128, 128] tensors (9 MiB) per window: 15 windows
+    for free, want in ((80 << 30, 2048 if kernels else 512), (1 << 30, 32 if kernels else 15), (1 << 20, 8)):
+        monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device, free=free: (free, 80 << 30))
+        assert default_batch_size(loaded, 128) == want
+    cpu = SimpleNamespace(device=torch.device("cpu"), n_heads=12)
+    assert default_batch_size(cpu, 128) == 32
