@@ -195,10 +195,8 @@ def _assemble(pieces: list[list[tuple[TokenStream, int, int]]], seq_len: int, to
     offsets = np.full((w, seq_len, 2), SPECIAL, dtype=np.int64)
     sent = np.full((w, seq_len), SPECIAL, dtype=np.int64)
     tidx = np.full((w, seq_len), SPECIAL, dtype=np.int64)
+    lengths = np.empty(w, dtype=np.int64)
     for r, window in enumerate(pieces):
-        n = sum(b - a for _, a, b in window)
-        ids[r, 0], ids[r, n + 1] = cls, sep
-        mask[r, : n + 2] = 1
         pos = 1
         for s, a, b in window:
             k = b - a
@@ -207,10 +205,19 @@ def _assemble(pieces: list[list[tuple[TokenStream, int, int]]], seq_len: int, to
             sent[r, pos: pos + k] = s.sentences[a:b]
             tidx[r, pos: pos + k] = s.text_index
             pos += k
-        body = slice(1, n + 1)
-        # renumber (text, sentence) pairs 0, 1, … within the window, in reading order
-        key = tidx[r, body] * (1 << 32) + sent[r, body]
-        sent[r, body] = np.unique(key, return_inverse=True)[1]
+        lengths[r] = pos - 1
+    rows = np.arange(w)
+    ids[:, 0], ids[rows, lengths + 1] = cls, sep
+    column = np.arange(seq_len)
+    mask[:] = column <= lengths[:, None] + 1
+    body = (column >= 1) & (column <= lengths[:, None])
+    # renumber (text, sentence) pairs 0, 1, … within each window in reading order: along a window the
+    # pieces come in stream order and a stream's sentence indices never decrease, so the pair's key
+    # never decreases and its rank is the count of changes so far
+    key = tidx * (1 << 32) + sent
+    change = np.zeros((w, seq_len), dtype=bool)
+    change[:, 2:] = key[:, 2:] != key[:, 1:-1]
+    sent[body] = np.cumsum(change & body, axis=1)[body]
     tokens = [tokenizer.convert_ids_to_tokens(row.tolist()) for row in ids] if token_strings else []
     return Windows(ids, mask, offsets, sent, tidx, tokens)
 
