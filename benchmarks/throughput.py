@@ -498,14 +498,14 @@ def set_launches(specs: list[str]) -> dict:
 
 
 def code_version() -> dict:
-    """The measured code: headsim's version and, in a git checkout, its commit (``dirty`` with
-    uncommitted changes to tracked files); the commit is None where there is no ``.git``."""
+    """The measured code: the imported headsim's version and, where it comes from a git checkout, that
+    checkout's commit (``dirty`` with uncommitted changes to tracked files); None without ``.git``."""
     import subprocess
     from pathlib import Path
 
     import headsim
 
-    here = Path(__file__).resolve().parent
+    here = Path(headsim.__file__).resolve().parent  # the code measured, also when PYTHONPATH picks another checkout
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True,
                                 check=True, timeout=10).stdout.strip()
