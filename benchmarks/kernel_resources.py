@@ -23,6 +23,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
@@ -41,8 +42,27 @@ INPUTS = {"q_ptr", "k_ptr", "v_ptr", "o_ptr", "z_ptr"}  # bf16; every other poin
 UNALIGNED = {"H", "K", "nbins", "B", "per"}  # 12 heads, 3 columns, 120 bins: no multiples of 16; B, per: never specialised
 
 
+_SASS_LINE = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+_BRANCH_TARGET = re.compile(r"\bBRA\b.*?0x([0-9a-f]+)")
+
+
+def sass_loop(sass: str) -> dict | None:
+    """The largest loop of a kernel's SASS (``cuobjdump -sass``): the instructions from a backward
+    branch's target to the branch, i.e. what one thread issues per iteration of the window loop, and
+    the opcodes most used there. None for a kernel without a loop."""
+    ins = [(int(m.group(1), 16), m.group(2)) for m in map(_SASS_LINE.match, sass.splitlines()) if m]
+    index = {addr: i for i, (addr, _) in enumerate(ins)}
+    spans = [(index[t], i) for i, (addr, text) in enumerate(ins)
+             if (b := _BRANCH_TARGET.search(text)) and (t := int(b.group(1), 16)) < addr and t in index]
+    if not spans:
+        return None
+    start, end = max(spans, key=lambda span: span[1] - span[0])
+    ops = Counter(re.sub(r"^@!?U?P\w+\s+", "", text).split()[0].split(".")[0] for _, text in ins[start:end + 1])
+    return {"instructions": end - start + 1, "opcodes": dict(ops.most_common(12))}
+
+
 def compile_one(fn, constexprs: dict, arch: int, **options) -> dict:
-    """Compile ``fn`` for ``sm_<arch>`` and read its resources."""
+    """Compile ``fn`` for ``sm_<arch>`` and read its resources (and, for a looping kernel, its loop)."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -61,13 +81,15 @@ def compile_one(fn, constexprs: dict, arch: int, **options) -> dict:
         cubin = Path(tmp) / "k.cubin"
         cubin.write_bytes(kernel.asm["cubin"])
         usage = subprocess.run([str(tool), "--dump-resource-usage", str(cubin)], capture_output=True, text=True).stdout
+        sass = subprocess.run([str(tool), "-sass", str(cubin)], capture_output=True, text=True).stdout
     ttgir = kernel.asm["ttgir"]
     registers, stack = (int(re.search(rf"{k}:(\d+)", usage).group(1)) for k in ("REG", "STACK"))
     threads = 32 * options.get("num_warps", 4)
     return {"registers": registers, "spill_stack_bytes": stack, "shared_bytes": kernel.metadata.shared,
             "programs_per_sm_by_registers": 65536 // (threads * max(registers, 1)),
             "prefetched_loads": ttgir.count("async_copy_global_to_local"),
-            "matrix": "wgmma" if "warp_group_dot" in ttgir else "mma.sync" if "tt.dot" in ttgir or "mma" in ttgir else "none"}
+            "matrix": "wgmma" if "warp_group_dot" in ttgir else "mma.sync" if "tt.dot" in ttgir or "mma" in ttgir else "none",
+            "loop": sass_loop(sass)}
 
 
 def report(module, launches: list, arch: int) -> list[dict]:
@@ -85,8 +107,13 @@ def report(module, launches: list, arch: int) -> list[dict]:
             cx = {k: v for k, v in dict(BM=launch.block_rows, TP=TP, DP=DP, F32=False, **extra).items() if k in fn.arg_names}
             if "PER" in fn.arg_names:  # versions before the run length became a runtime argument
                 cx["PER"] = 16
-            rows.append({"kernel": name, "launch": vars(launch),
-                         **compile_one(fn, cx, arch, num_warps=launch.num_warps, num_stages=launch.num_stages)})
+            row = {"kernel": name, "launch": vars(launch),
+                   **compile_one(fn, cx, arch, num_warps=launch.num_warps, num_stages=launch.num_stages)}
+            if row["loop"]:  # what one window costs a head in issued warp instructions, all its programs together
+                blocks = -(-TP // min(launch.block_rows, TP))
+                programs = blocks * (blocks + 1) // 2 if tiles == "triangle" and name == "pairs" else blocks
+                row["warp_instructions_per_window_head"] = row["loop"]["instructions"] * launch.num_warps * programs
+            rows.append(row)
     rows.append({"kernel": "peak", **compile_one(module._peak_kernel, dict(TP=TP, DP=DP, F32=False), arch, num_warps=8)})
     rows.append({"kernel": "columns", **compile_one(module._columns_kernel, dict(TP=TP, DP=DP, KP=KP, F32=False), arch,
                                                     num_warps=4)})
@@ -117,9 +144,11 @@ def main(argv=None) -> dict:
     for tag, rows in (("headsim", result["kernels"]), ("baseline", result.get("baseline", {}).get("kernels", []))):
         for r in rows:
             launch = ",".join(str(v) for v in r.get("launch", {}).values()) or "-"
-            print(f"{tag:9s}{r['kernel']:10s} launch {launch:8s} registers {r['registers']:3d}  spill {r['spill_stack_bytes']:5d} B  "
+            loop = (f"  loop {r['loop']['instructions']} instructions, {r['warp_instructions_per_window_head']} warp "
+                    f"instructions per window and head" if r.get("warp_instructions_per_window_head") else "")
+            print(f"{tag:9s}{r['kernel']:10s} launch {launch:15s} registers {r['registers']:3d}  spill {r['spill_stack_bytes']:5d} B  "
                   f"shared {r['shared_bytes']:6d} B  programs/SM {r['programs_per_sm_by_registers']}  "
-                  f"prefetched loads {r['prefetched_loads']}  {r['matrix']}")
+                  f"prefetched loads {r['prefetched_loads']}  {r['matrix']}{loop}")
     return write_result(result, args.json)
 
 
