@@ -50,3 +50,19 @@ def test_end_to_end_timing_analyses_the_windows_asked_for(tiny_bert_dir, tmp_pat
     assert e2e["windows"] == 10 and e2e["seconds"] > 0
     assert e2e["model_step"] == ("skipped" if around else "run")
     assert math.isclose(e2e["windows_per_s"], 10 / e2e["seconds"])
+
+
+def test_sass_loop_reads_the_largest_loop_of_a_listing():
+    """kernel_resources.sass_loop on a cuobjdump-style listing with a short and a long backward branch."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    pytest.importorskip("triton")
+    from kernel_resources import sass_loop
+
+    lines = ["MOV R1, c[0x0][0x28]", "IMAD R2, R3, R4, R5",  # 0x00, 0x10: before the loop
+             "LDG.E R6, desc[UR4][R2.64]", "VOTE.ANY R7, PT, P0", "@P1 LOP3.LUT R8, R7, R9, RZ, 0xc0, !PT",  # 0x20–0x40
+             "POPC R10, R8", "@!P2 BRA 0x40", "IADD3 R11, R10, 0x1, RZ", "BRA 0x20", "EXIT"]  # 0x60: inner, 0x80: outer
+    sass = "\n".join(f"        /*{16 * i:04x}*/                   {text} ;" for i, text in enumerate(lines))
+    loop = sass_loop(sass)
+    assert loop["instructions"] == 7  # 0x20 … 0x80, the outer loop
+    assert loop["opcodes"] == {"LDG": 1, "VOTE": 1, "LOP3": 1, "POPC": 1, "BRA": 2, "IADD3": 1}
+    assert sass_loop("\n".join(f"        /*{16 * i:04x}*/  {t} ;" for i, t in enumerate(["MOV R1, R2", "EXIT"]))) is None
