@@ -36,7 +36,7 @@ def test_throughput_json_has_every_field_and_consistent_ratios(tiny_bert_dir, tm
     assert res["peak_memory_bytes"]["cpu_rss"] > 0 and res["peak_memory_bytes"]["gpu_max_allocated"] is None
     agree = res["agreement_vs_naive"]  # headsim's statistics against the naive per-head numpy loops
     assert agree["attn_sum_max_abs_diff"] < 1e-4 and agree["sim_sum_max_abs_diff"] < 1e-4
-    assert agree["pair_counts_max_rel_diff"] < 1e-3
+    assert agree["pair_counts_max_rel_diff"] < 0.02  # equal here; room for a rare flip at the threshold elsewhere
     assert res["code"]["headsim"] and (res["code"]["commit"] is None or isinstance(res["code"]["commit"], str))
 
 
