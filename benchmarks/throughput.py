@@ -23,11 +23,14 @@ import json
 import os
 import platform
 import resource
+import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -157,8 +160,6 @@ def profile(loaded, batches, device, seq_len, path: str, n: int = 3) -> None:
                 step(w)
             sync(device)
         tables.append(f"## {name}, {n} batches\n" + prof.key_averages().table(sort_by=key, row_limit=40))
-    from pathlib import Path
-
     Path(path).write_text("\n\n".join(tables))
 
 
@@ -266,8 +267,6 @@ def end_to_end(loaded, n: int, seq_len: int, batch: int | None, workers: int, se
     A first, separately timed analyze of one small batch (``warmup_*``) pays the process's one-time
     costs: Triton compiling its kernels (cached on disk afterwards), CUDA and library start-up. The
     timed run still starts its own windowing processes and writes its own run directory."""
-    import tempfile
-
     from headsim.analysis import analyze
 
     corpus = repeated_corpus(n, seq_len)
@@ -472,8 +471,6 @@ def main(argv=None) -> dict:
 
 def set_launches(specs: list[str]) -> dict:
     """Apply ``--launch`` values to headsim's Triton passes; returns the launches in effect."""
-    from pathlib import Path
-
     from headsim.stats import triton_kernels as tk
 
     chosen = {}
@@ -500,9 +497,6 @@ def set_launches(specs: list[str]) -> dict:
 def code_version() -> dict:
     """The measured code: the imported headsim's version and, where it comes from a git checkout, that
     checkout's commit (``dirty`` with uncommitted changes to tracked files); None without ``.git``."""
-    import subprocess
-    from pathlib import Path
-
     import headsim
 
     here = Path(headsim.__file__).resolve().parent  # the code measured, also when PYTHONPATH picks another checkout
@@ -521,8 +515,6 @@ def write_result(result: dict, path: str | None) -> dict:
     one is given; returns it."""
     result.setdefault("code", code_version())
     if path:
-        from pathlib import Path
-
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(result, indent=2))
     return result

@@ -52,9 +52,9 @@ def test_end_to_end_timing_analyses_the_windows_asked_for(tiny_bert_dir, tmp_pat
     assert math.isclose(e2e["windows_per_s"], 10 / e2e["seconds"])
 
 
-def test_sass_loop_reads_the_largest_loop_of_a_listing():
+def test_sass_loop_reads_the_largest_loop_of_a_listing(monkeypatch):
     """kernel_resources.sass_loop on a cuobjdump-style listing with a short and a long backward branch."""
-    sys.path.insert(0, str(SCRIPT.parent))
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
     pytest.importorskip("triton")
     from kernel_resources import sass_loop
 

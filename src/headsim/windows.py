@@ -191,7 +191,6 @@ def _assemble(pieces: list[list[tuple[TokenStream, int, int]]], seq_len: int, to
     cls, sep, pad = _special_ids(tokenizer)
     w = len(pieces)
     ids = np.full((w, seq_len), pad, dtype=np.int64)
-    mask = np.zeros((w, seq_len), dtype=np.int64)
     offsets = np.full((w, seq_len, 2), SPECIAL, dtype=np.int64)
     sent = np.full((w, seq_len), SPECIAL, dtype=np.int64)
     tidx = np.full((w, seq_len), SPECIAL, dtype=np.int64)
@@ -209,7 +208,7 @@ def _assemble(pieces: list[list[tuple[TokenStream, int, int]]], seq_len: int, to
     rows = np.arange(w)
     ids[:, 0], ids[rows, lengths + 1] = cls, sep
     column = np.arange(seq_len)
-    mask[:] = column <= lengths[:, None] + 1
+    mask = (column <= lengths[:, None] + 1).astype(np.int64)
     body = (column >= 1) & (column <= lengths[:, None])
     # renumber (text, sentence) pairs 0, 1, … within each window in reading order: along a window the
     # pieces come in stream order and a stream's sentence indices never decrease, so the pair's key
