@@ -36,7 +36,6 @@ import numpy as np
 import torch
 
 from headsim.analysis import Engine, mask_agreement
-from headsim.capture import forward
 from headsim.corpus import default_corpus, load_corpus
 from headsim.models import from_pretrained_objects, load_model
 from headsim.stats import CorpusStats, heads_table
@@ -46,10 +45,10 @@ from headsim.windows import Windows, iter_windows
 THRESHOLD, TOP_K = 0.3, 3
 
 
-MODELS = ("embedded", "bert-base-random")
+MODELS = ("embedded", "bert-base-random", "llama-random")
 
 
-def build_model(device: str, dtype: str, attn: str = "sdpa", tokenizer: str | None = None, model: str = "embedded"):
+def build_model(device: str, dtype: str, attn: str | None = "sdpa", tokenizer: str | None = None, model: str = "embedded"):
     """The embedded MiniLM, or a BERT-base configuration with random weights (timing only).
 
     ``tokenizer``: for the random BERT-base, a directory saved with ``save_pretrained`` (the GPU kit
@@ -58,16 +57,38 @@ def build_model(device: str, dtype: str, attn: str = "sdpa", tokenizer: str | No
     """
     if model == "embedded":
         return load_model("default", device=device, dtype=dtype, attn_implementation=attn), "embedded all-MiniLM-L6-v2 (pretrained)"
-    if model != "bert-base-random":  # a local model directory (the GPU kit carries MiniLM's weights in fp16)
+    if model not in MODELS:  # a local model directory (the GPU kit carries MiniLM's weights in fp16)
         return load_model(model, device=device, dtype=dtype, attn_implementation=attn), f"{model} (pretrained)"
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     tok = AutoTokenizer.from_pretrained(tokenizer) if tokenizer else load_model("default", device="cpu").tokenizer
+    if model == "llama-random":
+        return _llama_random(device, dtype, attn, tok)
     torch.manual_seed(0)
     net = BertModel(BertConfig(attn_implementation=attn), add_pooling_layer=False)
     loaded = from_pretrained_objects(net.to(device=device, dtype={"bf16": torch.bfloat16, "fp16": torch.float16}.get(dtype, torch.float32)), tok,
                                      name="bert-base config, random weights")
     return loaded, "BERT-base configuration with random weights (timing only, not a pretrained model)"
+
+
+def _llama_random(device: str, dtype: str, attn: str | None, tok):
+    """A Llama-style decoder of MiniLM's size (6 layers, 12 query and 4 key/value heads, hidden 384,
+    RoPE, causal) with random weights and the embedded tokenizer ([CLS] as its BOS): timing only."""
+    import copy
+
+    from transformers import LlamaConfig, LlamaModel
+
+    tok = copy.deepcopy(tok)
+    tok.bos_token = tok.cls_token
+    config = LlamaConfig(vocab_size=len(tok), hidden_size=384, intermediate_size=1536, num_hidden_layers=6,
+                         num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=512,
+                         bos_token_id=tok.bos_token_id, pad_token_id=tok.pad_token_id)
+    if attn:
+        config._attn_implementation = attn
+    torch.manual_seed(0)
+    net = LlamaModel(config).to(device=device, dtype={"bf16": torch.bfloat16, "fp16": torch.float16}.get(dtype, torch.float32))
+    return (from_pretrained_objects(net, tok, name="llama-style config, random weights"),
+            "Llama-style decoder of MiniLM's size (6 layers, 12 heads, 4 key/value heads) with random weights (timing only)")
 
 
 CORPUS = "default"  # set by --corpus
@@ -84,7 +105,7 @@ def make_batches(loaded, n: int, seq_len: int, batch: int, workers: int = 0,
     out, got, t0 = [], 0, time.perf_counter()
     while got < n:
         for w in iter_windows(texts, loaded.tokenizer, seq_len, pack=True, batch_windows=batch, workers=workers,
-                              token_strings=False, sentence_splitter=sentences):
+                              token_strings=False, sentence_splitter=sentences, framing=loaded.framing):
             take = min(len(w), n - got)
             out.append(w.select(slice(0, take)) if take < len(w) else w)
             got += take
@@ -99,7 +120,11 @@ def sync(device: str) -> None:
 
 
 def _bare(loaded, w) -> None:
-    forward(loaded, torch.as_tensor(w.input_ids, device=loaded.device), torch.as_tensor(w.attention_mask, device=loaded.device))
+    """The baseline: the analysed stack called directly, as loaded, nothing captured (headsim's own
+    passes all go through :mod:`headsim.model.tap`)."""
+    with torch.inference_mode():
+        loaded.arch.stack_of(loaded.model)(input_ids=torch.as_tensor(w.input_ids, device=loaded.device),
+                                           attention_mask=torch.as_tensor(w.attention_mask, device=loaded.device))
 
 
 FUSED = False  # set by --fused
@@ -423,31 +448,37 @@ def main(argv=None) -> dict:
         print(f"batch {size}: bare {n * ROUNDS / tb:.1f} windows/s, headsim {n * ROUNDS / th:.1f}: ratio {tb / th:.3f}", flush=True)
     if args.profile:
         profile(loaded, batches, args.device, args.seq_len, args.profile)
-    naive_model, _ = build_model(args.device, dtype, attn="eager", tokenizer=args.tokenizer, model=which)
-    if which != "embedded":  # same random weights (seeded anyway; made explicit)
-        naive_model.model.load_state_dict(loaded.model.state_dict())
-    subset = Windows.concat(batches).select(slice(0, n_naive))
-    t0 = time.perf_counter()
-    ref = naive_stats(naive_model.model, loaded.tokenizer, subset, args.seq_len, loaded.device)
-    t_naive = (time.perf_counter() - t0) / n_naive
-    sub_engine = Engine(loaded, new_stats(loaded, args.seq_len), lambda: new_stats(loaded, args.seq_len))
-    sub_engine.process(subset)
+    # the naive reference reads BERT's module layout; other families are timed without it
+    if loaded.arch.layers != "encoder.layer" or not loaded.arch.plain:
+        n_naive = 0
+    t_naive, ref = float("nan"), None
+    if n_naive:
+        naive_model, _ = build_model(args.device, dtype, attn="eager", tokenizer=args.tokenizer, model=which)
+        if which != "embedded":  # same random weights (seeded anyway; made explicit)
+            naive_model.model.load_state_dict(loaded.model.state_dict())
+        subset = Windows.concat(batches).select(slice(0, n_naive))
+        t0 = time.perf_counter()
+        ref = naive_stats(naive_model.model, loaded.tokenizer, subset, args.seq_len, loaded.device)
+        t_naive = (time.perf_counter() - t0) / n_naive
+        sub_engine = Engine(loaded, new_stats(loaded, args.seq_len), lambda: new_stats(loaded, args.seq_len))
+        sub_engine.process(subset)
     result = {
         "device": torch.cuda.get_device_name() if cuda else f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)",
         "model": model_note, "corpus": args.corpus, "fused": args.fused, "kernels": stats.kernels, "rounds": ROUNDS, "dtype": dtype, "windows": n, "seq_len": args.seq_len, "batch_size": bs,
-        "bare_windows_per_s": n / t_bare, "headsim_windows_per_s": n / t_head, "naive_windows_per_s": 1.0 / t_naive,
+        "bare_windows_per_s": n / t_bare, "headsim_windows_per_s": n / t_head, "naive_windows_per_s": 1.0 / t_naive if n_naive else None,
         "naive_windows_measured": n_naive, "windowing_windows_per_s": windowing_rate,
         "windowing_windows_measured": n_win, "sentences": args.sentences, "windowing_workers": workers, "windowing_parallel_windows_per_s": parallel_rate,
         "peak_memory_bytes": {"cpu_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                               "gpu_max_allocated": torch.cuda.max_memory_allocated() if cuda else None},
-        "agreement_vs_naive": agreement_naive(sub_engine.stats, ref),
+        "agreement_vs_naive": agreement_naive(sub_engine.stats, ref) if n_naive else None,
+        "family": loaded.arch.family, "attention": Engine(loaded, stats, lambda: stats).attention_source(),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "torch": torch.__version__, "kernel_launch": launches,
     }
     result["ratio_vs_bare"] = result["headsim_windows_per_s"] / result["bare_windows_per_s"]
     if sweep:
         result["batch_sweep"] = {str(k): v for k, v in sweep.items()}
-    result["speedup_vs_naive"] = result["headsim_windows_per_s"] / result["naive_windows_per_s"]
+    result["speedup_vs_naive"] = result["headsim_windows_per_s"] / result["naive_windows_per_s"] if n_naive else None
     if dtype != "fp32":
         fp32, _ = build_model(args.device, "fp32", tokenizer=args.tokenizer, model=which)
         if which != "embedded":
@@ -456,9 +487,9 @@ def main(argv=None) -> dict:
     if args.end_to_end:
         result["end_to_end"] = timed_end_to_end()
     print(f"{'contender':<12}{'windows/s':>12}")
-    for name in ("bare", "headsim", "naive"):
+    for name in ("bare", "headsim", "naive")[: 3 if n_naive else 2]:
         print(f"{name:<12}{result[name + '_windows_per_s']:>12.2f}")
-    print(f"headsim / bare = {result['ratio_vs_bare']:.3f}   headsim / naive = {result['speedup_vs_naive']:.1f}×   "
+    print(f"headsim / bare = {result['ratio_vs_bare']:.3f}   headsim / naive = {result['speedup_vs_naive'] or float('nan'):.1f}×   "
           f"windowing {windowing_rate:.0f} windows/s   peak RSS {result['peak_memory_bytes']['cpu_rss'] / 2**30:.2f} GiB")
     print(f"windowing over {n_win} windows: in-process {windowing_rate:.0f} windows/s, {workers} worker processes {parallel_rate:.0f} windows/s")
     print("agreement with naive reference:", json.dumps(result["agreement_vs_naive"]))

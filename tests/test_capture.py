@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import SENTENCES, reference_attentions, reference_head_outputs, valid_rows
-from headsim.capture import capture
+from headsim.model.tap import capture
 from headsim.extraction import extract
 
 LONG = SENTENCES + " The quiet town slept while rain fell over the river and the old bridge."
@@ -105,7 +105,7 @@ def test_layer_subset_and_no_attention(tiny_bert):
 def test_capture_roles_and_value_projection(tiny_bert):
     """Queries/keys/values come straight from the projections, split into heads."""
     w = extract(SENTENCES, tiny_bert, seq_len=32, attention=False).windows
-    got = capture(tiny_bert, w.input_ids, w.attention_mask, roles=("query", "key", "value", "head_output"))
+    got = capture(tiny_bert, w.input_ids, w.attention_mask, attention=False, qkv=True)
     out = tiny_bert.model(input_ids=torch.as_tensor(w.input_ids), attention_mask=torch.as_tensor(w.attention_mask),
                           output_hidden_states=True)
     n_heads, d = tiny_bert.n_heads, tiny_bert.d_head
@@ -115,4 +115,4 @@ def test_capture_roles_and_value_projection(tiny_bert):
             lin = getattr(layer.attention.self, role)
             y = (x @ lin.weight.T + lin.bias).reshape(x.shape[0], x.shape[1], n_heads, d).permute(0, 2, 1, 3)
             torch.testing.assert_close(got[role][:, li], y, atol=1e-5, rtol=0)
-    assert got["head_output"].shape == (len(w), tiny_bert.n_layers, n_heads, w.seq_len, d)
+    assert got["head_outputs"].shape == (len(w), tiny_bert.n_layers, n_heads, w.seq_len, d)

@@ -78,16 +78,17 @@ def test_other_errors_are_not_mistaken_for_out_of_memory(tiny_bert, windows):
     assert is_out_of_memory(RuntimeError("HIP out of memory")) and not is_out_of_memory(ValueError("out of memory"))
 
 
-def test_own_attention_and_hooks_give_the_same_statistics(tiny_bert_eager, windows):
-    """headsim computing the model's attention (one softmax for statistics and head outputs) equals
-    capturing the model's own eager attention with hooks, up to threshold flips from float rounding."""
-    own = _engine(tiny_bert_eager)
+def test_own_attention_and_the_models_attention_give_the_same_statistics(tiny_bert, windows):
+    """headsim computing a plain family's attention (one softmax for statistics and head outputs)
+    equals the statistics of the model's own eager attention read through the tap, up to threshold
+    flips from float rounding."""
+    own = _engine(tiny_bert)
     own.process_safely(windows)
-    hooked = _engine(tiny_bert_eager)
-    hooked.own_attention = False
-    hooked.process_safely(windows)
-    assert own.own_attention is True and hooked.own_attention is False
-    a, b = own.stats.to_dataset(), hooked.stats.to_dataset()
+    model = _engine(tiny_bert, own_attention=False)
+    model.process_safely(windows)
+    assert own.own_attention is True and model.own_attention is False
+    assert "headsim" in own.attention_source() and "eager attention function" in model.attention_source()
+    a, b = own.stats.to_dataset(), model.stats.to_dataset()
     assert int(a["n_pairs"].sum()) > 0
     for name in a.data_vars:
         x, y = a[name].values, b[name].values
@@ -95,24 +96,6 @@ def test_own_attention_and_hooks_give_the_same_statistics(tiny_bert_eager, windo
             assert abs(int(x.sum()) - int(y.sum())) <= 1e-3 * max(int(y.sum()), 1), name
         else:
             np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-4, err_msg=name)
-
-
-def test_models_outside_the_attention_registry_fall_back_to_hooks(tiny_bert, windows, monkeypatch):
-    from contextlib import contextmanager
-
-    import headsim.analysis as analysis
-
-    @contextmanager
-    def unavailable(loaded, fn):
-        yield False
-
-    reference = _engine(tiny_bert)
-    reference.process_safely(windows)
-    monkeypatch.setattr(analysis, "own_attention", unavailable)
-    fallback = _engine(tiny_bert)
-    fallback.process_safely(windows)
-    assert fallback.own_attention is False and int(fallback.stats.to_dataset()["windows"]) == len(windows)
-    assert int(fallback.stats.to_dataset()["n_pairs"].sum()) > 0
 
 
 @pytest.mark.parametrize("kernels", [True, False])

@@ -17,7 +17,7 @@ if not torch.cuda.is_available():
 pytest.importorskip("triton")
 
 from headsim.analysis import Engine  # noqa: E402
-from headsim.capture import attention_probs  # noqa: E402
+from headsim.model.plain import attention_probs  # noqa: E402
 from headsim.corpus import lee_documents  # noqa: E402
 from headsim.stats import CorpusStats  # noqa: E402
 from headsim.windows import make_windows  # noqa: E402

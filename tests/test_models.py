@@ -11,7 +11,7 @@ import torch
 
 import headsim
 from headsim import models
-from headsim.adapters import adapter_for
+from headsim.model.arch import arch_for
 from headsim.errors import HeadsimError
 from headsim.extraction import extract
 from headsim.models import load_model
@@ -90,11 +90,11 @@ def test_roberta_directory(tmp_path, tokenizer):
     model = RobertaModel(config).eval()
     model.save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
-    assert adapter_for(model).name == "roberta"
+    assert arch_for(model).family == "roberta"
 
     loaded = load_model(tmp_path, device="cpu")
     assert type(loaded.model).__name__ == "RobertaModel"
-    assert loaded.adapter.name == "roberta"
+    assert loaded.arch.family == "roberta"
     # positions start at padding_idx + 1, so only max_position_embeddings - 2 tokens fit
     assert loaded.max_seq_len == 40 - 2
 
@@ -114,35 +114,30 @@ def test_roberta_directory(tmp_path, tokenizer):
 # ---------------------------------------------------------------------------------------------
 
 
-def _gpt2(path: Path) -> None:
-    from transformers import GPT2Config, GPT2Model
+def _bloom(path: Path) -> None:
+    from transformers import BloomConfig, BloomModel
 
-    GPT2Model(GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=64, n_positions=32)).save_pretrained(path)
-
-
-def _distilbert(path: Path) -> None:
-    from transformers import DistilBertConfig, DistilBertModel
-
-    DistilBertModel(DistilBertConfig(dim=32, n_layers=1, n_heads=2, hidden_dim=64, vocab_size=64,
-                                     max_position_embeddings=32)).save_pretrained(path)
+    BloomModel(BloomConfig(hidden_size=32, n_layer=1, n_head=2, vocab_size=64)).save_pretrained(path)
 
 
-@pytest.mark.parametrize("build, cls", [(_gpt2, "GPT2Model"), (_distilbert, "DistilBertModel")])
-def test_unsupported_architecture(tmp_path, build, cls):
+def _remote_code(path: Path) -> None:
+    """A config that names its own modelling code: refused before anything is imported."""
+    import json
+
+    _bloom(path)
+    config = json.loads((path / "config.json").read_text())
+    config["auto_map"] = {"AutoModel": "modeling_evil.EvilModel"}
+    (path / "config.json").write_text(json.dumps(config))
+    (path / "modeling_evil.py").write_text("raise SystemExit('remote code executed')\n")
+
+
+@pytest.mark.parametrize("build, words", [(_bloom, "not supported: BloomModel (model_type 'bloom')"),
+                                          (_remote_code, "needs its own remote code")])
+def test_unsupported_architecture_or_remote_code(tmp_path, build, words):
     build(tmp_path)
     err = _error(tmp_path, device="cpu")
-    assert f"not supported yet: {cls}" in str(err)
-
-
-def test_relative_positions_refused(tokenizer):
-    from transformers import BertModel
-
-    from conftest import tiny_config
-
-    model = BertModel(tiny_config(len(tokenizer), hidden_size=32, num_hidden_layers=1,
-                                  position_embedding_type="relative_key"))
-    with pytest.raises(HeadsimError, match="not supported yet: BertModel"):
-        adapter_for(model)
+    assert words in str(err)
+    assert "llama" in err.fix or "remote code" in str(err)
 
 
 def test_uncached_hub_id():
@@ -186,8 +181,8 @@ def test_unknown_dtype(dtype):
 
 
 def test_never_trusts_remote_code(tiny_bert_dir, tmp_path, monkeypatch):
-    """Every from_pretrained call says trust_remote_code=False (or leaves its False default) and
-    code shipped with a model (config auto_map) is never imported."""
+    """A model that names its own code (config auto_map) is refused, the code never imported, and
+    every from_pretrained call made says trust_remote_code=False (or leaves its False default)."""
     import shutil
 
     import transformers
@@ -221,10 +216,10 @@ def test_never_trusts_remote_code(tiny_bert_dir, tmp_path, monkeypatch):
         monkeypatch.setattr(cls, "from_pretrained", recorder)
     monkeypatch.setattr(models, "_LOADED", {})
 
-    loaded = load_model(target, device="cpu")
-    assert type(loaded.model).__name__ == "BertModel"
+    with pytest.raises(HeadsimError, match="needs its own remote code"):
+        load_model(target, device="cpu")
     assert not marker.exists()
-    assert {name for name, _ in calls} >= {"AutoConfig", "AutoModel"}
+    assert {name for name, _ in calls} >= {"AutoConfig"}
     for name, kwargs in calls:
         assert kwargs.get("trust_remote_code", False) is False, (name, kwargs)
         assert kwargs.get("local_files_only") is True, (name, kwargs)

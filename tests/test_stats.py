@@ -220,7 +220,8 @@ def test_tiny_bert_matches_reference():
     from transformers import BertConfig, BertModel
 
     import headsim
-    from headsim.capture import attention_probs, capture
+    from headsim.model.plain import attention_probs
+    from headsim.model.tap import capture
     from headsim.inspection import example_text
     from headsim.models import from_pretrained_objects
     from headsim.windows import make_windows
@@ -236,14 +237,14 @@ def test_tiny_bert_matches_reference():
     for start in range(0, len(windows), 4):
         ids = windows.input_ids[start:start + 4]
         mask = windows.attention_mask[start:start + 4]
-        got = capture(loaded, ids, mask)
+        got = capture(loaded, ids, mask, attention=False, qkv=True)
         m = torch.as_tensor(mask)
         att = torch.stack([attention_probs(got["query"][:, l], got["key"][:, l], m) for l in range(2)], dim=1)
         info = batch_info(ids, mask, windows.sentence_ids[start:start + 4], tokenizer)
         batches.append({"input_ids": info.input_ids.numpy(), "valid": info.valid.numpy(),
                         "sentence_ids": info.sentence_ids.numpy(), "is_cls": info.is_cls.numpy(),
                         "is_sep": info.is_sep.numpy(), "is_punct": info.is_punct.numpy(),
-                        "head_outputs": got["head_output"].numpy(), "attention": att.numpy(), "info": info,
+                        "head_outputs": got["head_outputs"].numpy(), "attention": att.numpy(), "info": info,
                         "query": got["query"], "key": got["key"]})
     assert any(b["is_punct"].any() for b in batches)
     for batch in batches:  # categories agree with the token strings

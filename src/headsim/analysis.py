@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 import torch
 
 from . import rundir
-from .capture import forward, hooks, own_attention
+from .model.tap import Tap, capture
 from .corpus import Corpus, load_corpus
 from .errors import HeadsimError, require
 from .models import LoadedModel, as_loaded
@@ -62,14 +62,15 @@ class CorpusCount(NamedTuple):
     complete: bool
 
 
-def count_windows(corpus: Corpus, tokenizer, seq_len: int, enough: int | None = None) -> CorpusCount:
+def count_windows(corpus: Corpus, tokenizer, seq_len: int, enough: int | None = None, *, specials: int = 2) -> CorpusCount:
     """Packed windows and tokens the corpus gives (a fast pass of the tokenizer alone); with ``enough``,
-    counting stops once that many windows are certain."""
+    counting stops once that many windows are certain. ``specials``: framing tokens per window."""
+    content = seq_len - specials
     total, texts, start, step = 0, [d.text for d in corpus], 0, 8
-    while start < len(texts) and (enough is None or total < enough * (seq_len - 2)):
+    while start < len(texts) and (enough is None or total < enough * content):
         total += sum(token_counts(tokenizer, texts[start: start + step]))
         start, step = start + step, min(2 * step, 256)
-    return CorpusCount(-(-total // (seq_len - 2)), total, start >= len(texts))
+    return CorpusCount(-(-total // content), total, start >= len(texts))
 
 
 def prefetch(items: Iterator, depth: int = 4) -> Iterator:
@@ -132,57 +133,53 @@ class Engine:
     """
 
     def __init__(self, loaded: LoadedModel, stats: CorpusStats, fresh: Callable[[], CorpusStats], *,
-                 backoff: bool | None = None):
+                 backoff: bool | None = None, own_attention: bool | None = None):
         self.loaded, self.stats, self.fresh = loaded, stats, fresh
         self.backoff = loaded.device.type != "cpu" if backoff is None else bool(backoff)
         self.max_windows: int | None = None
-        self.own_attention: bool | None = None  # None: not tried yet
+        require(not own_attention or loaded.arch.plain, f"{loaded.arch.family} attention is not plain softmax over valid keys",
+                "let the statistics read the model's own attention (own_attention=None)")
+        #: headsim computes the attention of ``plain`` families itself (default); ``False`` reads the
+        #: model's own eager attention for every family
+        self.own_attention = loaded.arch.plain if own_attention is None else bool(own_attention)
+        self._tap = Tap(loaded, attention=not self.own_attention, qkv=self.own_attention)
         # one scratch accumulator for the whole run, allocated now: the back-off must not need fresh
         # memory at the moment memory ran out
         self._scratch = fresh() if self.backoff else None
+
+    def attention_source(self, stats: CorpusStats | None = None) -> str:
+        """Where the attention the statistics add comes from (recorded in run.json)."""
+        stats = self.stats if stats is None else stats
+        if self.own_attention:
+            how = "queries and keys as the model passes them" if stats.fused else "computed once for the statistics and the model"
+            return f"headsim: softmax(QK^T*scale) over valid keys ({how}); equal to the family's eager attention"
+        return ("the model's own eager attention function (transformers AttentionInterface)" if self.loaded.arch.interface
+                else "the model's output_attentions")
 
     def batch_info(self, w: Windows) -> BatchInfo:
         return batch_info(w.input_ids, w.attention_mask, w.sentence_ids, self.loaded.tokenizer, self.loaded.device)
 
     def process(self, w: Windows, stats: CorpusStats | None = None) -> None:
-        """Add one batch of windows to the statistics.
+        """Add one batch of windows to the statistics, through the model tap.
 
-        The model's attention runs through headsim (:func:`headsim.capture.own_attention`), which
-        computes the probabilities once for the statistics and the head outputs; where transformers
-        or the model does not route attention through its registry, hooks capture Q, K and the head
-        outputs and the probabilities are recomputed (:attr:`own_attention` remembers which). Fused
-        statistics (``CorpusStats(fused=True)``) always take the hooks' route.
+        For ``plain`` families (:mod:`headsim.model.arch`) the statistics compute each layer's
+        attention once, for themselves and for the model (:meth:`headsim.model.tap.Tap.run_computing`);
+        fused statistics take the queries, keys and head outputs instead. Every other family hands the
+        statistics its own attention probabilities and head outputs.
         """
         stats = self.stats if stats is None else stats
         info = self.batch_info(w)
         stats.begin_batch(info)
-        if self.own_attention is not False and not stats.fused:  # fused steps take Q, K and the model's outputs
-            seen: set[int] = set()
-
-            def compute(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale) -> torch.Tensor:
-                seen.add(layer)
-                return stats.update_qkv(layer, q, k, v, info, scale)
-
-            with own_attention(self.loaded, compute) as active:
-                if active:
-                    forward(self.loaded, info.input_ids, info.valid.long())
-            if active and len(seen) == self.loaded.n_layers:
-                self.own_attention = True
-                return
-            require(not seen, f"the model sent {len(seen)} of {self.loaded.n_layers} layers through headsim's attention",
-                    "report this model; meanwhile its statistics cannot be computed")
-            self.own_attention = False
-        pending: dict[int, dict[str, torch.Tensor]] = {}
-
-        def sink(layer: int, role: str, t: torch.Tensor) -> None:
-            got = pending.setdefault(layer, {})
-            got[role] = t
-            if role == "head_output":
-                stats.update_captured(layer, got["query"], got["key"], t, info)
-                del pending[layer]
-
-        with hooks(self.loaded, sink, ("query", "key", "head_output")):
-            forward(self.loaded, info.input_ids, info.valid.long())
+        mask = info.valid.long()
+        if self.own_attention and not stats.fused:
+            self._tap.run_computing(info.input_ids, mask,
+                                    lambda layer, q, k, v, scale: stats.update_qkv(layer, q, k, v, info, scale))
+        elif self.own_attention:
+            self._tap.run(info.input_ids, mask,
+                          lambda cap: stats.update_captured(cap.layer, cap.query, cap.key, cap.head_outputs, info))
+        else:
+            self._tap.run(info.input_ids, mask,
+                          lambda cap: stats.update_layer(cap.layer, cap.attention, cap.head_outputs, info))
 
     def process_safely(self, w: Windows) -> None:
         """:meth:`process`, halving the batch on out-of-memory when :attr:`backoff` is on."""
@@ -217,7 +214,6 @@ def mask_agreement(low: LoadedModel, reference: LoadedModel, windows: Windows, t
 
     Used to report how a bf16/fp16 run agrees with fp32 on the same windows.
     """
-    from .capture import capture
     from .context_similarity import similarity
 
     same = total = 0
@@ -225,7 +221,7 @@ def mask_agreement(low: LoadedModel, reference: LoadedModel, windows: Windows, t
         part = windows.select(slice(start, start + 8))
         masks = []
         for loaded in (low, reference):
-            z = capture(loaded, part.input_ids, part.attention_mask, ("head_output",))["head_output"]
+            z = capture(loaded, part.input_ids, part.attention_mask, attention=False)["head_outputs"]
             masks.append(similarity(z, threshold, torch.as_tensor(part.attention_mask, device=z.device)).mask.cpu())
         valid = torch.as_tensor(part.attention_mask).bool()
         pairs = (valid[:, None, None, :, None] & valid[:, None, None, None, :]).expand_as(masks[0])
@@ -368,8 +364,10 @@ def analyze(
     # The whole corpus is counted only where the number matters before the run: to analyse all of it, or
     # to refuse too large a --windows up front. Otherwise the windowing itself tells (its tokenizer pass
     # would be done twice), and counting stops at one window.
-    count = count_windows(corp, loaded.tokenizer, seq_len, enough=None if windows is None or not allow_fewer else 1)
-    require(count.tokens >= seq_len - 2, f"corpus {corp.name!r} has {count.tokens} tokens, less than one window of {seq_len}",
+    specials = loaded.framing.specials
+    count = count_windows(corp, loaded.tokenizer, seq_len, enough=None if windows is None or not allow_fewer else 1,
+                          specials=specials)
+    require(count.tokens >= seq_len - specials, f"corpus {corp.name!r} has {count.tokens} tokens, less than one window of {seq_len}",
             "use a larger corpus or a smaller --seq-len")
     target = count.windows if windows is None else windows
     if count.complete and target > count.windows:
@@ -420,12 +418,14 @@ def analyze(
         rundir.write_json(out_path / rundir.RUN_JSON, meta)
 
     engine = Engine(loaded, stats, fresh)
+    meta.setdefault("attention", engine.attention_source())
     every = None if checkpoint_every is None else max(1, -(-checkpoint_every // bs)) * bs
     last_save = time.perf_counter()
     started = time.perf_counter()
     n_workers = default_workers(loaded, target - done) if workers is None else workers
     source = iter_windows((d.text for d in corp), loaded.tokenizer, seq_len, pack=True, batch_windows=bs,
-                          sentence_splitter=sentence_splitter, workers=n_workers, token_strings=False)
+                          sentence_splitter=sentence_splitter, workers=n_workers, token_strings=False,
+                          framing=loaded.framing)
     parts: list = []
     first: Windows | None = None  # kept for the bf16/fp16 agreement check
     part_start = done

@@ -6,10 +6,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
-from .capture import attention_probs, capture
 from .errors import require
+from .model.tap import capture
 from .models import LoadedModel, as_loaded
 from .windows import Windows, check_seq_len, check_texts, make_windows
 
@@ -18,8 +17,9 @@ from .windows import Windows, check_seq_len, check_texts, make_windows
 class Extraction:
     """What one or more texts look like inside every head.
 
-    Arrays (numpy): ``attention`` [W, L, H, T, T] softmax probabilities; ``head_outputs``
-    [W, L, H, T, d] each head's context vectors (input of the attention output projection).
+    Arrays (numpy): ``attention`` [W, L, H, T, T] the probabilities as the model applies them (causal
+    families: zero above the diagonal); ``head_outputs`` [W, L, H, T, d] each query head's output
+    vectors (the input of the attention output projection).
     Layers and heads are 0-based here; figures and tables show them 1-based.
     """
 
@@ -70,7 +70,7 @@ def extract(
     device: str | None = None,
     dtype: str | None = None,
 ) -> Extraction:
-    """Run texts through the encoder and capture every head.
+    """Run texts through the model (any supported family) and capture every head.
 
     Args:
         texts: one text or several; each is cut into windows of ``seq_len`` tokens.
@@ -86,19 +86,15 @@ def extract(
     seq_len = check_seq_len(seq_len, loaded.max_seq_len)
     require(int(batch_size) >= 1, f"batch_size {batch_size} must be at least 1", "pass a positive batch size")
     chosen = check_layers(layers, loaded.n_layers)
-    windows = make_windows(items, loaded.tokenizer, seq_len, pack=pack)
-    roles = ("query", "key", "head_output") if attention else ("head_output",)
+    windows = make_windows(items, loaded.tokenizer, seq_len, pack=pack, framing=loaded.framing)
     attn_parts, out_parts = [], []
     for start in range(0, len(windows), batch_size):
         ids = windows.input_ids[start: start + batch_size]
         mask = windows.attention_mask[start: start + batch_size]
-        got = capture(loaded, ids, mask, roles, chosen)
-        out_parts.append(got["head_output"].float().cpu().numpy())
+        got = capture(loaded, ids, mask, layers=chosen, attention=attention)
+        out_parts.append(got["head_outputs"].float().cpu().numpy())
         if attention:
-            b, nl, h, t, d = got["query"].shape
-            m = torch.as_tensor(mask, device=loaded.device)
-            probs = attention_probs(got["query"].flatten(1, 2), got["key"].flatten(1, 2), m)
-            attn_parts.append(probs.view(b, nl, h, t, t).cpu().numpy())
+            attn_parts.append(got["attention"].cpu().numpy())
     return Extraction(
         windows=windows,
         attention=np.concatenate(attn_parts) if attention else None,

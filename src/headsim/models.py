@@ -1,4 +1,8 @@
-"""Loading encoders (the embedded default, a hub id from the local cache, or a local directory)."""
+"""Loading models (the embedded default, a hub id from the local cache, or a local directory).
+
+Any family with an entry in :mod:`headsim.model.arch` loads; models that need remote code are
+refused without executing it; corrupt or pickled weights give one clear error.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .adapters import Adapter, adapter_for
+from .model.arch import Arch, arch_for, config_value
 from .errors import HeadsimError, require
 
 DEFAULT_MODEL = "default"
@@ -22,19 +26,19 @@ _DTYPES = {
 
 @dataclass(eq=False)
 class LoadedModel:
-    """A base encoder ready for capture, with its tokenizer and adapter.
+    """A base model ready for the tap, with its tokenizer and architecture entry.
 
     Attributes:
         model: the Hugging Face base model (``AutoModel``), in eval mode, no gradients.
         tokenizer: its fast tokenizer (character offsets are required).
-        adapter: where the attention tensors live (:mod:`headsim.adapters`).
+        arch: the family's entry (:mod:`headsim.model.arch`).
         name: what the user asked for (``"default"``, a hub id or a path).
         source: the directory or hub id the weights were read from.
     """
 
     model: nn.Module
     tokenizer: object
-    adapter: Adapter
+    arch: Arch
     name: str
     source: str
     _cache_key: tuple = field(default=(), repr=False)
@@ -44,16 +48,35 @@ class LoadedModel:
         return self.model.config
 
     @property
+    def stack_config(self):
+        """The config of the analysed stack (an encoder-decoder's encoder keeps its own copy)."""
+        return getattr(self.arch.stack_of(self.model), "config", self.config)
+
+    @property
     def n_layers(self) -> int:
-        return int(getattr(self.config, self.adapter.n_layers_attr))
+        return int(config_value(self.stack_config, self.arch.n_layers_attr))
 
     @property
     def n_heads(self) -> int:
-        return int(getattr(self.config, self.adapter.n_heads_attr))
+        """Query heads (the heads every statistic is reported for)."""
+        return int(config_value(self.stack_config, self.arch.n_heads_attr))
+
+    @property
+    def n_kv_heads(self) -> int:
+        """Key/value heads (fewer than :attr:`n_heads` under grouped-query attention)."""
+        return int(config_value(self.stack_config, self.arch.n_kv_heads_attr, self.n_heads))
 
     @property
     def d_head(self) -> int:
-        return int(getattr(self.config, self.adapter.hidden_attr)) // self.n_heads
+        d = config_value(self.stack_config, self.arch.head_dim_attr)
+        return int(d) if d else int(config_value(self.stack_config, self.arch.hidden_attr)) // self.n_heads
+
+    @property
+    def framing(self):
+        """How windows are framed for this model (:class:`headsim.windows.Framing`)."""
+        from .windows import Framing
+
+        return Framing.for_model(self.arch, self.tokenizer)
 
     @property
     def device(self) -> torch.device:
@@ -65,10 +88,12 @@ class LoadedModel:
 
     @property
     def max_seq_len(self) -> int:
-        """Longest window the position embeddings allow (RoBERTa reserves padding_idx + 1)."""
-        n = int(getattr(self.config, "max_position_embeddings", 512))
-        if getattr(self.config, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "data2vec-text"):
-            n -= int(getattr(self.config, "pad_token_id", 1)) + 1
+        """Longest window the position embeddings allow (RoBERTa reserves padding_idx + 1); families
+        with relative positions (no ``max_position_embeddings``) are given 512."""
+        n = int(getattr(self.stack_config, "max_position_embeddings", None) or 512)
+        if self.arch.position_offset:
+            offset = self.arch.position_offset
+            n -= int(getattr(self.config, "pad_token_id", 1) or 0) + 1 if offset < 0 else offset
         return n
 
     def describe(self) -> dict:
@@ -78,8 +103,12 @@ class LoadedModel:
             "source": self.source,
             "class": type(self.model).__name__,
             "model_type": getattr(self.config, "model_type", None),
+            "family": self.arch.family,
+            "analysed": f"the encoder of {type(self.model).__name__}" if self.arch.stack else type(self.model).__name__,
+            "causal": self.arch.causal,
             "n_layers": self.n_layers,
             "n_heads": self.n_heads,
+            "n_kv_heads": self.n_kv_heads,
             "d_head": self.d_head,
             "dtype": str(self.dtype).replace("torch.", ""),
             "device": str(self.device),
@@ -161,17 +190,18 @@ def load_model(
     device: str | torch.device | None = None,
     dtype: str | torch.dtype | None = None,
     *,
-    attn_implementation: str = "sdpa",
+    attn_implementation: str | None = None,
 ) -> LoadedModel:
-    """Load an encoder for analysis, offline.
+    """Load a model of any supported family for analysis, offline.
 
     Args:
         name_or_path: ``None`` or ``"default"`` for the embedded all-MiniLM-L6-v2; a Hugging Face
             hub id (read from the local cache only, never downloaded) or a local directory.
         device: ``"cpu"``, ``"cuda"``; ``None`` picks CUDA when available.
         dtype: ``"fp32"`` (default), ``"bf16"`` or ``"fp16"``.
-        attn_implementation: the model's own attention kernel; headsim never needs ``"eager"``
-            since it recomputes attention probabilities from the captured queries and keys.
+        attn_implementation: the attention kernel the model runs with where no probabilities are
+            captured (``None``: the family's default in transformers); where they are, the tap calls
+            the family's eager attention function itself.
 
     Returns:
         A :class:`LoadedModel`; repeated calls with the same arguments return the same object.
@@ -195,19 +225,22 @@ def load_model(
                 "or fetch it into the cache on a connected machine first",
                 status=404,
             ) from exc
-        raise HeadsimError(f"cannot read model config from {source!r}: {exc}",
+        if "trust_remote_code" in str(exc) or "remote code" in str(exc):
+            raise HeadsimError(f"model {name!r} needs its own remote code, which headsim never executes",
+                               "use a model whose family transformers implements (`headsim models` lists them)") from exc
+        raise HeadsimError(f"cannot read model config from {source!r}: {str(exc).splitlines()[0]}",
                            "pass a directory saved with save_pretrained") from exc
+    require(not getattr(config, "auto_map", None), f"model {name!r} needs its own remote code (auto_map in config.json), "
+            "which headsim never executes", "use a model whose family transformers implements (`headsim models` lists them)")
+    extra = {} if attn_implementation is None else {"attn_implementation": attn_implementation}
     try:
-        model = AutoModel.from_pretrained(
-            source, config=config, local_files_only=True, trust_remote_code=False,
-            attn_implementation=attn_implementation,
-        )
+        model = AutoModel.from_pretrained(source, config=config, local_files_only=True, trust_remote_code=False, **extra)
     except (OSError, ValueError, KeyError) as exc:
         raise HeadsimError(
             f"cannot load model {name!r} ({getattr(config, 'model_type', '?')}): {str(exc).splitlines()[0]}",
-            "pass a base encoder with the BERT self-attention layout (BERT, RoBERTa, MiniLM)",
+            "pass a directory saved with save_pretrained whose weights match its config.json",
         ) from exc
-    adapter = adapter_for(model)
+    arch = arch_for(model)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True, use_fast=True)
     except (OSError, ValueError) as exc:
@@ -217,7 +250,7 @@ def load_model(
             "headsim needs a fast (Rust) tokenizer for character offsets; save one with tokenizers")
     model.eval().requires_grad_(False)
     model.to(device=dev, dtype=dt)
-    loaded = LoadedModel(model, tokenizer, adapter, name, source, key)
+    loaded = LoadedModel(model, tokenizer, arch, name, source, key)
     _LOADED[key] = loaded
     return loaded
 
@@ -225,7 +258,7 @@ def load_model(
 def from_pretrained_objects(model: nn.Module, tokenizer, name: str = "custom") -> LoadedModel:
     """Wrap an already built base model and fast tokenizer (e.g. random weights in tests)."""
     model.eval().requires_grad_(False)
-    return LoadedModel(model, tokenizer, adapter_for(model), name, name)
+    return LoadedModel(model, tokenizer, arch_for(model), name, name)
 
 
 def as_loaded(model: LoadedModel | str | os.PathLike | None, **kwargs) -> LoadedModel:

@@ -1,4 +1,5 @@
-"""Text → fixed-length token windows ([CLS] … [SEP], padded only where text runs out).
+"""Text → fixed-length token windows, framed as the model was trained ([CLS] … [SEP], BOS …, … EOS
+or bare text; :class:`Framing`), padded only where text runs out.
 
 Each token keeps its character span in the text it came from and the index of its sentence, so
 every statistic can ask "same sentence?" and every view can point back into the text. Windows are
@@ -15,11 +16,11 @@ import numpy as np
 
 from .errors import HeadsimError, require
 from .sentences import check_splitter, sentence_index, sentence_starts
-from .tokens import special_ids
+from .tokens import boundary_ids
 
 MIN_SEQ_LEN = 8
 TOKENIZE_CHARS = 1 << 16  # characters tokenized together: about 120 windows of 128 tokens
-SPECIAL = -1  # sentence id / text index / offset of [CLS], [SEP] and padding
+SPECIAL = -1  # sentence id / text index / offset of framing tokens ([CLS], [SEP], BOS, EOS) and padding
 
 
 @dataclass
@@ -64,6 +65,64 @@ class Windows:
         cat = lambda name: np.concatenate([getattr(p, name) for p in parts])  # noqa: E731
         return Windows(cat("input_ids"), cat("attention_mask"), cat("offsets"), cat("sentence_ids"),
                        cat("text_index"), [t for p in parts for t in p.tokens])
+
+
+@dataclass(frozen=True)
+class Framing:
+    """How a window is framed: an opening token (``None``: none), the text, a closing token
+    (``None``: none), then padding with ``pad`` (never seen by a statistic: the mask hides it)."""
+
+    open: int | None
+    close: int | None
+    pad: int
+
+    @property
+    def specials(self) -> int:
+        """Framing tokens per window."""
+        return int(self.open is not None) + int(self.close is not None)
+
+    def content(self, seq_len: int) -> int:
+        """Text tokens in a window of ``seq_len``."""
+        return seq_len - self.specials
+
+    @classmethod
+    def of_tokenizer(cls, tokenizer) -> Framing:
+        """[CLS] … [SEP] (or <s> … </s>): the encoder framing, from the tokenizer alone."""
+        opening, closing = boundary_ids(tokenizer)
+        require(opening is not None and closing is not None, "the tokenizer has no [CLS]/[SEP] (or <s>/</s>) tokens",
+                "use an encoder tokenizer (BERT, RoBERTa) that defines them, or pass the model's framing")
+        return cls(opening, closing, _pad_id(tokenizer, None))
+
+    @classmethod
+    def for_model(cls, arch, tokenizer) -> Framing:
+        """The framing an architecture entry names (:attr:`headsim.model.arch.Arch.framing`)."""
+        framing = arch.framing
+        if framing == "auto":  # inferred entries: what the tokenizer offers, as the family trains
+            opening, closing = boundary_ids(tokenizer)
+            has_cls_sep = tokenizer.cls_token_id is not None and tokenizer.sep_token_id is not None
+            framing = ("bos" if tokenizer.bos_token_id is not None else "none") if arch.causal else (
+                "cls_sep" if has_cls_sep or (opening is not None and closing is not None) else "none")
+        if framing == "cls_sep":
+            return cls.of_tokenizer(tokenizer)
+        if framing == "bos":
+            bos = tokenizer.bos_token_id
+            require(bos is not None, f"the {arch.family} tokenizer has no BOS token", "use the model's own tokenizer")
+            return cls(int(bos), None, _pad_id(tokenizer, bos))
+        if framing == "eos":
+            eos = tokenizer.eos_token_id
+            require(eos is not None, f"the {arch.family} tokenizer has no EOS token", "use the model's own tokenizer")
+            return cls(None, int(eos), _pad_id(tokenizer, eos))
+        return cls(None, None, _pad_id(tokenizer, 0))
+
+
+def _pad_id(tokenizer, fallback: int | None) -> int:
+    """The tokenizer's padding id; decoders often have none, and any id does behind the mask."""
+    pad = tokenizer.pad_token_id
+    if pad is None:
+        pad = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else fallback
+    if pad is None:
+        raise HeadsimError("the tokenizer has no padding token", "use an encoder tokenizer (BERT, RoBERTa) that defines one")
+    return int(pad)
 
 
 def check_seq_len(seq_len: int, max_seq_len: int) -> int:
@@ -157,14 +216,6 @@ def _parallel_streams(batches: Iterator[tuple[list[str], int]], tokenizer, sente
             yield from streams
 
 
-def _special_ids(tokenizer) -> tuple[int, int, int]:
-    cls, sep = special_ids(tokenizer)
-    pad = tokenizer.pad_token_id
-    if pad is None:
-        raise HeadsimError("the tokenizer has no padding token", "use an encoder tokenizer (BERT, RoBERTa) that defines one")
-    return cls, sep, int(pad)
-
-
 def _chunks(streams: Iterable[TokenStream], content: int, pack: bool) -> Iterator[list[tuple[TokenStream, int, int]]]:
     """Pieces (stream, start, stop) that fill one window each."""
     pending: list[tuple[TokenStream, int, int]] = []
@@ -186,17 +237,17 @@ def _chunks(streams: Iterable[TokenStream], content: int, pack: bool) -> Iterato
         yield pending
 
 
-def _assemble(pieces: list[list[tuple[TokenStream, int, int]]], seq_len: int, tokenizer,
+def _assemble(pieces: list[list[tuple[TokenStream, int, int]]], seq_len: int, tokenizer, framing: Framing,
               token_strings: bool = True) -> Windows:
-    cls, sep, pad = _special_ids(tokenizer)
     w = len(pieces)
-    ids = np.full((w, seq_len), pad, dtype=np.int64)
+    start = int(framing.open is not None)
+    ids = np.full((w, seq_len), framing.pad, dtype=np.int64)
     offsets = np.full((w, seq_len, 2), SPECIAL, dtype=np.int64)
     sent = np.full((w, seq_len), SPECIAL, dtype=np.int64)
     tidx = np.full((w, seq_len), SPECIAL, dtype=np.int64)
     lengths = np.empty(w, dtype=np.int64)
     for r, window in enumerate(pieces):
-        pos = 1
+        pos = start
         for s, a, b in window:
             k = b - a
             ids[r, pos: pos + k] = s.ids[a:b]
@@ -204,18 +255,21 @@ def _assemble(pieces: list[list[tuple[TokenStream, int, int]]], seq_len: int, to
             sent[r, pos: pos + k] = s.sentences[a:b]
             tidx[r, pos: pos + k] = s.text_index
             pos += k
-        lengths[r] = pos - 1
+        lengths[r] = pos - start
     rows = np.arange(w)
-    ids[:, 0], ids[rows, lengths + 1] = cls, sep
+    if framing.open is not None:
+        ids[:, 0] = framing.open
+    if framing.close is not None:
+        ids[rows, lengths + start] = framing.close
     column = np.arange(seq_len)
-    mask = (column <= lengths[:, None] + 1).astype(np.int64)
-    body = (column >= 1) & (column <= lengths[:, None])
+    mask = (column < lengths[:, None] + framing.specials).astype(np.int64)
+    body = (column >= start) & (column < lengths[:, None] + start)
     # renumber (text, sentence) pairs 0, 1, … within each window in reading order: along a window the
     # pieces come in stream order and a stream's sentence indices never decrease, so the pair's key
     # never decreases and its rank is the count of changes so far
     key = tidx * (1 << 32) + sent
     change = np.zeros((w, seq_len), dtype=bool)
-    change[:, 2:] = key[:, 2:] != key[:, 1:-1]
+    change[:, 1:] = (key[:, 1:] != key[:, :-1]) & body[:, :-1]
     sent[body] = np.cumsum(change & body, axis=1)[body]
     tokens = [tokenizer.convert_ids_to_tokens(row.tolist()) for row in ids] if token_strings else []
     return Windows(ids, mask, offsets, sent, tidx, tokens)
@@ -232,13 +286,14 @@ def iter_windows(
     tokenize_batch: int = 32,
     workers: int = 0,
     token_strings: bool = True,
+    framing: Framing | None = None,
 ) -> Iterator[Windows]:
     """Stream windows in batches of ``batch_windows`` from an iterable of texts.
 
     Args:
         texts: the texts (any iterable; read lazily).
         tokenizer: a fast Hugging Face tokenizer.
-        seq_len: tokens per window including [CLS] and [SEP].
+        seq_len: tokens per window including its framing tokens ([CLS] and [SEP] for encoders).
         pack: ``False``: each text starts a new window (its last one padded); ``True``: running
             text across texts, every window full except the last of the stream.
         batch_windows: windows per yielded batch (the last batch may be smaller).
@@ -249,11 +304,14 @@ def iter_windows(
             the calling thread. A process keeps pure-Python sentence splitting off the interpreter
             lock the model's thread needs. Windows are the same for any number of workers.
         token_strings: fill :attr:`Windows.tokens` (views need them; corpus statistics do not).
+        framing: how windows are framed (``None``: [CLS] … [SEP] from the tokenizer; pass
+            ``loaded.framing`` for a model of any family).
     """
     require(isinstance(seq_len, (int, np.integer)) and seq_len >= MIN_SEQ_LEN,
             f"seq_len {seq_len} is below {MIN_SEQ_LEN}",
             f"choose a window length of at least {MIN_SEQ_LEN} tokens (the paper uses 128)")
-    content = seq_len - 2
+    framing = Framing.of_tokenizer(tokenizer) if framing is None else framing
+    content = framing.content(seq_len)
 
     check_workers(workers)
     check_splitter(sentence_splitter)  # here, not first inside a worker process
@@ -280,17 +338,17 @@ def iter_windows(
     for window in _chunks(streams, content, pack):
         batch.append(window)
         if len(batch) == batch_windows:
-            yield _assemble(batch, seq_len, tokenizer, token_strings)
+            yield _assemble(batch, seq_len, tokenizer, framing, token_strings)
             batch = []
     if batch:
-        yield _assemble(batch, seq_len, tokenizer, token_strings)
+        yield _assemble(batch, seq_len, tokenizer, framing, token_strings)
 
 
 def make_windows(texts: str | Iterable[str], tokenizer, seq_len: int = 128, *, pack: bool = False,
-                 sentence_splitter: str = "pysbd") -> Windows:
+                 sentence_splitter: str = "pysbd", framing: Framing | None = None) -> Windows:
     """All windows of ``texts`` in one batch (see :func:`iter_windows`)."""
     items = check_texts(texts)
     parts = list(iter_windows(items, tokenizer, seq_len, pack=pack, batch_windows=1 << 30,
-                              sentence_splitter=sentence_splitter))
+                              sentence_splitter=sentence_splitter, framing=framing))
     require(len(parts) > 0, "the text produced no tokens", "pass text the tokenizer can read")
     return Windows.concat(parts)

@@ -2,7 +2,7 @@
 
 The server (:mod:`headsim.explorer.app`) only validates requests, caches and locks; everything a
 response contains is built here from the core: windows from :func:`headsim.windows.make_windows`,
-attention and head outputs from :mod:`headsim.capture` (the same tensors
+attention and head outputs from the model tap (:func:`headsim.model.tap.capture`, the same tensors
 :func:`headsim.extraction.extract` returns), normalised similarity from
 :func:`headsim.context_similarity.similarity`, separator columns and block averages from
 :mod:`headsim.views`. Layers and heads are 1-based in every payload (as in every figure and table);
@@ -26,11 +26,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 
-from ..capture import attention_probs, capture
 from ..errors import HeadsimError, require
 from ..inspection import EXAMPLES, check_index, example_text
+from ..model.tap import capture
 from ..models import LoadedModel
 from ..tokens import is_punctuation_token
 from ..context_similarity import check_threshold, similarity
@@ -150,7 +149,7 @@ def prepare(text: str, loaded: LoadedModel, seq_len: int = DEFAULT_SEQ_LEN) -> P
     """Validate ``text`` and ``seq_len`` and cut the text into windows (same windows as ``extract``)."""
     check_texts(text)
     seq_len = check_seq_len(seq_len, loaded.max_seq_len)
-    return Prepared(analysis_id(text, seq_len), text, seq_len, make_windows(text, loaded.tokenizer, seq_len))
+    return Prepared(analysis_id(text, seq_len), text, seq_len, make_windows(text, loaded.tokenizer, seq_len, framing=loaded.framing))
 
 
 @dataclass
@@ -196,12 +195,9 @@ def compute_window(loaded: LoadedModel, prepared: Prepared, window: int = 0) -> 
     n = int(win.attention_mask[w].sum())
     ids = win.input_ids[w: w + 1, :n]
     mask = np.ones_like(ids)
-    got = capture(loaded, ids, mask, ("query", "key", "head_output"))
-    b, nl, h, t, _ = got["query"].shape
-    probs = attention_probs(got["query"].flatten(1, 2), got["key"].flatten(1, 2),
-                            torch.as_tensor(mask, device=loaded.device))
-    attention = probs.view(nl, h, t, t).float().cpu().numpy()
-    outputs = got["head_output"][0].float().cpu().numpy()  # [L, H, n, d]
+    got = capture(loaded, ids, mask)
+    attention = got["attention"][0].cpu().numpy()  # [L, H, n, n]
+    outputs = got["head_outputs"][0].float().cpu().numpy()  # [L, H, n, d]
     normalized = np.asarray(similarity(outputs, DEFAULT_THRESHOLD, kind="dot").normalized, dtype=np.float32)
     return WindowData(
         window=w,

@@ -33,10 +33,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..capture import attention_probs, hooks
+from ..model.tap import Tap
 from ..errors import HeadsimError, require
 from ..models import LoadedModel, as_loaded
-from ..tokens import special_ids
 from .types import Segment, boundaries_to_segments
 
 __all__ = [
@@ -88,10 +87,6 @@ class TokenBlock:
 
     def __len__(self) -> int:
         return int(self.index.shape[0])
-
-
-class _Stop(Exception):
-    """Raised from a hook once every needed tensor is captured: the rest of the forward is skipped."""
 
 
 def _token_chunks(text: str, tokenizer, unit_starts: np.ndarray | None) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -157,13 +152,13 @@ def encoder_pass(loaded: LoadedModel, text: str, spec: PassSpec, unit_starts: Se
         unit_starts: sorted character offsets where units start (tokens get the unit index), or
             ``None``.
     """
-    content = spec.seq_len - 2
+    framing = loaded.framing
+    content = framing.content(spec.seq_len)
+    first = int(framing.open is not None)  # position of a window's first text token
     require(content >= 2, f"seq_len {spec.seq_len} is too short", "use a window of at least 4 tokens")
     require(spec.seq_len <= loaded.max_seq_len, f"seq_len {spec.seq_len} exceeds the model's {loaded.max_seq_len}",
             f"use a window of at most {loaded.max_seq_len} tokens")
     stride = int(min(max(spec.stride, 1), content))
-    cls_id, sep_id = special_ids(loaded.tokenizer)
-    pad_id = loaded.tokenizer.pad_token_id if loaded.tokenizer.pad_token_id is not None else 0
     heads = [(int(l_), int(h)) for l_, h in spec.heads]
     col_layers = sorted({int(x) for x in spec.col_layers})
     head_layers = sorted({l_ for l_, _ in heads})
@@ -171,9 +166,7 @@ def encoder_pass(loaded: LoadedModel, text: str, spec: PassSpec, unit_starts: Se
         require(0 <= l_ < loaded.n_layers, f"layer {l_ + 1} is out of range", f"this model has layers 1..{loaded.n_layers}")
     for _, h in heads:
         require(0 <= h < loaded.n_heads, f"head {h + 1} is out of range", f"this model has heads 1..{loaded.n_heads}")
-    needed = {(l_, "head_output") for l_ in head_layers} | {(l_, r) for l_ in col_layers for r in ("query", "key")}
-    layers = sorted({l_ for l_, _ in needed})
-    roles = tuple(r for r in ("query", "key", "head_output") if any(r == rr for _, rr in needed))
+    tap = Tap(loaded, layers=head_layers + col_layers, attention=bool(col_layers), stop_early=True)
     d = loaded.d_head
     n_feat = len(heads) * d
     dev = loaded.device
@@ -191,34 +184,22 @@ def encoder_pass(loaded: LoadedModel, text: str, spec: PassSpec, unit_starts: Se
     def run(batch_starts: list[tuple[int, int]]) -> None:
         nonlocal acc_vec, acc_col, acc_w
         nb = len(batch_starts)
-        width = max(n for _, n in batch_starts) + 2
-        ids = np.full((nb, width), pad_id, dtype=np.int64)
+        width = max(n for _, n in batch_starts) + framing.specials
+        ids = np.full((nb, width), framing.pad, dtype=np.int64)
         mask = np.zeros((nb, width), dtype=np.int64)
         for r, (s, n) in enumerate(batch_starts):
-            ids[r, 0] = cls_id
-            ids[r, 1: n + 1] = b_ids[s - base: s - base + n]
-            ids[r, n + 1] = sep_id
-            mask[r, : n + 2] = 1
-        got: dict[tuple[int, str], torch.Tensor] = {}
-
-        def sink(li: int, role: str, t: torch.Tensor) -> None:
-            if (li, role) in needed:
-                got[(li, role)] = t
-                if len(got) == len(needed):
-                    raise _Stop
-
-        ids_t = torch.as_tensor(ids, device=dev)
-        mask_t = torch.as_tensor(mask, device=dev)
-        with hooks(loaded, sink, roles, layers), torch.inference_mode():
-            try:
-                loaded.model(input_ids=ids_t, attention_mask=mask_t)
-            except _Stop:
-                pass
+            if framing.open is not None:
+                ids[r, 0] = framing.open
+            ids[r, first: first + n] = b_ids[s - base: s - base + n]
+            if framing.close is not None:
+                ids[r, first + n] = framing.close
+            mask[r, : n + framing.specials] = 1
+        got = tap.run(ids, mask).layers
         # positions of content tokens
         rows, cols, glob, wts = [], [], [], []
         for r, (s, n) in enumerate(batch_starts):
             rows.append(np.full(n, r))
-            cols.append(np.arange(1, n + 1))
+            cols.append(np.arange(first, first + n))
             glob.append(np.arange(s, s + n) - base)
             wts.append(_centrality(n))
         rows_t = torch.as_tensor(np.concatenate(rows), device=dev)
@@ -230,7 +211,7 @@ def encoder_pass(loaded: LoadedModel, text: str, spec: PassSpec, unit_starts: Se
             parts = []
             for l_ in head_layers:
                 hs = [h for ll, h in heads if ll == l_]
-                z = got[(l_, "head_output")][:, hs].float()  # [B, h, T, d]
+                z = got[l_].head_outputs[:, hs].float()  # [B, h, T, d]
                 if spec.norm == "cosine":
                     z = z / z.norm(dim=-1, keepdim=True).clamp_min(1e-6)
                 parts.append((hs, z))
@@ -240,13 +221,13 @@ def encoder_pass(loaded: LoadedModel, text: str, spec: PassSpec, unit_starts: Se
             feat = torch.cat(zs, dim=-1)[rows_t, cols_t].cpu()  # [N, F]
             acc_vec.index_add_(0, glob_t, feat * w_t[:, None])
         if col_layers:
-            valid = mask_t.bool()
-            content_mask = valid.clone()
-            content_mask[:, 0] = False
-            content_mask[torch.arange(nb), torch.as_tensor([n + 1 for _, n in batch_starts])] = False
+            valid = torch.as_tensor(mask, device=dev).bool()
+            content_mask = torch.zeros_like(valid)
+            for r, (_, n) in enumerate(batch_starts):
+                content_mask[r, first: first + n] = True
             scores = []
             for l_ in col_layers:
-                probs = attention_probs(got[(l_, "query")], got[(l_, "key")], mask_t)  # [B, H, T, T]
+                probs = got[l_].attention  # [B, H, T, T]
                 colsum = (probs * valid[:, None, :, None]).sum(dim=(1, 2))  # [B, T]
                 colsum = torch.where(content_mask, colsum, torch.zeros_like(colsum))
                 peak = colsum.amax(dim=1, keepdim=True).clamp_min(1e-12)

@@ -21,7 +21,7 @@ import torch
 import xarray as xr
 
 from ..errors import HeadsimError, require
-from ..capture import attention_probs
+from ..model.plain import attention_probs
 from ..context_similarity import check_threshold, normalized_similarity
 from . import fused
 from .attention import TARGETS, add_attention, add_reduced_attention, attention_batch, rank_columns, settle_columns
@@ -265,7 +265,7 @@ class CorpusStats:
         """Add one layer from the captured queries and keys ``[B, H, T, d]`` and head outputs.
 
         The attention probabilities are computed here one step of windows at a time
-        (:func:`headsim.capture.attention_probs`), so the batch's ``[B, H, T, T]`` attention never
+        (:func:`headsim.model.plain.attention_probs`), so the batch's ``[B, H, T, T]`` attention never
         exists whole; the numbers equal :meth:`update_layer` with those probabilities.
         """
         self._check_shape("query", query, (info.n_windows, self.n_heads, self.seq_len, None), "d_head")
@@ -278,7 +278,7 @@ class CorpusStats:
 
         The attention probabilities computed for the statistics also give the head outputs
         (``probs · V``, float32, returned in ``value``'s dtype), so a driver that lets headsim compute
-        the model's attention (:func:`headsim.capture.own_attention`) pays for attention once.
+        the model's attention (:func:`headsim.model.tap.Tap.run_computing`) pays for attention once.
         """
         b, h, t = info.n_windows, self.n_heads, self.seq_len
         self._check_shape("query", query, (b, h, t, None), "d_head")

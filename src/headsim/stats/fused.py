@@ -5,7 +5,7 @@ passes over each ``[B, H, T, T]`` tensor; on a GPU those passes, not the arithme
 Here each step is written as one function of the captured tensors whose outputs are the small
 reductions the accumulators need, so the compiler (Inductor: C++ on CPU, Triton on GPU) can fuse
 them into a few kernels. The probabilities and the normalised similarity are the eager functions
-themselves (:func:`headsim.capture.attention_probs`, :func:`headsim.context_similarity.normalized_similarity`),
+themselves (:func:`headsim.model.plain.attention_probs`, :func:`headsim.context_similarity.normalized_similarity`),
 so every threshold decision and count equals the eager path; sums agree to float rounding
 (tests/test_stats.py compares the two).
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from ..capture import attention_probs
+from ..model.plain import attention_probs
 from ..context_similarity import normalized_similarity
 
 _COMPILED: dict = {}
@@ -43,7 +43,7 @@ def attention_step(query: torch.Tensor, key: torch.Tensor, valid: torch.Tensor, 
     """Queries and keys ``[B, H, T, d]`` → (masked probabilities, column sums ``[B, H, T]``, their sum
     over windows ``[H, T, T]``, sums of the −1 and +1 diagonals ``[H]``).
 
-    The probabilities are :func:`headsim.capture.attention_probs` itself; padding is then zeroed by
+    The probabilities are :func:`headsim.model.plain.attention_probs` itself; padding is then zeroed by
     selection (no inf·0 = NaN), as :func:`~headsim.stats.attention.attention_batch` does.
     """
     a = attention_probs(query, key, valid, padded)

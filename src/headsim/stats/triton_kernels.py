@@ -21,7 +21,7 @@ them, writing one partial per program; partials are added in torch afterwards
 (deterministic: no atomics). The run's length is a runtime argument and its loop has no branch, so
 one compiled kernel serves every batch size and the next window's loads can be issued while the
 current one is reduced (``num_stages=2``). The arithmetic follows the eager definitions
-(:func:`headsim.capture.attention_probs`, :func:`headsim.context_similarity.normalized_similarity`,
+(:func:`headsim.model.plain.attention_probs`, :func:`headsim.context_similarity.normalized_similarity`,
 :class:`headsim.stats.pairs.SimBins`); bf16/fp16 products are exact in fp32 and accumulate in fp32,
 fp32 inputs use IEEE fp32 products, so results equal the eager path up to summation order
 (tests/test_kernels.py runs both, on a GPU or in Triton's interpreter).

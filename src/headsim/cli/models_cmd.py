@@ -1,0 +1,28 @@
+"""``headsim models``: the families headsim reads and what is verified for each."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from .app import app, console
+
+VERIFIED = ("tests/test_architectures.py on a tiny random model: attention = eager output_attentions, "
+            "Z = probabilities × values (float64), batch and padding-side invariance")
+
+
+@app.command()
+def models() -> None:
+    """List the supported model families: kind, where attention is read, window framing, sinks."""
+    from ..model.arch import ARCHS
+
+    table = Table(title="Supported families (every one: " + VERIFIED + ")")
+    for col in ("family", "model_type", "kind", "attention read from", "window", "separator / sink role"):
+        table.add_column(col, overflow="fold")
+    framing = {"cls_sep": "[CLS] … [SEP]", "bos": "BOS …", "eos": "… EOS", "none": "text only"}
+    for a in ARCHS:
+        kind = "decoder (causal)" if a.causal else ("encoder of an encoder-decoder" if a.stack else "encoder")
+        source = ("headsim's own softmax (plain; equal to eager)" if a.plain
+                  else "eager attention function" if a.interface else "output_attentions")
+        table.add_row(a.family, ", ".join(a.model_types), kind + (", shared layers" if a.shared_layers else ""),
+                      source, framing[a.framing], a.sinks)
+    console.print(table)

@@ -1,0 +1,242 @@
+"""Where each transformers family keeps its attention: one declarative entry per family.
+
+An :class:`Arch` names, for one family, the module paths the tap needs (the analysed stack, its
+layers, each layer's attention module and attention output projection), how the family computes
+attention (through transformers' attention interface or only through ``output_attentions``),
+whether it is causal, how windows are framed, and what plays the separator / sink role. The core
+(:mod:`headsim.model.tap`, :mod:`headsim.windows`) reads only these fields: adding a family is one
+entry in :data:`ARCHS` plus one row in ``tests/test_architectures.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import nn
+
+from ..errors import HeadsimError
+
+FRAMINGS = ("cls_sep", "bos", "eos", "none", "auto")
+
+
+@dataclass(frozen=True)
+class Arch:
+    """One family's layout and attention semantics.
+
+    Attributes:
+        family: name shown to users (``headsim models``).
+        model_types: the ``config.model_type`` values this entry reads.
+        layers: path from the analysed stack to its ``nn.ModuleList`` of layers; for shared layers
+            (ALBERT) the path to the one layer every position of the stack reuses.
+        attention: path from one layer to the module that calls the attention function (or, without
+            the interface, returns ``(context, probabilities)`` under ``output_attentions``).
+        output_projection: path from one layer to the attention output projection; its input is every
+            query head's output vectors side by side (the paper's head outputs Z).
+        stack: path from the loaded model to the analysed stack (``""``: the model; ``"encoder"``
+            for encoder-decoders, whose encoder is analysed).
+        interface: attention runs through transformers' ``AttentionInterface`` (else through
+            ``output_attentions``, for DeBERTa-v2 and MPNet).
+        causal: decoder-only (each query sees earlier keys only).
+        plain: attention is exactly ``softmax(Q·Kᵀ·scale)`` over the window's valid keys (absolute
+            positions, no bias, no cap, no window): headsim may compute it itself, once, for both the
+            statistics and the model (:meth:`headsim.model.tap.Tap.run_computing`).
+        framing: how a window is framed: ``"cls_sep"`` ([CLS] … [SEP], <s> … </s>), ``"bos"`` (a
+            BOS token, then text), ``"eos"`` (text, then EOS: T5), ``"none"`` (text only), ``"auto"``
+            (inferred entries: [CLS] … [SEP] for encoders whose tokenizer has them, BOS … for decoders
+            whose tokenizer has one, else text only).
+        shared_layers: one set of layer weights reused at every depth (ALBERT).
+        position_offset: positions the embedding table reserves before the first token (RoBERTa:
+            ``pad_token_id + 1``); ``-1`` reads ``pad_token_id + 1`` from the config.
+        n_heads_attr, n_kv_heads_attr, head_dim_attr, hidden_attr, n_layers_attr: config names of
+            the sizes (the first that exists of a tuple).
+        sinks: what plays the separator / sink role of the paper's Figs 2–5 in this family.
+        inferred: not in the table: read off the model's modules by :func:`infer_arch` (the coverage
+            sweep, ``benchmarks/coverage.py``, says which inferred families it found exact).
+    """
+
+    family: str
+    model_types: tuple[str, ...]
+    layers: str
+    attention: str
+    output_projection: str
+    stack: str = ""
+    interface: bool = True
+    causal: bool = False
+    plain: bool = False
+    framing: str = "cls_sep"
+    shared_layers: bool = False
+    position_offset: int = 0
+    n_heads_attr: tuple[str, ...] = ("num_attention_heads", "n_head", "n_heads", "num_heads")
+    n_kv_heads_attr: tuple[str, ...] = ("num_key_value_heads",)
+    head_dim_attr: tuple[str, ...] = ("head_dim", "d_kv")
+    hidden_attr: tuple[str, ...] = ("hidden_size", "n_embd", "dim", "d_model")
+    n_layers_attr: tuple[str, ...] = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers")
+    sinks: str = "[CLS] and [SEP], sentence-final punctuation"
+    inferred: bool = False
+
+    def __post_init__(self) -> None:
+        assert self.framing in FRAMINGS, self.framing
+
+    def stack_of(self, model: nn.Module) -> nn.Module:
+        """The analysed stack (the model itself, or an encoder-decoder's encoder)."""
+        return model.get_submodule(self.stack) if self.stack else model
+
+    def layer_modules(self, model: nn.Module, n_layers: int) -> list[nn.Module]:
+        """Layer ``i`` of the stack for ``i`` in ``0..n_layers-1`` (the same module repeated for shared layers)."""
+        got = self.stack_of(model).get_submodule(self.layers)
+        return [got] * n_layers if self.shared_layers else list(got)
+
+    def attention_of(self, layer: nn.Module) -> nn.Module:
+        return layer.get_submodule(self.attention)
+
+    def output_projection_of(self, layer: nn.Module) -> nn.Module:
+        return layer.get_submodule(self.output_projection)
+
+
+_BERT = dict(layers="encoder.layer", attention="attention.self", output_projection="attention.output.dense")
+_DECODER = dict(layers="layers", attention="self_attn", output_projection="self_attn.o_proj", causal=True,
+                framing="bos", sinks="the BOS token (the attention sink of decoders); sentence-final punctuation")
+
+#: Every supported family, encoders first. ``plain`` is set only where tests show headsim's own
+#: softmax equals the model's eager attention.
+ARCHS: tuple[Arch, ...] = (
+    Arch("bert", ("bert",), **_BERT, plain=True),
+    Arch("roberta", ("roberta", "camembert", "data2vec-text"), **_BERT, plain=True, position_offset=-1,
+         sinks="<s> and </s>, sentence-final punctuation"),
+    Arch("xlm-roberta", ("xlm-roberta",), **_BERT, plain=True, position_offset=-1,
+         sinks="<s> and </s>, sentence-final punctuation"),
+    Arch("electra", ("electra",), **_BERT, plain=True),
+    Arch("distilbert", ("distilbert",), layers="transformer.layer", attention="attention",
+         output_projection="attention.out_lin", plain=True),
+    Arch("albert", ("albert",), layers="encoder.albert_layer_groups.0.albert_layers.0", attention="attention",
+         output_projection="attention.dense", shared_layers=True, plain=True),
+    Arch("deberta-v2", ("deberta-v2",), layers="encoder.layer", attention="attention.self",
+         output_projection="attention.output.dense", interface=False),
+    Arch("modernbert", ("modernbert",), layers="layers", attention="attn", output_projection="attn.Wo"),
+    Arch("mpnet", ("mpnet",), layers="encoder.layer", attention="attention.attn",
+         output_projection="attention.attn.o", interface=False,
+         sinks="<s> and </s>, sentence-final punctuation"),
+    Arch("t5-encoder", ("t5", "mt5", "umt5"), stack="encoder", layers="block", attention="layer.0.SelfAttention",
+         output_projection="layer.0.SelfAttention.o", framing="eos",
+         sinks="</s> and sentence-final punctuation (T5 windows have no opening token)"),
+    Arch("bart-encoder", ("bart", "mbart"), stack="encoder", layers="layers", attention="self_attn",
+         output_projection="self_attn.out_proj",
+         sinks="<s> and </s>, sentence-final punctuation"),
+    Arch("gpt2", ("gpt2",), layers="h", attention="attn", output_projection="attn.c_proj", causal=True,
+         framing="bos", sinks="the BOS token (<|endoftext|>); sentence-final punctuation"),
+    Arch("llama", ("llama",), **_DECODER),
+    Arch("mistral", ("mistral",), **_DECODER),
+    Arch("qwen2", ("qwen2",), **dict(_DECODER, framing="none", sinks="the first token (Qwen is trained without BOS); sentence-final punctuation")),
+    Arch("qwen3", ("qwen3",), **dict(_DECODER, framing="none", sinks="the first token (Qwen is trained without BOS); sentence-final punctuation")),
+    Arch("gemma2", ("gemma2",), **_DECODER),
+    Arch("gemma3-text", ("gemma3_text",), **_DECODER),
+    Arch("phi3", ("phi3",), **_DECODER),
+)
+
+_BY_TYPE: dict[str, Arch] = {t: a for a in ARCHS for t in a.model_types}
+
+
+def families() -> list[str]:
+    return [a.family for a in ARCHS]
+
+
+def arch_of_type(model_type: str) -> Arch | None:
+    """The entry for a ``config.model_type``, or ``None``."""
+    return _BY_TYPE.get(model_type)
+
+
+_STACKS = ("layers", "encoder.layer", "encoder.layers", "h", "transformer.h", "transformer.layer", "decoder.layers",
+           "model.layers", "block", "encoder.block")
+_PROJECTIONS = ("o_proj", "out_proj", "c_proj", "dense", "o", "Wo", "out_lin", "output.dense")
+
+
+def _uses_attention_interface(module: nn.Module) -> bool:
+    import inspect
+    import sys
+
+    if getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None) is None:
+        return False
+    try:
+        return "ALL_ATTENTION_FUNCTIONS" in inspect.getsource(type(module).forward)
+    except (OSError, TypeError):
+        return False
+
+
+def infer_arch(model: nn.Module) -> Arch | None:
+    """An entry read off an unlisted model's modules, or ``None``.
+
+    Accepted only when the layout is unambiguous: one stack of ``num_hidden_layers`` layers; in a
+    layer, one module that calls its attention through transformers' ``AttentionInterface`` (and
+    whose modelling file defines the eager function the tap reads probabilities from); a linear
+    output projection under a conventional name. Encoder-decoders are read at their encoder.
+    """
+    from .tap import _eager_function  # noqa: F401  (the tap's requirement, checked below)
+
+    config = model.config
+    stack_path = "encoder" if getattr(config, "is_encoder_decoder", False) and hasattr(model, "encoder") else ""
+    stack = model.get_submodule(stack_path) if stack_path else model
+    n_layers = config_value(getattr(stack, "config", config), Arch.n_layers_attr)
+    for layers_path in _STACKS:
+        try:
+            layers = stack.get_submodule(layers_path)
+        except AttributeError:
+            continue
+        if isinstance(layers, nn.ModuleList) and len(layers) == n_layers and n_layers:
+            break
+    else:
+        return None
+    layer = layers[0]
+    attention = [name for name, m in layer.named_modules() if name and _uses_attention_interface(m)]
+    if len(attention) != 1:
+        return None
+    attn_path = attention[0]
+    attn = layer.get_submodule(attn_path)
+    parent = attn_path.rsplit(".", 1)[0] if "." in attn_path else ""
+    for candidate in [f"{attn_path}.{p}" for p in _PROJECTIONS] + ([f"{parent}.output.dense"] if parent else []):
+        try:
+            proj = layer.get_submodule(candidate)
+        except AttributeError:
+            continue
+        if hasattr(proj, "weight") and proj.weight.ndim == 2:
+            break
+    else:
+        return None
+    causal = bool(getattr(attn, "is_causal", False)) and not stack_path
+    return Arch(getattr(config, "model_type", "?"), (getattr(config, "model_type", "?"),), layers=layers_path,
+                attention=attn_path, output_projection=candidate, stack=stack_path, causal=causal,
+                framing="auto", inferred=True,
+                sinks="read off the module layout: see the family's own [CLS]/BOS and punctuation")
+
+
+def arch_for(model: nn.Module) -> Arch:
+    """The entry for a loaded model (from the table, else :func:`infer_arch`), or a clear refusal
+    naming its class and the supported families."""
+    config = model.config
+    model_type = getattr(config, "model_type", "")
+    arch = _BY_TYPE.get(model_type) or infer_arch(model)
+    if arch is None:
+        raise HeadsimError(
+            f"not supported: {type(model).__name__} (model_type {model_type!r}) has no architecture entry and "
+            "its layout could not be read off its modules",
+            f"use a model of a supported family ({', '.join(families())}); `headsim models` lists them",
+        )
+    if getattr(config, "is_decoder", False) and not arch.causal:
+        raise HeadsimError(f"not supported: {type(model).__name__} configured as a decoder (is_decoder=True)",
+                           "load the model as a bidirectional encoder (is_decoder=False)")
+    try:
+        layers = arch.layer_modules(model, 1)
+        arch.output_projection_of(layers[0])
+        arch.attention_of(layers[0])
+    except (AttributeError, IndexError, TypeError) as exc:
+        raise HeadsimError(f"{type(model).__name__} does not have the {arch.family} layout ({exc})",
+                           "load the base model of the family (AutoModel), not a modified one") from exc
+    return arch
+
+
+def config_value(config, names: tuple[str, ...], default=None):
+    """The first of ``names`` that the config defines (not ``None``)."""
+    for name in names:
+        value = getattr(config, name, None)
+        if value is not None:
+            return value
+    return default

@@ -1,0 +1,341 @@
+"""The model tap: the only code in headsim that runs a model.
+
+One forward pass of the analysed stack (an encoder, a decoder, or an encoder-decoder's encoder)
+hands each consumer, per layer, what it asked for (:class:`LayerCapture`):
+
+- ``attention``: the probabilities exactly as the model applies them. Where the family computes
+  attention through transformers' ``AttentionInterface``, the tap calls that module's own eager
+  attention function with the queries and keys the model passes (rotated, grouped), the model's own
+  mask (causal, sliding window, padding, position bias) and its own kwargs (scaling, softcap,
+  sinks); headsim never re-implements positions or masks. Families outside the interface
+  (DeBERTa-v2, MPNet) return them under ``output_attentions``, read from their attention modules.
+- ``head_outputs``: each query head's output vectors Z, read as the input of the attention output
+  projection (so whatever the module does between attention and projection is included), split
+  into heads: ``[batch, head, seq, d_head]``.
+- ``query`` / ``key`` / ``value``: as the attention function receives them (interface families).
+
+Layers are numbered by the order the stack calls them (0-based), which also covers shared layers
+(ALBERT). Batches may be padded on either side: the tap right-aligns rows before the pass and
+shifts every captured tensor back, so the numbers never depend on the padding side.
+
+For families marked ``plain`` in :mod:`headsim.model.arch` (attention is exactly softmax of scaled
+dot products over valid keys), :meth:`Tap.run_computing` lets a consumer compute each layer's
+attention itself and hand the model its outputs, so the statistics pay for attention once.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from ..errors import HeadsimError, require
+from .arch import Arch
+
+_TAP = "headsim_tap"  # attention through the tap; masks built as for eager attention
+_PLAIN = "headsim_plain"  # attention computed by a consumer (plain families); no mask built
+_ACTIVE = threading.local()
+
+
+@dataclass
+class LayerCapture:
+    """What one layer of one pass gave (tensors on the model's device; ``None`` where not asked for).
+
+    ``attention`` is ``[B, H, T, T]`` float32; ``head_outputs`` ``[B, H, T, d]`` and ``query``
+    ``[B, H, T, d]`` in the model's dtype; ``key`` / ``value`` ``[B, H_kv, T, d]`` (grouped-query
+    families have fewer key/value heads than query heads).
+    """
+
+    layer: int
+    head_outputs: torch.Tensor | None = None
+    attention: torch.Tensor | None = None
+    query: torch.Tensor | None = None
+    key: torch.Tensor | None = None
+    value: torch.Tensor | None = None
+
+
+@dataclass
+class TapOutput:
+    """A pass's result: the stack's last hidden state ``[B, T, hidden]`` (``None`` when the pass
+    stopped after the last layer asked for) and the captures not handed to a callback."""
+
+    hidden: torch.Tensor | None
+    layers: dict[int, LayerCapture] = field(default_factory=dict)
+
+
+class _Stop(Exception):
+    """Raised once the last layer asked for is captured: the rest of the pass is skipped."""
+
+
+def _eager_function(module: nn.Module) -> Callable:
+    fn = getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
+    if fn is None:
+        raise HeadsimError(f"{type(module).__name__} has no eager attention function to read probabilities from",
+                           "report this model class; its attention cannot be captured exactly")
+    return fn
+
+
+def _register() -> None:
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+    AttentionInterface.register(_TAP, _tap_attention)
+    AttentionInterface.register(_PLAIN, _plain_attention)
+    AttentionMaskInterface.register(_TAP, eager_mask)
+
+
+class _Pass:
+    """Bookkeeping of one forward pass (layer counters, what each layer still waits for)."""
+
+    def __init__(self, tap: Tap, on_layer, shift: torch.Tensor | None, original: dict[int, str]):
+        self.tap, self.on_layer, self.shift, self.original = tap, on_layer, shift, original
+        self.attention_calls = 0
+        self.projection_calls = 0
+        self.pending: dict[int, LayerCapture] = {}
+        self.out: dict[int, LayerCapture] = {}
+        self.compute = None
+
+    def capture_of(self, layer: int) -> LayerCapture:
+        return self.pending.setdefault(layer, LayerCapture(layer))
+
+    def unshift(self, x: torch.Tensor, dims: Sequence[int]) -> torch.Tensor:
+        """Undo the right-alignment along ``dims`` (sequence axes) of ``x`` [B, ...]."""
+        if self.shift is None:
+            return x
+        for d in dims:
+            x = _roll_rows(x, self.shift, d)
+        return x
+
+    def deliver(self, layer: int) -> None:
+        """Hand layer ``layer`` on once it holds everything asked for (head outputs and attention
+        arrive from different hooks, in an order that depends on the family)."""
+        cap = self.pending[layer]
+        tap = self.tap
+        if (tap.head_outputs and cap.head_outputs is None) or (tap.attention and cap.attention is None):
+            return
+        del self.pending[layer]
+        if self.on_layer is None:
+            self.out[layer] = cap
+        else:
+            self.on_layer(cap)
+        if self.tap.stop_early and layer == self.tap.last_layer:
+            raise _Stop
+
+
+def _roll_rows(x: torch.Tensor, shift: torch.Tensor, dim: int) -> torch.Tensor:
+    """Roll each row ``b`` of ``x`` by ``shift[b]`` positions along ``dim`` (a sequence axis)."""
+    t = x.shape[dim]
+    index = (torch.arange(t, device=x.device)[None, :] - shift[:, None]) % t  # [B, T]
+    shape = [x.shape[0]] + [1] * (x.ndim - 1)
+    shape[dim] = t
+    index = index.view(shape).expand(x.shape)
+    return torch.gather(x, dim, index)
+
+
+def _tap_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """The attention function the model calls during a tapped pass (interface families)."""
+    run: _Pass = _ACTIVE.run
+    layer = run.attention_calls
+    run.attention_calls += 1
+    tap = run.tap
+    wanted = layer in tap.layer_set
+    if wanted and tap.attention:
+        out, probs = _eager_function(module)(module, query, key, value, attention_mask, scaling=scaling,
+                                             dropout=dropout, **kwargs)
+        run.capture_of(layer).attention = run.unshift(probs.float(), (2, 3))
+    else:
+        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+        impl = run.original.get(id(module.config), "sdpa")
+        fn = ALL_ATTENTION_FUNCTIONS.get_interface(impl, _eager_function(module)) if impl != "eager" else _eager_function(module)
+        out, probs = fn(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+    if wanted and tap.qkv:
+        cap = run.capture_of(layer)
+        cap.query, cap.key, cap.value = (run.unshift(x, (2,)) for x in (query, key, value))
+    return out, probs
+
+
+def _plain_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """The attention function of :meth:`Tap.run_computing`: the consumer computes it."""
+    run: _Pass = _ACTIVE.run
+    layer = run.attention_calls
+    run.attention_calls += 1
+    out = run.compute(layer, query, key, value, scaling)  # [B, H, T, d]
+    return out.transpose(1, 2).contiguous(), None
+
+
+def _configs(model: nn.Module) -> list:
+    """Every distinct config object the model's modules read (encoder stacks may hold copies)."""
+    seen: dict[int, object] = {id(model.config): model.config}
+    for m in model.modules():
+        c = getattr(m, "config", None)
+        if c is not None and hasattr(c, "_attn_implementation"):
+            seen.setdefault(id(c), c)
+    return list(seen.values())
+
+
+@contextmanager
+def _implementation(model: nn.Module, name: str):
+    """Switch every config of ``model`` to attention implementation ``name`` for one pass (``None``:
+    leave them as they are)."""
+    configs = _configs(model) if name is not None else []
+    previous = {id(c): c._attn_implementation for c in configs}
+    for c in configs:
+        c._attn_implementation_internal = name  # no propagation: each config is switched itself
+    try:
+        yield {k: (v or "eager") for k, v in previous.items()}
+    finally:
+        for c in configs:
+            c._attn_implementation_internal = previous[id(c)]
+
+
+def _right_align(ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Rows whose valid tokens do not start at position 0 are rolled so they do; ``shift`` undoes it."""
+    valid = mask.bool()
+    lengths = valid.sum(-1)
+    first = torch.where(valid.any(-1), valid.float().argmax(-1), torch.zeros_like(lengths))
+    t = mask.shape[-1]
+    positions = torch.arange(t, device=mask.device)[None, :]
+    contiguous = (valid == ((positions >= first[:, None]) & (positions < (first + lengths)[:, None]))).all()
+    require(bool(contiguous), "attention_mask marks more than one run of tokens in a row",
+            "pass one contiguous run of valid tokens per row (left or right padding)")
+    if not bool((first > 0).any()):
+        return ids, mask, None
+    shift = first
+    return _roll_rows(ids, -shift, 1), _roll_rows(mask, -shift, 1), shift
+
+
+class Tap:
+    """Capture of chosen layers of one loaded model (see the module docstring).
+
+    Args:
+        loaded: the model (:class:`headsim.models.LoadedModel`).
+        layers: 0-based layers to capture (default: all).
+        attention: capture attention probabilities.
+        head_outputs: capture each head's output vectors.
+        qkv: capture queries, keys and values (interface families only).
+        stop_early: end the pass once the last layer asked for is captured (no hidden state then).
+    """
+
+    def __init__(self, loaded, *, layers: Sequence[int] | None = None, attention: bool = False,
+                 head_outputs: bool = True, qkv: bool = False, stop_early: bool = False) -> None:
+        self.loaded = loaded
+        self.arch: Arch = loaded.arch
+        n = loaded.n_layers
+        chosen = list(range(n)) if layers is None else sorted({int(x) for x in layers})
+        for x in chosen:
+            require(0 <= x < n, f"layer {x + 1} is out of range", f"this model has layers 1..{n} (1-based)")
+        require(not qkv or self.arch.interface, f"{self.arch.family} does not expose queries and keys to headsim",
+                "capture attention and head outputs instead")
+        self.layer_set = frozenset(chosen)
+        self.last_layer = max(chosen) if chosen else -1
+        self.attention, self.head_outputs, self.qkv = bool(attention), bool(head_outputs), bool(qkv)
+        self.stop_early = bool(stop_early) and bool(chosen)
+
+    # ------------------------------------------------------------------ passes
+    def run(self, input_ids, attention_mask, on_layer: Callable[[LayerCapture], None] | None = None, *,
+            grad: bool = False) -> TapOutput:
+        """One forward pass; each captured layer goes to ``on_layer`` as soon as it is complete (or
+        into the returned :class:`TapOutput`). ``grad=True`` keeps the autograd graph (ablation)."""
+        return self._pass(input_ids, attention_mask, on_layer, grad=grad)
+
+    def run_computing(self, input_ids, attention_mask,
+                      compute: Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor, float | None], torch.Tensor]) -> None:
+        """One pass in which ``compute(layer, query, key, value, scale)`` computes every layer's
+        attention output ``[B, H, T, d]`` (softmax over the valid keys of the batch's mask) that the
+        model continues with. Only for ``plain`` families, and right-padded batches."""
+        require(self.arch.plain, f"{self.arch.family} attention is not plain softmax(QK^T) over valid keys",
+                "use Tap.run, which reads the model's own attention")
+        self._pass(input_ids, attention_mask, None, compute=compute)
+
+    def _pass(self, input_ids, attention_mask, on_layer, *, grad: bool = False, compute=None) -> TapOutput:
+        loaded = self.loaded
+        ids = torch.as_tensor(input_ids, device=loaded.device)
+        mask = torch.as_tensor(attention_mask, device=loaded.device)
+        require(ids.ndim == 2 and ids.shape == mask.shape, f"input_ids {tuple(ids.shape)} and attention_mask "
+                f"{tuple(mask.shape)} must both be [batch, seq]", "pass two matching 2-D arrays")
+        ids, mask, shift = _right_align(ids, mask)
+        require(compute is None or shift is None, "run_computing needs right-padded rows", "pad on the right")
+        model = loaded.model
+        stack = self.arch.stack_of(model)
+        name = _PLAIN if compute is not None else _TAP
+        _register()
+        with _implementation(model, name if self.arch.interface else None) as original:
+            run = _Pass(self, on_layer, shift, original)
+            run.compute = compute
+            handles = self._hooks(run, stack)
+            previous = getattr(_ACTIVE, "run", None)
+            _ACTIVE.run = run
+            hidden = None
+            try:
+                with torch.enable_grad() if grad else torch.inference_mode():
+                    kwargs = {"output_attentions": True} if (self.attention and not self.arch.interface) else {}
+                    out = stack(input_ids=ids, attention_mask=mask, **kwargs)
+                hidden = out[0] if isinstance(out, tuple) else out.last_hidden_state
+                hidden = run.unshift(hidden, (1,))
+            except _Stop:
+                pass
+            finally:
+                _ACTIVE.run = previous
+                for h in handles:
+                    h.remove()
+        calls = run.attention_calls if compute is not None else run.projection_calls
+        if hidden is not None:
+            require(calls == loaded.n_layers, f"{type(model).__name__} ran {calls} attention layers through the tap for "
+                    f"{loaded.n_layers} layers", "report this model; its layers cannot be captured")
+        return TapOutput(hidden, run.out)
+
+    def _hooks(self, run: _Pass, stack: nn.Module) -> list:
+        """Pre-hooks on the output projections (head outputs) and, outside the interface, forward hooks
+        on the attention modules (probabilities); each registered once per distinct module."""
+        arch, loaded = self.arch, self.loaded
+        layers = arch.layer_modules(loaded.model, loaded.n_layers)
+        n_heads = loaded.n_heads
+        handles = []
+
+        def on_projection(_module, args):
+            layer = run.projection_calls
+            run.projection_calls += 1
+            if layer not in self.layer_set:
+                return
+            cap = run.capture_of(layer)
+            if self.head_outputs:
+                z = args[0]
+                cap.head_outputs = run.unshift(z.view(*z.shape[:-1], n_heads, z.shape[-1] // n_heads).transpose(1, 2), (2,))
+            run.deliver(layer)
+
+        def on_attention(_module, _args, output):
+            layer = run.attention_calls
+            run.attention_calls += 1
+            if layer in self.layer_set and self.attention:
+                run.capture_of(layer).attention = run.unshift(output[1].float(), (2, 3))
+                run.deliver(layer)
+
+        if run.compute is None:
+            for module in {id(m): m for m in (arch.output_projection_of(x) for x in layers)}.values():
+                handles.append(module.register_forward_pre_hook(on_projection))
+        if not arch.interface and run.compute is None:
+            for module in {id(m): m for m in (arch.attention_of(x) for x in layers)}.values():
+                handles.append(module.register_forward_hook(on_attention))
+        return handles
+
+
+def capture(loaded, input_ids, attention_mask, *, layers: Sequence[int] | None = None, attention: bool = True,
+            head_outputs: bool = True, qkv: bool = False) -> dict[str, torch.Tensor]:
+    """One pass; every captured role stacked over the chosen layers: ``[batch, layer, head, seq, …]``."""
+    tap = Tap(loaded, layers=layers, attention=attention, head_outputs=head_outputs, qkv=qkv, stop_early=True)
+    got = tap.run(input_ids, attention_mask).layers
+    order = sorted(got)
+    roles = [r for r, on in (("attention", attention), ("head_outputs", head_outputs), ("query", qkv),
+                             ("key", qkv), ("value", qkv)) if on]
+    return {r: torch.stack([getattr(got[li], r) for li in order], dim=1) for r in roles}
+
+
+def hidden_states(loaded, input_ids, attention_mask, *, grad: bool = False) -> torch.Tensor:
+    """The stack's last hidden state ``[batch, seq, hidden]`` (nothing captured)."""
+    return Tap(loaded, layers=[], head_outputs=False).run(input_ids, attention_mask, grad=grad).hidden

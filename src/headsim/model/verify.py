@@ -1,0 +1,169 @@
+"""Checking a family against itself: tiny random-weight models and the tap's three exactness checks.
+
+Used by ``tests/test_architectures.py`` (one row per family) and ``benchmarks/coverage.py`` (every
+text model type of the installed transformers). Each check compares the tap with the model run
+directly (no headsim code on the reference side, except the tap's own capture of the values the
+attention function receives):
+
+- ``attention``: the tap's probabilities against the eager model's ``output_attentions``;
+- ``head_outputs``: the tap's Z against eager probabilities × values in float64 (grouped key/value
+  heads expanded to their query heads);
+- ``invariance``: one window alone, inside a padded batch, and left-padded, give the same numbers.
+
+Every error is a maximum absolute difference over valid positions.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .tap import Tap, capture
+
+VOCAB = 96
+#: the small sizes every tiny model starts from (config classes ignore the names they do not know)
+SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48, vocab_size=VOCAB,
+             max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2, num_key_value_heads=2,
+             head_dim=8)
+
+#: model_type → config overrides of :data:`SMALL` where a family names its sizes differently.
+OVERRIDES: dict[str, dict] = {
+    "roberta": {"pad_token_id": 1}, "xlm-roberta": {"pad_token_id": 1}, "camembert": {"pad_token_id": 1},
+    "mpnet": {"pad_token_id": 1}, "electra": {"embedding_size": 16},
+    "distilbert": {"dim": 32, "n_layers": 2, "n_heads": 4, "hidden_dim": 48},
+    "albert": {"embedding_size": 16, "num_hidden_groups": 1},
+    "deberta-v2": {"relative_attention": True, "pos_att_type": ["p2c", "c2p"], "max_relative_positions": 16},
+    "modernbert": {"global_attn_every_n_layers": 2, "local_attention": 4, "cls_token_id": 1, "sep_token_id": 2},
+    "t5": {"d_model": 32, "d_kv": 8, "num_layers": 2, "num_heads": 4, "d_ff": 48},
+    "bart": {"d_model": 32, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
+             "decoder_attention_heads": 4, "encoder_ffn_dim": 48, "decoder_ffn_dim": 48, "pad_token_id": 1},
+    "gpt2": {"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64},
+    "mistral": {"sliding_window": 5},
+    "gemma2": {"sliding_window": 5, "attn_logit_softcapping": 5.0, "query_pre_attn_scalar": 8},
+    "gemma3_text": {"sliding_window": 5, "query_pre_attn_scalar": 8},
+}
+
+
+def tiny_model(model_type: str, seed: int = 0, **overrides):
+    """A tiny random-weight base model of ``model_type`` (weights scaled up so attention is far from
+    uniform), and a copy with the same weights running eager attention."""
+    from transformers import AutoConfig, AutoModel
+
+    kwargs = dict(SMALL)
+    kwargs.update(OVERRIDES.get(model_type, {}))
+    kwargs.update(overrides)
+    config = AutoConfig.for_model(model_type, **kwargs)
+    torch.manual_seed(seed)
+    model = AutoModel.from_config(config).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.ndim == 2:
+                p.mul_(3.0)
+    eager = copy.deepcopy(model)
+    for m in eager.modules():
+        c = getattr(m, "config", None)
+        if c is not None and hasattr(c, "_attn_implementation"):
+            c._attn_implementation_internal = "eager"
+    return model, eager
+
+
+def random_batch(seed: int = 0, lengths=(12, 7, 3), vocab: int = VOCAB) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random ids, right-padded rows of ``lengths`` valid tokens (padding id 0)."""
+    rng = np.random.default_rng(seed)
+    t = max(lengths)
+    ids = rng.integers(3, vocab, size=(len(lengths), t))
+    mask = (np.arange(t)[None, :] < np.asarray(lengths)[:, None]).astype(np.int64)
+    ids[:, 0] = 1
+    return torch.as_tensor(ids * mask), torch.as_tensor(mask)
+
+
+def eager_attentions(loaded, eager, ids, mask) -> list[torch.Tensor]:
+    """``output_attentions`` of the eager copy's analysed stack, float64, one ``[B, H, T, T]`` per layer."""
+    with torch.no_grad():
+        out = loaded.arch.stack_of(eager)(input_ids=ids, attention_mask=mask, output_attentions=True)
+    if out.attentions is None or len(out.attentions) != loaded.n_layers:
+        raise AssertionError(f"the eager model returned {0 if out.attentions is None else len(out.attentions)} "
+                             f"attention maps for {loaded.n_layers} layers")
+    return [a.double() for a in out.attentions]
+
+
+#: outside the attention interface the values come from a hook on this projection (layer-relative)
+VALUE_PROJECTIONS = {"deberta-v2": "attention.self.value_proj", "mpnet": "attention.attn.v"}
+
+
+def values(loaded, ids, mask) -> list[torch.Tensor]:
+    """Each layer's values ``[B, H_kv, T, d]`` as the attention receives them (float64)."""
+    if loaded.arch.interface:
+        got = Tap(loaded, qkv=True, head_outputs=False).run(ids, mask).layers
+        return [got[i].value.double() for i in range(loaded.n_layers)]
+    path = VALUE_PROJECTIONS[loaded.config.model_type]
+    out: list[torch.Tensor] = []
+    hooks = [layer.get_submodule(path).register_forward_hook(lambda m, a, o: out.append(o))
+             for layer in loaded.arch.layer_modules(loaded.model, loaded.n_layers)]
+    try:
+        with torch.no_grad():
+            loaded.arch.stack_of(loaded.model)(input_ids=ids, attention_mask=mask)
+    finally:
+        for h in hooks:
+            h.remove()
+    b, t, _ = out[0].shape
+    return [v.double().view(b, t, loaded.n_heads, -1).transpose(1, 2) for v in out]
+
+
+@dataclass
+class Verification:
+    """Largest absolute differences found by each check."""
+
+    attention: float
+    head_outputs: float
+    invariance: float
+    causal_upper: float  # attention above the diagonal of valid rows (causal families: must be 0)
+
+    def exact(self, tol: float = 1e-5) -> bool:
+        return max(self.attention, self.head_outputs, self.invariance, self.causal_upper) <= tol
+
+
+def _valid_block(x: torch.Tensor, b: int, n: int, square: bool) -> torch.Tensor:
+    return x[b, ..., :n, :n] if square else x[b, ..., :n, :]
+
+
+def verify(loaded, eager, seed: int = 0) -> Verification:
+    """Run the three checks on random batches of the model's vocabulary."""
+    vocab = int(getattr(loaded.config, "vocab_size", VOCAB) or VOCAB)
+    ids, mask = random_batch(seed, vocab=vocab)
+    rows = mask.bool()
+    got = capture(loaded, ids, mask, attention=True)
+    att, z = got["attention"].double(), got["head_outputs"].double()  # [B, L, H, T, T], [B, L, H, T, d]
+    want = torch.stack(eager_attentions(loaded, eager, ids, mask), dim=1)
+    vals = values(loaded, ids, mask)
+    err_att = err_z = 0.0
+    for b in range(ids.shape[0]):
+        n = int(rows[b].sum())
+        err_att = max(err_att, float((_valid_block(att, b, n, True) - _valid_block(want, b, n, True)).abs().max()))
+    for li in range(loaded.n_layers):
+        v = vals[li].repeat_interleave(loaded.n_heads // vals[li].shape[1], dim=1)
+        ref = want[:, li] @ v
+        for b in range(ids.shape[0]):
+            n = int(rows[b].sum())
+            err_z = max(err_z, float((z[b, li, :, :n] - ref[b, :, :n]).abs().max()))
+    upper = torch.triu(torch.ones(ids.shape[1], ids.shape[1], dtype=torch.bool), 1) & rows[:, None, None, :, None]
+    causal_upper = float(att.masked_select(upper).abs().max()) if loaded.arch.causal else 0.0
+    # invariance: window 1 alone, in the batch, and left-padded by 5
+    n = int(rows[1].sum())
+    alone = capture(loaded, ids[1:2, :n], mask[1:2, :n])
+    left = capture(loaded, torch.roll(ids, 5, dims=1), torch.roll(mask, 5, dims=1))
+    err_inv = 0.0
+    for role in ("attention", "head_outputs"):
+        full = got[role][1].double()
+        one = alone[role][0].double()
+        shifted = torch.roll(left[role][1].double(), -5, dims=2)
+        if role == "attention":
+            shifted = torch.roll(shifted, -5, dims=3)[..., :n, :n]
+            full = full[..., :n, :n]
+        else:
+            shifted, full = shifted[:, :, :n], full[:, :, :n]
+        err_inv = max(err_inv, float((full - one).abs().max()), float((shifted - full).abs().max()))
+    return Verification(err_att, err_z, err_inv, causal_upper)
