@@ -60,13 +60,15 @@ class RecordingStats(CorpusStats):
         return out
 
 
-def recorded(log: list, n_layers: int) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """``valid`` ``[W, T]`` and per layer ``Z`` ``[W, H, T, d]`` (float64) of the batches whose every
-    layer was added, in order (a batch abandoned on out-of-memory and retried in halves is left out)."""
-    done = [b for b in log if len(b["z"]) == n_layers]
-    assert done, "no complete batch was recorded"
+def recorded(log: list, n_layers: int) -> tuple[torch.Tensor, list[torch.Tensor | None]]:
+    """``valid`` ``[W, T]`` and per layer ``Z`` ``[W, H, T, d]`` (float64; ``None`` for a layer no batch
+    reached yet) of the batches that reached every layer any batch reached, in order (a batch abandoned
+    on out-of-memory and retried in halves is left out)."""
+    reached = set().union(*(b["z"] for b in log))
+    done = [b for b in log if reached and set(b["z"]) == reached]
+    assert done, "no batch was recorded"
     return (torch.cat([b["valid"] for b in done]),
-            [torch.cat([b["z"][layer] for b in done]) for layer in range(n_layers)])
+            [torch.cat([b["z"][layer] for b in done]) if layer in reached else None for layer in range(n_layers)])
 
 
 def rounding_interval(z: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -104,20 +106,12 @@ class Undecided:
         return self.pairs.sum(axis=(-1, -2))
 
 
-def undecided(log_a: list, log_b: list, n_layers: int, threshold: float, sim_bins: int,
-              sim_range: tuple[float, float], z_rtol: float = 1e-4) -> Undecided:
-    """The pairs whose decisions the two recorded runs (:class:`RecordingStats` logs of the same windows)
-    may take differently: the threshold ``v > threshold`` and the histogram bin
-    ``floor(v·scale + offset)`` (float32 constants, as :class:`headsim.stats.pairs.SimBins` defines them).
-
-    The runs' head outputs must agree to ``z_rtol`` of each layer's largest (rounding, not a
-    different computation: that would make many pairs undecided and prove little)."""
-    (valid, za), (valid_b, zb) = recorded(log_a, n_layers), recorded(log_b, n_layers)
-    assert torch.equal(valid, valid_b), "the two runs recorded different windows"
-    keep = valid[:, None, :, None]
-    for layer, (a, b) in enumerate(zip(za, zb)):
-        gap, size = ((a - b) * keep).abs().max(), (b * keep).abs().max()
-        assert gap <= z_rtol * size, f"layer {layer}: the runs' head outputs differ by {gap:.3g} (largest {size:.3g})"
+def at_risk(lo: torch.Tensor, hi: torch.Tensor, valid: torch.Tensor, threshold: float, sim_bins: int,
+            sim_range: tuple[float, float]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``[W, H, T, T]`` bool over the valid pairs ``i < j`` whose float32 value lies in ``[lo, hi]``: the
+    threshold decision ``v > threshold`` is open, ``v`` is above it for certain, the histogram bin
+    ``floor(v·scale + offset)`` (float32 constants, as :class:`headsim.stats.pairs.SimBins` defines
+    them) is open."""
     t = valid.shape[-1]
     upper = torch.ones(t, t, dtype=torch.bool).triu(1) & valid[:, None, :, None] & valid[:, None, None, :]
     # the kernels compare with float32(threshold), eager torch with the threshold: either may decide
@@ -136,13 +130,38 @@ def undecided(log_a: list, log_b: list, n_layers: int, threshold: float, sim_bin
             x = x + 2 * U * x.abs()
         return torch.floor(x.clamp(0, sim_bins - 1))
 
+    return (upper & (lo <= t_high) & (hi > t_low), upper & (lo > t_high),
+            upper & (bin_of(lo, -1) != bin_of(hi, 1)))
+
+
+def undecided(log_a: list, log_b: list, n_layers: int, threshold: float, sim_bins: int,
+              sim_range: tuple[float, float], z_rtol: float = 1e-4) -> Undecided:
+    """The pairs whose decisions (:func:`at_risk`) the two recorded runs (:class:`RecordingStats` logs of
+    the same windows) may take differently.
+
+    The runs' head outputs must agree to ``z_rtol`` of each layer's largest (rounding, not a
+    different computation: that would make many pairs undecided and prove little)."""
+    (valid, za), (valid_b, zb) = recorded(log_a, n_layers), recorded(log_b, n_layers)
+    assert torch.equal(valid, valid_b), "the two runs recorded different windows"
+    keep = valid[:, None, :, None]
     pairs, high, binned = [], [], []
-    for a, b in zip(za, zb):
+    for layer, (a, b) in enumerate(zip(za, zb)):
+        assert (a is None) == (b is None), f"layer {layer} was added in one run only"
+        if a is None:  # no batch reached this layer yet: nothing added, nothing to decide
+            w, t = valid.shape
+            h = next(z for z in za if z is not None).shape[1]
+            pairs.append(np.zeros((w, h, t, t), dtype=bool))
+            high.append(np.zeros((w, h), dtype=np.int64))
+            binned.append(np.zeros(h, dtype=np.int64))
+            continue
+        gap, size = ((a - b) * keep).abs().max(), (b * keep).abs().max()
+        assert gap <= z_rtol * size, f"layer {layer}: the runs' head outputs differ by {gap:.3g} (largest {size:.3g})"
         (lo_a, hi_a), (lo_b, hi_b) = rounding_interval(a, valid), rounding_interval(b, valid)
-        lo, hi = torch.minimum(lo_a, lo_b), torch.maximum(hi_a, hi_b)
-        pairs.append((upper & (lo <= t_high) & (hi > t_low)).numpy())
-        high.append((upper & (lo > t_high)).sum(dim=(-1, -2)).numpy())
-        binned.append((upper & (bin_of(lo, -1) != bin_of(hi, 1))).sum(dim=(0, 2, 3)).numpy())
+        flip, sure, edge = at_risk(torch.minimum(lo_a, lo_b), torch.maximum(hi_a, hi_b), valid, threshold, sim_bins,
+                                   sim_range)
+        pairs.append(flip.numpy())
+        high.append(sure.sum(dim=(-1, -2)).numpy())
+        binned.append(edge.sum(dim=(0, 2, 3)).numpy())
     return Undecided(np.stack(pairs), np.stack(high).astype(np.int64), np.stack(binned).astype(np.int64))
 
 
