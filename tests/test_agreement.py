@@ -61,6 +61,8 @@ def test_a_rounding_flip_is_found_and_allowed(runs):
     ("sim_value_hist", (0, 0, 10), 1),  # totals change
     ("anchor_windows", (0, 0), 1),  # window 0 keeps a certain pair: it has pairs in both runs
     ("anchor_fraction_sum", (0, 1), 1e-3),
+    ("anchor_kind_counts", (0, 1, 3), 1),
+    ("anchor_distinct_hist", (0, 1), 1),
     ("sim_sum", (0, 1, 2, 3), 1e-3),
     ("tokens", (), 1),
 ])
