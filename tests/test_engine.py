@@ -83,13 +83,13 @@ def test_own_attention_and_hooks_give_the_same_statistics(tiny_bert_eager, windo
     """headsim computing the model's attention (one softmax for statistics and head outputs) equals
     capturing the model's own eager attention with hooks, up to what the pairs within float rounding
     of the threshold (counted from both runs' head outputs: tests/agreement.py) can change."""
+    def recording(log: list) -> Engine:
+        fresh = lambda: RecordingStats(tiny_bert_eager.n_layers, tiny_bert_eager.n_heads, 32,  # noqa: E731
+                                       device=tiny_bert_eager.device, log=log)
+        return Engine(tiny_bert_eager, fresh(), fresh)
+
     logs = [], []
-    engines = []
-    for log in logs:
-        fresh = lambda log=log: RecordingStats(tiny_bert_eager.n_layers, tiny_bert_eager.n_heads, 32,  # noqa: E731
-                                               device=tiny_bert_eager.device, log=log)
-        engines.append(Engine(tiny_bert_eager, fresh(), fresh))
-    own, hooked = engines
+    own, hooked = (recording(log) for log in logs)
     own.process_safely(windows)
     hooked.own_attention = False
     hooked.process_safely(windows)
