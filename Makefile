@@ -20,9 +20,11 @@ demo: install
 	headsim reproduce --out $(OUT)
 
 test: install-test browser
+	@$(PYTHON) .ci/versions.py
 	$(PYTHON) -m pytest -p no:cacheprovider
 
 test-fast: install-test
+	@$(PYTHON) .ci/versions.py
 	$(PYTHON) -m pytest -q -m "not slow and not browser"
 
 bench-seg: install
