@@ -12,8 +12,25 @@ from .app import app, console, err_console
 from .options import Device, Model, SeqLen, Threshold
 
 
+def _from_run(ctx: typer.Context, out: Path, given: dict) -> dict:
+    """``--resume``: every option left at its default takes the run's own setting."""
+    from ..rundir import RunDir
+
+    if not (out / "run.json").is_file():
+        return given
+    stored = RunDir(out).settings()
+    stored["sentences"] = stored.pop("sentence_splitter", None)
+    result = dict(given)
+    for name, value in stored.items():
+        source = ctx.get_parameter_source(name)
+        if value is not None and getattr(source, "name", "") == "DEFAULT":
+            result[name] = value
+    return result
+
+
 @app.command()
 def analyze(
+    ctx: typer.Context,
     model: str = Model,
     corpus: str = typer.Option("default", "--corpus", "-c", help="'default' (embedded Wikipedia + Lee), a .txt file, a directory of .txt, .jsonl or .parquet."),
     windows: Optional[int] = typer.Option(None, "--windows", "-n", help="Windows to analyse (default: the whole corpus)."),
@@ -38,6 +55,12 @@ def analyze(
     """Corpus statistics of every head (Figs 2, 3, 6–8, 10–13) into a run directory."""
     from ..analysis import analyze as run_analysis
 
+    if resume:
+        settings = _from_run(ctx, out, {"model": model, "corpus": corpus, "windows": windows, "seq_len": seq_len,
+                                        "threshold": threshold, "top_k_columns": top_k_columns, "batch_size": batch_size,
+                                        "dtype": dtype, "sentences": sentences})
+        model, corpus, windows, seq_len, threshold = (settings[k] for k in ("model", "corpus", "windows", "seq_len", "threshold"))
+        top_k_columns, batch_size, dtype, sentences = (settings[k] for k in ("top_k_columns", "batch_size", "dtype", "sentences"))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = run_analysis(model, corpus, windows=windows, out=out, seq_len=seq_len, threshold=threshold,
