@@ -156,12 +156,16 @@ def test_1_overwrite_never_deletes_user_files(env, reference, tmp_path, capsys):
         code, err = cli(capsys, *args)
         one_line_error(code, err)
         assert tree(run) == before and "notes.txt" in err
-    # only headsim's files: replaced
+    # only headsim's files (the report's among them): replaced
     (run / "notes.txt").unlink()
     shutil.rmtree(run / "checkpoint")
+    (run / "example").mkdir()
+    for name in ("index.html", "claims.csv", "fig02_summed_attention.png", "example/tokens.csv", ".stats.nc.tmp-x1y2"):
+        (run / name).write_text("headsim's")
     code, err = cli(capsys, *analyze_args(env, run, 4, "--overwrite"))
     assert code == 0, err
     assert finished(run) and json.loads((run / "run.json").read_text())["windows"] == 4
+    assert not (run / "index.html").exists() and not (run / "example").exists()
 
 
 # -- case 2: merge never destroys its inputs ----------------------------------------------------
