@@ -122,7 +122,7 @@ def _now() -> str:
 
 def _write_failed(path: Path, exc: OSError) -> HeadsimError:
     what = exc.strerror or str(exc)
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT) or "No space left" in what:  # pyarrow's errors carry no errno
         fix = "free space on that disk (or pass another --out), then run the command again (analyze: with --resume)"
     elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         fix = "pass an output path you may write to"
@@ -299,8 +299,9 @@ class RunLock:
     """``DIR/.headsim.lock``: one writing process per run directory.
 
     Taken by hard-linking a fully written file onto the lock's name (atomic, fails if it exists);
-    a lock left by a process that is gone from this host is taken over; one from another host is
-    reported with the way to remove it by hand.
+    a lock left by a process that is gone from this host (its PID not alive, or reused by a process
+    started later) is taken over; one from another host is reported with the way to remove it by
+    hand. (Two processes taking over the same stale lock within microseconds could both succeed.)
     """
 
     def __init__(self, directory: Path) -> None:
@@ -345,7 +346,7 @@ class RunLock:
             holder = self.holder()
             if holder:  # stale: take it over
                 self.path.unlink(missing_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f"{LOCK}.tmp-", dir=self.path.parent)
+            fd, tmp = tempfile.mkstemp(prefix=f".{LOCK}.tmp-", dir=self.path.parent)
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as fh:
                     json.dump(info, fh)
@@ -508,9 +509,12 @@ class RunDir:
             require((p / RUN_JSON).is_file(), f"nothing to resume in {shown!r} (the run stopped before its first write)",
                     "start the run again without --resume (add --overwrite to replace what is there)")
             return
-        if self.holds_run() or self.foreign():
+        if self.holds_run():
             raise HeadsimError(f"output directory {shown!r} already holds another run",
                                "pass --resume to continue it, --overwrite to replace it, or another --out")
+        foreign = self.foreign()
+        require(not foreign, f"output directory {shown!r} already holds other files ({_describe(foreign)})",
+                "pass an empty or new directory for --out")
 
     # -- writing ------------------------------------------------------------------------------
 

@@ -41,8 +41,8 @@ def analyze(
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Windows per forward pass (default: automatic)."),
     checkpoint_every: Optional[int] = typer.Option(None, "--checkpoint-every",
                                                    help="Windows between checkpoints (default: every 30 seconds)."),
-    resume: bool = typer.Option(False, "--resume", help="Continue a run in --out that was interrupted."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a run already in --out."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the stopped run in --out (options not given are taken from the run)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a run already in --out (refused if the directory holds files headsim did not write)."),
     allow_fewer: bool = typer.Option(True, "--allow-fewer/--strict-windows", help="When --windows exceeds the corpus: analyse all there is, or stop."),
     device: Optional[str] = Device,
     dtype: Optional[str] = typer.Option(None, "--dtype", help="fp32 (default) or bf16/fp16 (CUDA)."),
@@ -80,7 +80,7 @@ def analyze(
 def merge(
     runs: List[Path] = typer.Argument(..., help="Finished run directories (same model and settings)."),
     out: Path = typer.Option(..., "--out", "-o", help="Directory for the merged run."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a run already in --out."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a run already in --out (refused if the directory holds files headsim did not write)."),
 ) -> None:
     """Combine run shards exactly (sums and counts add)."""
     from ..merging import merge_runs
