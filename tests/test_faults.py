@@ -217,6 +217,28 @@ def test_3_concurrent_writer_refused_and_killed_run_resumes(env, reference, tmp_
     assert_same_run(reference[200], out)
 
 
+def test_3_locks_of_live_and_dead_processes(tmp_path):
+    from headsim.rundir import LOCK, RunDir
+
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    cases = [({"pid": os.getppid(), "host": os.uname().nodename}, True),  # alive (pytest's parent)
+             ({"pid": int(dead.stdout), "host": os.uname().nodename}, False),  # gone: stale
+             ({"pid": 1, "host": "elsewhere"}, True)]  # another host: cannot tell, refused
+    for holder, refused in cases:
+        (run.path / LOCK).write_text(json.dumps(holder))
+        if refused:
+            with pytest.raises(HeadsimError, match=f"in use by headsim process {holder['pid']} on {holder['host']}"):
+                with run.writer(resume=False, overwrite=False):
+                    pass
+            assert json.loads((run.path / LOCK).read_text()) == holder
+        else:
+            with run.writer(resume=False, overwrite=False):
+                assert json.loads((run.path / LOCK).read_text())["pid"] == os.getpid()
+            assert not (run.path / LOCK).exists()
+
+
 # -- case 4: SIGINT/SIGTERM stop with a line, exit 130/143, resumable -----------------------------
 
 

@@ -334,6 +334,8 @@ def analyze(
             "pass a positive number of windows")
     require(checkpoint_every is None or checkpoint_every >= 1, f"checkpoint_every {checkpoint_every} must be at least 1",
             "pass a positive number of windows, or leave it unset to checkpoint every 30 seconds")
+    require(batch_size is None or (isinstance(batch_size, int) and batch_size >= 1),
+            f"batch_size {batch_size!r} must be at least 1", "pass a positive batch size, or leave it unset for the automatic one")
     check_splitter(sentence_splitter)  # before anything is written
     if workers is not None:
         check_workers(workers)
@@ -361,8 +363,6 @@ def analyze(
                 "pass --windows at most that, or --allow-fewer to analyse all of them")
         _warn_fewer(corp, count.windows)
         target = count.windows
-    require(batch_size is None or (isinstance(batch_size, int) and batch_size >= 1),
-            f"batch_size {batch_size!r} must be at least 1", "pass a positive batch size, or leave it unset for the automatic one")
     bs = int(batch_size) if batch_size is not None else default_batch_size(loaded, seq_len)
     config = AnalysisConfig(loaded.source, corp.sha256, target, seq_len, threshold, top_k_columns, bs,
                             str(loaded.dtype).replace("torch.", ""), sentence_splitter)
