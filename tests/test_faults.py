@@ -20,7 +20,6 @@ import time
 import uuid
 from pathlib import Path
 
-import numpy as np
 import pytest
 import xarray as xr
 
