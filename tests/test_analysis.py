@@ -93,7 +93,7 @@ def test_sigkill_and_resume_give_identical_results(tmp_path, tiny_dir):
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     proc = subprocess.Popen([sys.executable, "-m", "headsim.cli", *common, "--out", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    state = out / "checkpoint" / "state.npz"
+    state = out / "checkpoint" / "manifest.json"
     deadline = time.time() + 120
     while not state.exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.01)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import queue
+import signal
 import threading
 import time
 import warnings
@@ -22,14 +23,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import NamedTuple
 
-import numpy as np
-import pyarrow.parquet as pq
 import torch
 
 from . import rundir
 from .model.tap import Tap, capture
 from .corpus import Corpus, load_corpus
 from .errors import HeadsimError, require
+from .interrupts import Interrupted, StopRequests
 from .models import LoadedModel, as_loaded
 from .sentences import check_splitter
 from .context_similarity import check_threshold
@@ -279,27 +279,6 @@ class Result:
     path: Path | None = None
 
 
-def _checkpoint_state(ckpt: Path) -> tuple[dict, int] | None:
-    f = ckpt / rundir.STATE
-    if not f.exists():
-        return None
-    with np.load(f, allow_pickle=False) as z:
-        state = {k: z[k] for k in z.files}
-    done = int(state.pop("__windows_done__"))
-    return state, done
-
-
-def _save_checkpoint(ckpt: Path, stats: CorpusStats, done: int) -> None:
-    state = dict(stats.state_dict())
-    state["__windows_done__"] = np.int64(done)
-
-    def write(path: Path) -> None:
-        with open(path, "wb") as fh:
-            np.savez(fh, **state)
-
-    rundir.atomic_write(ckpt / rundir.STATE, write)
-
-
 def analyze(
     model: LoadedModel | str | None = None,
     corpus: Corpus | str = "default",
@@ -351,13 +330,20 @@ def analyze(
             "pass a positive number of windows")
     require(checkpoint_every is None or checkpoint_every >= 1, f"checkpoint_every {checkpoint_every} must be at least 1",
             "pass a positive number of windows, or leave it unset to checkpoint every 30 seconds")
+    require(batch_size is None or (isinstance(batch_size, int) and batch_size >= 1),
+            f"batch_size {batch_size!r} must be at least 1", "pass a positive batch size, or leave it unset for the automatic one")
     check_splitter(sentence_splitter)  # before anything is written
     if workers is not None:
         check_workers(workers)
     out_path = Path(out) if out is not None else None
-    if out_path is not None and resume:
-        require((out_path / rundir.RUN_JSON).exists(), f"nothing to resume in {str(out_path)!r}",
-                "start the run without --resume")
+    if out_path is not None:
+        run_dir = rundir.RunDir(out_path)
+        run_dir.check_target(resume=resume, overwrite=overwrite)  # before the slow model load
+        if resume:  # what the call leaves open is the run's own setting
+            stored = run_dir.read_meta().get("config") or {}
+            windows = stored.get("windows") if windows is None else windows
+            batch_size = stored.get("batch_size") if batch_size is None else batch_size
+            dtype = stored.get("dtype") if dtype is None else dtype
     loaded = as_loaded(model, device=device, dtype=dtype)
     seq_len = check_seq_len(seq_len, loaded.max_seq_len)
     corp = corpus if isinstance(corpus, Corpus) else load_corpus(corpus, text_field=text_field, text_column=text_column)
@@ -375,8 +361,7 @@ def analyze(
                 "pass --windows at most that, or --allow-fewer to analyse all of them")
         _warn_fewer(corp, count.windows)
         target = count.windows
-    bs = int(batch_size) if batch_size else default_batch_size(loaded, seq_len)
-    require(bs >= 1, f"batch_size {batch_size} must be at least 1", "pass a positive batch size")
+    bs = int(batch_size) if batch_size is not None else default_batch_size(loaded, seq_len)
     config = AnalysisConfig(loaded.source, corp.sha256, target, seq_len, threshold, top_k_columns, bs,
                             str(loaded.dtype).replace("torch.", ""), sentence_splitter)
 
@@ -384,9 +369,6 @@ def analyze(
         return CorpusStats(loaded.n_layers, loaded.n_heads, seq_len, threshold=threshold,
                            top_k_columns=top_k_columns, device=loaded.device, fused=fused)
 
-    stats = fresh()
-    done = 0
-    ckpt = None
     meta = {
         "model": loaded.describe(), "corpus": {"name": corp.name, "sha256": corp.sha256, "documents": len(corp),
                                                "tokens": count.tokens if count.complete else None,
@@ -397,26 +379,81 @@ def analyze(
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "complete": False,
         "config": asdict(config),
     }
-    if out_path is not None:
-        rundir.prepare_out_dir(out_path, resume=resume, overwrite=overwrite)
-        ckpt = out_path / rundir.CHECKPOINT
+    if not isinstance(corpus, Corpus):
+        meta["corpus"]["spec"] = str(corpus)  # what --resume passes again
+    plan = _Plan(loaded, corp, fresh, target, bs, checkpoint_every, workers, sentence_splitter, seq_len,
+                 threshold, progress)
+    if out_path is None:
+        return _execute(plan, meta, None)
+    with rundir.RunDir(out_path).writer(resume=resume, overwrite=overwrite) as run_dir:
         if resume:
-            old = rundir.read_json(out_path / rundir.RUN_JSON)
+            old = run_dir.read_meta()
+            changed = _changed_settings(old.get("config") or {}, asdict(config))
             if old.get("complete"):
+                require(not changed, f"--resume: {str(out_path)!r} already holds a finished run made with other settings "
+                        f"({_describe_changes(changed)})", "pass --overwrite to replace it, or another --out")
+                warnings.warn(f"{str(out_path)!r} already holds this run, finished: nothing to do", stacklevel=2)
                 return _load_result(out_path)
-            require(old.get("config") == asdict(config),
-                    f"--resume refused: {str(out_path)!r} was started with other settings",
-                    f"use the same settings as before ({old.get('config')}) or --overwrite")
+            require(not changed, f"--resume refused: {str(out_path)!r} was started with other settings "
+                    f"({_describe_changes(changed)})",
+                    f"pass the run's own settings ({_resume_flags(changed, old)}), or --overwrite to start again")
             meta = old
-            saved = _checkpoint_state(ckpt)
-            if saved is not None:
-                stats, done = CorpusStats.from_state_dict(saved[0], device=loaded.device), saved[1]
-        ckpt.mkdir(parents=True, exist_ok=True)
-        for part in ckpt.glob("windows-*.parquet"):  # parts written after the last saved state
-            if int(part.stem.split("-")[1]) >= done:
-                part.unlink()
+        meta["run_id"] = run_dir.run_id
         rundir.write_json(out_path / rundir.RUN_JSON, meta)
+        return _execute(plan, meta, run_dir)
 
+
+@dataclass(frozen=True)
+class _Plan:
+    """What :func:`analyze` settled before the run: the model, corpus, settings and window target."""
+
+    loaded: LoadedModel
+    corpus: Corpus
+    fresh: Callable[[], CorpusStats]
+    target: int
+    batch_size: int
+    checkpoint_every: int | None
+    workers: int | None
+    sentence_splitter: str
+    seq_len: int
+    threshold: float
+    progress: object
+
+
+#: the analyze option that sets each field of :class:`AnalysisConfig`
+_FLAGS = {"model_source": "--model", "corpus_sha256": "--corpus", "windows": "--windows", "seq_len": "--seq-len",
+          "threshold": "--threshold", "top_k_columns": "--top-k-columns", "batch_size": "--batch-size",
+          "dtype": "--dtype", "sentence_splitter": "--sentences"}
+
+
+def _changed_settings(old: dict, new: dict) -> dict[str, tuple]:
+    return {k: (old.get(k), v) for k, v in new.items() if old.get(k) != v}
+
+
+def _describe_changes(changed: dict[str, tuple]) -> str:
+    return ", ".join(f"{_FLAGS.get(k, k)}: run {a!r}, now {b!r}" for k, (a, b) in changed.items())
+
+
+def _resume_flags(changed: dict[str, tuple], old: dict) -> str:
+    """The options that give back the run's settings, as a user types them."""
+    parts = []
+    for key, (value, _) in changed.items():
+        if key == "corpus_sha256":
+            corpus = old.get("corpus") or {}
+            value = corpus.get("spec") or f"<the corpus {corpus.get('name')!r} the run was made from>"
+        parts.append(f"{_FLAGS.get(key, '--' + key)} {value}")
+    return " ".join(parts)
+
+
+def _execute(plan: _Plan, meta: dict, run_dir: rundir.RunDir | None) -> Result:
+    """Run the model over the windows into the statistics (checkpointed into ``run_dir``), then finish."""
+    loaded, corp, fresh, target, bs = plan.loaded, plan.corpus, plan.fresh, plan.target, plan.batch_size
+    checkpoint_every, workers, sentence_splitter = plan.checkpoint_every, plan.workers, plan.sentence_splitter
+    seq_len, threshold, progress = plan.seq_len, plan.threshold, plan.progress
+    stats, done = fresh(), 0
+    saved = run_dir.load_checkpoint() if run_dir is not None else None
+    if saved is not None:
+        stats, done = CorpusStats.from_state_dict(saved[0], device=loaded.device), saved[1]
     engine = Engine(loaded, stats, fresh)
     meta.setdefault("attention", engine.attention_source())
     every = None if checkpoint_every is None else max(1, -(-checkpoint_every // bs)) * bs
@@ -431,7 +468,7 @@ def analyze(
     part_start = done
     position = 0
     shown = _progress(progress, target, done)
-    with shown as advance, closing(prefetch(source)) as batches:
+    with shown as advance, closing(prefetch(source)) as batches, StopRequests() as stop:
         for batch in batches:
             if position >= target:
                 break
@@ -448,10 +485,11 @@ def analyze(
             if position >= target:
                 break  # the finished run is written below, with no checkpoint of its own
             due = (time.perf_counter() - last_save >= CHECKPOINT_SECONDS) if every is None else position % every == 0
-            if ckpt is not None and due:
-                _flush_parts(ckpt, parts, part_start)
-                _save_checkpoint(ckpt, engine.stats, position)
+            if run_dir is not None and (due or stop.signum is not None):
+                run_dir.save_checkpoint(engine.stats.state_dict(), position, parts, part_start)
                 parts, part_start, last_save = [], position, time.perf_counter()
+            if stop.signum is not None:
+                raise _stopped(stop.signum, position, target, run_dir)
         if position < target:
             shown.end_at(position)
     elapsed = time.perf_counter() - started
@@ -471,48 +509,20 @@ def analyze(
     heads, layers = heads_table(ds), layers_table(ds)
     meta.update({"complete": True, "seconds": round(elapsed, 3), "windows_per_second": round((position - done) / max(elapsed, 1e-9), 3),
                  "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})
-    if out_path is None:
+    if run_dir is None:
         return Result(meta, ds, heads, layers, None)
-    rundir.write_dataset(out_path / rundir.STATS_NC, ds)
-    rundir.write_table(out_path / rundir.HEADS, heads)
-    rundir.write_table(out_path / rundir.LAYERS, layers)
-    _write_windows(ckpt, parts, part_start, out_path / rundir.WINDOWS)
-    rundir.write_json(out_path / rundir.RUN_JSON, meta)
-    import shutil
-
-    shutil.rmtree(ckpt, ignore_errors=True)
-    return Result(meta, ds, heads, layers, out_path)
+    meta = run_dir.commit(meta, ds, heads, layers, parts)
+    return Result(meta, ds, heads, layers, run_dir.path)
 
 
-def _write_parts(path: Path, parts: list) -> None:
-    """Window tables ``parts`` as one parquet file at ``path`` (atomically); nothing when there are none."""
-    if not parts:
-        return
-    import pyarrow as pa
-
-    table = pa.concat_tables(parts)
-    rundir.atomic_write(path, lambda p: pq.write_table(table, p))
-
-
-def _flush_parts(ckpt: Path, parts: list, start: int) -> None:
-    _write_parts(ckpt / f"windows-{start:09d}.parquet", parts)
-
-
-def _write_windows(ckpt: Path, parts: list, start: int, target: Path) -> None:
-    """Write ``windows.parquet``: the ``parts`` in memory as they are when no checkpoint has saved any,
-    else the checkpoint's parts and these streamed into one file (memory: one part)."""
-    if not any(ckpt.glob("windows-*.parquet")):
-        _write_parts(target, parts)
-        return
-    _flush_parts(ckpt, parts, start)
-    files = sorted(ckpt.glob("windows-*.parquet"))
-
-    def write(path: Path) -> None:
-        with pq.ParquetWriter(path, pq.read_schema(files[0])) as writer:
-            for f in files:
-                writer.write_table(pq.read_table(f))
-
-    rundir.atomic_write(target, write)
+def _stopped(signum: int, position: int, target: int, run_dir: rundir.RunDir | None) -> Interrupted:
+    """The line for a run stopped by a signal at a batch boundary (its checkpoint just saved)."""
+    name = signal.Signals(signum).name
+    if run_dir is None:
+        return Interrupted(signum, f"stopped by {name} after {position} of {target} windows (nothing saved: no --out)",
+                           "run it again, with --out DIR to make it resumable")
+    return Interrupted(signum, f"stopped by {name} after {position} of {target} windows; checkpoint saved in {str(run_dir.path)!r}",
+                       f"continue with headsim analyze --out {run_dir.path} --resume")
 
 
 def _warn_fewer(corpus: Corpus, windows: int) -> None:

@@ -35,7 +35,8 @@ class Similarity:
 def check_threshold(threshold: float, name: str = "threshold") -> float:
     """Thresholds live in (0, 1]."""
     ok = isinstance(threshold, (int, float, np.floating)) and 0.0 < float(threshold) <= 1.0
-    require(ok, f"{name} {threshold!r} is outside (0, 1]", f"pass a {name} above 0 and at most 1 (the paper uses 0.3)")
+    usual = {"threshold": " (the paper uses 0.3)", "separator threshold": " (the default is 0.5)"}.get(name, "")
+    require(ok, f"{name} {threshold!r} is outside (0, 1]", f"pass a {name} above 0 and at most 1{usual}")
     return float(threshold)
 
 

@@ -19,8 +19,37 @@ from . import rundir
 from .errors import require
 from .stats import heads_table, layers_table
 
-#: settings that must agree for shards to be added together
-MUST_MATCH = ("seq_len", "threshold", "top_k_columns")
+#: settings that change the numbers: shards must agree on every one to be added together
+MUST_MATCH = ("model.source", "model.n_layers", "model.n_heads", "seq_len", "threshold", "top_k_columns", "dtype",
+              "sentence_splitter")
+
+
+def _setting(meta: dict, key: str):
+    value = meta
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def run_ids(run: rundir.Run) -> list[str]:
+    """The ids of the analyze runs whose windows ``run`` holds (a merged run holds several)."""
+    return list(run.meta.get("run_ids") or [rundir.RunDir(run.path).run_id])
+
+
+def check_mergeable(runs: list[rundir.Run]) -> None:
+    """Refuse runs that would be counted twice or were made with settings that change the numbers."""
+    seen: dict[str, Path] = {}
+    for run in runs:
+        for rid in run_ids(run):
+            require(rid not in seen, f"runs {str(seen.get(rid))!r} and {str(run.path)!r} hold the same analysis (run id {rid})",
+                    "pass each run once (a copy of a run, or a merge that already holds it, would count its windows twice)")
+            seen[rid] = run.path
+    first = runs[0]
+    for run in runs[1:]:
+        for key in MUST_MATCH:
+            a, b = _setting(first.meta, key), _setting(run.meta, key)
+            require(a == b, f"run {str(run.path)!r} has {key}={b!r}, run {str(first.path)!r} has {a!r}",
+                    "merge only runs made with the same model and settings (analyse the shards again with one setting)")
 
 
 def merge_datasets(datasets: list[xr.Dataset]) -> xr.Dataset:
@@ -38,40 +67,42 @@ def merge_datasets(datasets: list[xr.Dataset]) -> xr.Dataset:
 
 
 def merge_runs(run_dirs: list[str | os.PathLike], out: str | os.PathLike, *, overwrite: bool = False) -> Path:
-    """Merge finished runs into ``out`` (stats.nc, tables, windows.parquet, run.json)."""
+    """Merge finished runs into ``out`` (stats.nc, tables, windows.parquet, run.json).
+
+    The merged run is written into a temporary directory beside ``out`` and renamed onto it only when
+    complete; ``out`` may not be one of the inputs (nor inside one, nor hold one).
+    """
     require(len(run_dirs) >= 2, "merge needs at least two run directories", "pass RUN_A RUN_B … --out DIR")
-    runs = [rundir.load_run(d) for d in run_dirs]
-    first = runs[0].meta
-    for run in runs[1:]:
-        require(run.meta["model"]["source"] == first["model"]["source"],
-                f"run {str(run.path)!r} used model {run.meta['model']['name']!r}, not {first['model']['name']!r}",
-                "merge only runs of the same model")
-        for key in MUST_MATCH:
-            require(run.meta[key] == first[key], f"run {str(run.path)!r} has {key}={run.meta[key]}, not {first[key]}",
-                    "merge only runs made with the same settings")
     out_path = Path(out)
-    rundir.prepare_out_dir(out_path, resume=False, overwrite=overwrite)
+    target = out_path.resolve()
+    for d in run_dirs:
+        src = Path(d).resolve()
+        require(src != target and target not in src.parents and src not in target.parents,
+                f"--out {str(out_path)!r} overlaps the input run {str(d)!r}",
+                "write the merge to a new directory (merge never writes over its inputs)")
+    for d in run_dirs:
+        rundir.RunDir(d).lock.check_free()
+    runs = [rundir.load_run(d) for d in run_dirs]
+    check_mergeable(runs)
+    first = runs[0].meta
     ds = merge_datasets([r.dataset for r in runs])
-    rundir.write_dataset(out_path / rundir.STATS_NC, ds)
-    rundir.write_table(out_path / rundir.HEADS, heads_table(ds))
-    rundir.write_table(out_path / rundir.LAYERS, layers_table(ds))
-    tables, offset = [], 0
-    for run in runs:
-        t = pq.read_table(run.path / rundir.WINDOWS)
-        t = t.set_column(t.schema.get_field_index("window"), "window",
-                         pa.array(range(offset, offset + t.num_rows), type=pa.int64()))
-        tables.append(t)
-        offset += t.num_rows
-    rundir.atomic_write(out_path / rundir.WINDOWS, lambda p: pq.write_table(pa.concat_tables(tables), p))
-    meta = {key: first[key] for key in ("model", "seq_len", "threshold", "top_k_columns", "dtype", "device",
-                                         "sentence_splitter", "versions", "git_commit") if key in first}
-    meta.update({
-        "corpus": {"name": "+".join(r.meta["corpus"]["name"] for r in runs),
-                   "shards": [{"path": str(r.path), "corpus": r.meta["corpus"], "windows": r.meta["windows"]} for r in runs]},
-        "windows": int(sum(r.meta["windows"] for r in runs)),
-        "merged_from": [str(r.path) for r in runs],
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "complete": True,
-    })
-    rundir.write_json(out_path / rundir.RUN_JSON, meta)
+    with rundir.staged(out_path, overwrite=overwrite) as stage:
+        tables, offset = [], 0
+        for run in runs:
+            t = pq.read_table(run.path / rundir.WINDOWS)
+            t = t.set_column(t.schema.get_field_index("window"), "window",
+                             pa.array(range(offset, offset + t.num_rows), type=pa.int64()))
+            tables.append(t)
+            offset += t.num_rows
+        meta = {key: first[key] for key in ("model", "seq_len", "threshold", "top_k_columns", "dtype", "device",
+                                             "sentence_splitter", "versions", "git_commit") if key in first}
+        meta.update({
+            "corpus": {"name": "+".join(r.meta["corpus"]["name"] for r in runs),
+                       "shards": [{"path": str(r.path), "corpus": r.meta["corpus"], "windows": r.meta["windows"]} for r in runs]},
+            "windows": int(sum(r.meta["windows"] for r in runs)),
+            "merged_from": [str(r.path) for r in runs],
+            "run_ids": [rid for r in runs for rid in run_ids(r)],
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        })
+        stage.commit(meta, ds, heads_table(ds), layers_table(ds), tables)
     return out_path

@@ -7,6 +7,7 @@ refused without executing it; corrupt or pickled weights give one clear error.
 from __future__ import annotations
 
 import os
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -235,11 +236,19 @@ def load_model(
     extra = {} if attn_implementation is None else {"attn_implementation": attn_implementation}
     try:
         model = AutoModel.from_pretrained(source, config=config, local_files_only=True, trust_remote_code=False, **extra)
+    except pickle.UnpicklingError as exc:  # torch's weights-only loader refused a pickle with code in it
+        raise HeadsimError(f"model {name!r}: its weights file is a pickle that is not plain tensors (torch refused to run it)",
+                           "use weights saved as safetensors (save_pretrained), from a source you trust") from exc
     except (OSError, ValueError, KeyError) as exc:
         raise HeadsimError(
             f"cannot load model {name!r} ({getattr(config, 'model_type', '?')}): {str(exc).splitlines()[0]}",
             "pass a directory saved with save_pretrained whose weights match its config.json",
         ) from exc
+    except Exception as exc:  # noqa: BLE001 - safetensors' own error type for a damaged file
+        if type(exc).__name__ != "SafetensorError":
+            raise
+        raise HeadsimError(f"model {name!r}: its weights file is damaged ({str(exc).splitlines()[0]})",
+                           "restore the model directory (save it again with save_pretrained)") from exc
     arch = arch_for(model)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True, use_fast=True)

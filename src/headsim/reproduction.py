@@ -12,6 +12,7 @@ from pathlib import Path
 from . import rundir
 from .analysis import analyze
 from .corpus import Corpus, load_corpus
+from .errors import require
 from .inspection import Inspection, inspect_text
 from .models import as_loaded
 
@@ -41,6 +42,8 @@ def reproduce(
     from .report.build import build_report
 
     out_path = Path(out)
+    require(not out_path.exists() or out_path.is_dir(), f"--out {str(out_path)!r} is a file, not a directory",
+            "pass a directory for the report (it is created if missing)")
     run_dir = out_path / "run"
     loaded = as_loaded(model, device=device, dtype=dtype)
     corp = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)

@@ -1,57 +1,166 @@
-"""A run directory on disk: what `headsim analyze` writes and `report`, `merge`, `serve` read.
+"""A run directory on disk: what `headsim analyze` and `headsim merge` write and `report`, `merge`, `serve` read.
 
 Layout::
 
+    .headsim          marker, written before anything else: {"kind", "run_id", "created"}
+    .headsim.lock     while a process writes the run: {"pid", "host", "start", "since"}
     run.json          model, corpus (name, sha256), windows, seq_len, threshold, dtype, device,
-                      package versions, git commit, timings; "complete": true once finished
+                      package versions, git commit, timings, run_id; once finished "files" (size and
+                      sha256 of every result file) and "complete": true
     stats.nc          labelled arrays (xarray Dataset, netCDF4 via h5netcdf)
     heads.parquet     one row per (layer, head), 1-based
     layers.parquet    one row per layer
     windows.parquet   one row per analysed window: input_ids, attention_mask, sentence_ids
-    checkpoint/       while running: accumulator state + window parts (removed when complete)
+    checkpoint/       while running: manifest.json (windows done; state and window parts with sizes
+                      and sha256), state-NNNNNNNNN.npz, windows-NNNNNNNNN.parquet (removed when complete)
 
-Every file is written to a temporary name and moved into place, so a killed run never leaves a
-half-written file behind.
+:class:`RunDir` keeps these promises (each has a test in ``tests/test_faults.py``):
+
+- headsim deletes only its own files: ``--overwrite`` clears a directory only when it is a headsim run
+  (marker, or a ``run.json`` written by headsim) holding nothing but the names above and the report's
+  outputs; otherwise it refuses and names what else is there.
+- one writer at a time: the lock is taken before the first write and held until the process is done;
+  a lock whose process is gone (same host, PID not alive or reused) is taken over.
+- finished means ``run.json`` says complete and every file it lists has its size and checksum; every
+  reader checks this, so a damaged or half-written run never looks finished.
+- a checkpoint is committed by its manifest, written last; resume verifies every part it names.
+- every file is written under a temporary name and moved into place; write failures (full disk,
+  no permission) become one-line errors.
 """
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
 import os
+import re
 import shutil
+import socket
 import subprocess
 import tempfile
+import uuid
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import xarray as xr
 
 from .errors import HeadsimError, require
 
 RUN_JSON, STATS_NC, HEADS, LAYERS, WINDOWS = "run.json", "stats.nc", "heads.parquet", "layers.parquet", "windows.parquet"
-CHECKPOINT = "checkpoint"
-STATE, PROGRESS = "state.npz", "progress.json"
+RESULT_FILES = (STATS_NC, HEADS, LAYERS, WINDOWS)
+CHECKPOINT, MANIFEST = "checkpoint", "manifest.json"
+MARKER, LOCK = ".headsim", ".headsim.lock"
+MARKER_KIND = "headsim run"
+
+# What headsim itself writes into a run directory (anything else is the user's): the run's files,
+# the report's outputs (`headsim report RUN` writes into the run by default), the checkpoint, and the
+# temporary names of atomic writes (``.NAME.tmp-XXXX``) a killed process can leave behind.
+_REPORT = r"index\.html|claims\.(json|csv)|fig\d\d\w*\.(png|svg)"
+_EXAMPLE = r"fig\d\d\w*\.(png|svg|csv|parquet)|similarity\.(png|svg)|tokens\.(csv|parquet)|inspect\.json"
+_CHECKPOINT_FILES = r"manifest\.json|state(-\d+)?\.npz|progress\.json|windows-\d+\.parquet"
+_RUN_FILES = r"run\.json|stats\.nc|heads\.parquet|layers\.parquet|windows\.parquet|\.headsim|\.headsim\.lock"
 
 
-def atomic_write(path: Path, write) -> Path:
-    """Call ``write(tmp_path)`` and move the result onto ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
+@dataclass(frozen=True)
+class _Own:
+    files: re.Pattern
+    dirs: tuple[tuple[re.Pattern, "_Own"], ...] = ()
+
+
+_EXAMPLE_OWN = _Own(re.compile(f"^({_EXAMPLE})$"))
+_REPORT_TMP_OWN = _Own(re.compile(f"^({_REPORT}|{_EXAMPLE})$"), ((re.compile(r"^example$"), _EXAMPLE_OWN),))
+_CHECKPOINT_OWN = _Own(re.compile(f"^({_CHECKPOINT_FILES})$"))
+_RUN_OWN = _Own(re.compile(f"^({_RUN_FILES}|{_REPORT})$"), (
+    (re.compile(f"^{CHECKPOINT}$"), _CHECKPOINT_OWN),
+    (re.compile(r"^example$"), _EXAMPLE_OWN),
+    (re.compile(r"^\.report-\w+$"), _REPORT_TMP_OWN),
+))
+_TEMP = re.compile(r"^\.(?P<name>.+)\.tmp-\w+$")
+
+
+def _own_file(name: str, own: _Own) -> bool:
+    temp = _TEMP.match(name)
+    return bool(own.files.match(temp["name"] if temp else name))
+
+
+def _foreign(directory: Path, own: _Own, prefix: str = "") -> list[str]:
+    """Entries under ``directory`` that headsim does not write (directories end in ``/``)."""
+    found = []
+    for entry in sorted(directory.iterdir()):
+        name = entry.name
+        if entry.is_symlink():
+            found.append(prefix + name)
+        elif entry.is_dir():
+            sub = next((rule for pattern, rule in own.dirs if pattern.match(name)), None)
+            found += [f"{prefix}{name}/"] if sub is None else _foreign(entry, sub, f"{prefix}{name}/")
+        elif not (entry.is_file() and _own_file(name, own)):
+            found.append(prefix + name)
+    return found
+
+
+def _describe(names: list[str], limit: int = 5) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+# ---------------------------------------------------------------------------------------------
+# atomic files
+
+
+def _write_failed(path: Path, exc: OSError) -> HeadsimError:
+    what = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT) or "No space left" in what:  # pyarrow's errors carry no errno
+        fix = "free space on that disk (or pass another --out), then run the command again (analyze: with --resume)"
+    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        fix = "pass an output path you may write to"
+    else:
+        fix = "pass another output path"
+    return HeadsimError(f"cannot write {str(path)!r}: {what}", fix)
+
+
+def atomic_write(path: Path, write: Callable[[Path], object]) -> Path:
+    """Call ``write(tmp_path)`` and move the result onto ``path``; an OS error (full disk, no
+    permission) becomes a :class:`HeadsimError` and leaves ``path`` as it was."""
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+        os.close(fd)
         write(Path(tmp))
         os.replace(tmp, path)
+    except OSError as exc:
+        raise _write_failed(path, exc) from exc
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
     return path
 
 
+def write_bytes(path: Path, data: bytes) -> Path:
+    def write(p: Path) -> None:
+        with open(p, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    return atomic_write(path, write)
+
+
 def write_json(path: Path, data: dict) -> Path:
-    return atomic_write(path, lambda p: p.write_text(json.dumps(data, indent=2, default=_json_default)))
+    return write_bytes(path, json.dumps(data, indent=2, default=_json_default).encode("utf-8"))
 
 
 def _json_default(value):
@@ -66,22 +175,61 @@ def _json_default(value):
 
 def read_json(path: Path) -> dict:
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise HeadsimError(f"cannot read {str(path)!r}: {exc}", "point to a directory written by headsim analyze") from exc
+    require(isinstance(data, dict), f"{str(path)!r} is not a headsim run.json (not a JSON object)",
+            "point to a directory written by headsim analyze")
+    return data
 
 
 def write_dataset(path: Path, ds: xr.Dataset) -> Path:
-    return atomic_write(path, lambda p: ds.to_netcdf(p, engine="h5netcdf"))
+    """``stats.nc``, serialised in memory first: the file itself is then written by Python, whose
+    errors (a full disk) are clean, where the HDF5 library writing straight to disk could crash."""
+    return write_bytes(path, bytes(ds.to_netcdf(engine="h5netcdf")))
+
+
+def _damaged(path: Path, exc: Exception) -> HeadsimError:
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return HeadsimError(f"cannot read {str(path)!r}: {first}",
+                        "the file is damaged: run the analysis again (headsim analyze --overwrite) or restore the file")
 
 
 def read_dataset(path: Path) -> xr.Dataset:
-    with xr.open_dataset(path, engine="h5netcdf") as ds:
-        return ds.load()
+    try:
+        with xr.open_dataset(path, engine="h5netcdf") as ds:
+            return ds.load()
+    except Exception as exc:  # noqa: BLE001 - h5py, xarray and OS errors for a damaged file
+        raise _damaged(path, exc) from exc
+
+
+def read_table(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_parquet(path)
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a damaged file
+        raise _damaged(path, exc) from exc
 
 
 def write_table(path: Path, df: pd.DataFrame) -> Path:
     return atomic_write(path, lambda p: df.to_parquet(p, index=False))
+
+
+def file_record(path: Path) -> dict:
+    """Size and sha256 of a file, as manifests store them."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return {"size": path.stat().st_size, "sha256": digest.hexdigest()}
+
+
+def check_file(path: Path, record: dict, what: str, fix: str) -> None:
+    """Refuse a file that is missing or whose size or checksum differs from ``record``."""
+    require(path.is_file(), f"{what} {str(path)!r} is missing", fix)
+    got = file_record(path)
+    require(got["size"] == record.get("size"), f"{what} {str(path)!r} is damaged ({got['size']} bytes, "
+            f"{record.get('size')} written)", fix)
+    require(got["sha256"] == record.get("sha256"), f"{what} {str(path)!r} is damaged (its checksum changed)", fix)
 
 
 def windows_table(start: int, input_ids: np.ndarray, attention_mask: np.ndarray, sentence_ids: np.ndarray) -> pa.Table:
@@ -123,25 +271,108 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def is_run_dir(path: Path) -> bool:
-    return (path / RUN_JSON).exists() or (path / CHECKPOINT).exists()
+# ---------------------------------------------------------------------------------------------
+# the lock
 
 
-def prepare_out_dir(out: Path, *, resume: bool, overwrite: bool) -> None:
-    """Refuse to clobber another run unless told to; create the directory."""
-    require(not (resume and overwrite), "--resume and --overwrite given together", "pass one of them")
-    if out.exists():
-        require(out.is_dir(), f"output {str(out)!r} is a file", "pass a directory for --out")
-        holds = any(out.iterdir())
-        if holds and not (resume or overwrite):
-            what = "another run" if is_run_dir(out) else "other files"
-            raise HeadsimError(f"output directory {str(out)!r} already holds {what}",
-                               "pass --resume to continue it, --overwrite to replace it, or another --out")
-        if overwrite and holds:
-            require(is_run_dir(out), f"--overwrite refused: {str(out)!r} holds files that are not a headsim run",
-                    "choose an empty or new directory")
-            shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
+def _process_start(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, from /proc), to tell a reused PID apart."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2:].split()[19]
+
+
+def _alive(pid: int, start: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    now = _process_start(pid)
+    return start is None or now is None or now == start
+
+
+class RunLock:
+    """``DIR/.headsim.lock``: one writing process per run directory.
+
+    Taken by hard-linking a fully written file onto the lock's name (atomic, fails if it exists);
+    a lock left by a process that is gone from this host (its PID not alive, or reused by a process
+    started later) is taken over; one from another host is reported with the way to remove it by
+    hand. (Two processes taking over the same stale lock within microseconds could both succeed.)
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.path = Path(directory) / LOCK
+        self.held = False
+
+    def holder(self) -> dict | None:
+        """The lock's contents; ``None`` when there is no lock, ``{}`` when it cannot be read."""
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def stale(self, holder: dict) -> bool:
+        """Held by a process of this host that no longer runs."""
+        pid = holder.get("pid")
+        return (holder.get("host") == socket.gethostname() and isinstance(pid, int)
+                and pid != os.getpid() and not _alive(pid, holder.get("start")))
+
+    def check_free(self) -> None:
+        """Refuse when a live process holds the lock."""
+        holder = self.holder()
+        if holder is None or self.held or (holder and self.stale(holder)):
+            return
+        directory = str(self.path.parent)
+        if not holder:
+            raise HeadsimError(f"run directory {directory!r} has an unreadable lock file {LOCK}",
+                               f"if no headsim process is writing there, delete {str(self.path)!r}")
+        raise HeadsimError(
+            f"run directory {directory!r} is in use by headsim process {holder.get('pid')} on {holder.get('host')} "
+            f"(since {holder.get('since')})",
+            f"wait for that run to finish (or stop it), or pass another --out; if that process is gone, delete {str(self.path)!r}")
+
+    def acquire(self) -> None:
+        me = os.getpid()
+        info = {"pid": me, "host": socket.gethostname(), "start": _process_start(me), "since": _now()}
+        for _ in range(3):
+            self.check_free()
+            holder = self.holder()
+            if holder:  # stale: take it over
+                self.path.unlink(missing_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{LOCK}.tmp-", dir=self.path.parent)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    json.dump(info, fh)
+                os.link(tmp, self.path)
+                self.held = True
+                return
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise _write_failed(self.path, exc) from exc
+            finally:
+                os.unlink(tmp)
+        self.check_free()
+        raise HeadsimError(f"cannot lock run directory {str(self.path.parent)!r}: another process keeps taking it",
+                           "run one headsim process per run directory")
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            holder = self.holder()
+            if holder and holder.get("pid") == os.getpid():
+                self.path.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# the run directory
 
 
 @dataclass
@@ -156,15 +387,357 @@ class Run:
 
     def windows(self) -> pd.DataFrame:
         """The analysed windows (input_ids, attention_mask, sentence_ids per row)."""
-        return pd.read_parquet(self.path / WINDOWS)
+        return read_table(self.path / WINDOWS)
+
+
+def _headsim_meta(meta: object) -> bool:
+    """A ``run.json`` written by headsim (runs from before the marker have no other proof)."""
+    return isinstance(meta, dict) and {"model", "seq_len", "threshold", "complete"} <= set(meta)
+
+
+class RunDir:
+    """One run directory: what is in it, its lock, its checkpoint, its commit and its finished check.
+
+    Writers use :meth:`writer` (analyze) or :func:`staged` (merge); readers :meth:`check_finished`
+    and :meth:`load`.
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self.lock = RunLock(self.path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.path / CHECKPOINT
+
+    # -- what is there ------------------------------------------------------------------------
+
+    def marker(self) -> dict | None:
+        """The marker's contents, ``None`` without a valid one."""
+        try:
+            data = json.loads((self.path / MARKER).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            return None
+        return data if isinstance(data, dict) and data.get("kind") == MARKER_KIND and data.get("run_id") else None
+
+    def read_meta(self) -> dict | None:
+        """``run.json`` (``None`` when there is none; an error when it cannot be read)."""
+        path = self.path / RUN_JSON
+        return read_json(path) if path.is_file() else None
+
+    def is_headsim(self) -> bool:
+        """Written by headsim: the marker, or a headsim ``run.json`` (runs from before the marker)."""
+        if self.marker() is not None:
+            return True
+        try:
+            return _headsim_meta(self.read_meta())
+        except HeadsimError:
+            return False
+
+    def holds_run(self) -> bool:
+        """A run has started writing here (``run.json`` or a checkpoint)."""
+        return (self.path / RUN_JSON).exists() or self.checkpoint.exists()
+
+    def entries(self) -> list[str]:
+        """Names in the directory besides the lock."""
+        return sorted(p.name for p in self.path.iterdir() if p.name != LOCK)
+
+    def foreign(self) -> list[str]:
+        """What is in the directory that headsim does not write (empty for a clean run directory)."""
+        return _foreign(self.path, _RUN_OWN)
+
+    @property
+    def run_id(self) -> str:
+        """The marker's run id; for runs from before the marker, one derived from their statistics."""
+        marker = self.marker()
+        if marker is not None:
+            return str(marker["run_id"])
+        meta = self.read_meta() or {}
+        if meta.get("run_id"):
+            return str(meta["run_id"])
+        return "stats-sha256:" + file_record(self.path / STATS_NC)["sha256"]
+
+    def settings(self) -> dict:
+        """The analyze settings this run was started with, as :func:`headsim.analyze` arguments
+        (for ``--resume`` without repeating them); empty when the run does not record them."""
+        meta = self.read_meta() or {}
+        config = meta.get("config") or {}
+        names = {"model_source": "model", "windows": "windows", "seq_len": "seq_len", "threshold": "threshold",
+                 "top_k_columns": "top_k_columns", "batch_size": "batch_size", "dtype": "dtype",
+                 "sentence_splitter": "sentence_splitter"}
+        out = {arg: config[key] for key, arg in names.items() if key in config}
+        spec = (meta.get("corpus") or {}).get("spec")
+        if spec is not None:
+            out["corpus"] = spec
+        return out
+
+    def check_target(self, *, resume: bool, overwrite: bool) -> None:
+        """Refuse, before anything is written, an output this run must not use (reads only)."""
+        require(not (resume and overwrite), "--resume and --overwrite given together", "pass one of them")
+        p, shown = self.path, str(self.path)
+        if not p.exists():
+            require(not resume, f"nothing to resume in {shown!r} (it does not exist)", "start the run without --resume")
+            return
+        require(p.is_dir(), f"output {shown!r} is a file", "pass a directory for --out")
+        try:
+            entries = self.entries()
+        except OSError as exc:
+            raise HeadsimError(f"cannot read output directory {shown!r}: {exc.strerror}", "pass a directory you may write to") from exc
+        self.lock.check_free()
+        if not entries:
+            require(not resume, f"nothing to resume in {shown!r} (it is empty)", "start the run without --resume")
+            return
+        headsim = self.is_headsim()
+        if not headsim:
+            if resume:
+                raise HeadsimError(f"nothing to resume in {shown!r}: it holds no headsim run ({_describe(entries)})",
+                                   "start the run without --resume, in an empty or new directory")
+            if overwrite:
+                raise HeadsimError(f"--overwrite refused: {shown!r} holds files that are not a headsim run ({_describe(entries)})",
+                                   "choose an empty or new directory (headsim deletes only its own runs)")
+            raise HeadsimError(f"output directory {shown!r} already holds other files ({_describe(entries)})",
+                               "pass an empty or new directory for --out")
+        if overwrite:
+            foreign = self.foreign()
+            require(not foreign, f"--overwrite refused: {shown!r} also holds files headsim did not write ({_describe(foreign)})",
+                    "move them out of the run directory, or pass another --out (headsim deletes only its own files)")
+            return
+        if resume:
+            require((p / RUN_JSON).is_file(), f"nothing to resume in {shown!r} (the run stopped before its first write)",
+                    "start the run again without --resume (add --overwrite to replace what is there)")
+            return
+        if self.holds_run():
+            raise HeadsimError(f"output directory {shown!r} already holds another run",
+                               "pass --resume to continue it, --overwrite to replace it, or another --out")
+        foreign = self.foreign()
+        require(not foreign, f"output directory {shown!r} already holds other files ({_describe(foreign)})",
+                "pass an empty or new directory for --out")
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def _write_marker(self) -> None:
+        write_json(self.path / MARKER, {"kind": MARKER_KIND, "run_id": uuid.uuid4().hex, "created": _now()})
+
+    def _clear(self) -> None:
+        """Delete the previous run (only headsim's files: :meth:`check_target` checked)."""
+        require(not self.foreign(), f"--overwrite refused: {str(self.path)!r} holds files headsim did not write",
+                "move them out of the run directory")
+        for entry in self.path.iterdir():
+            if entry.name == LOCK:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+
+    @contextmanager
+    def writer(self, *, resume: bool, overwrite: bool) -> Iterator["RunDir"]:
+        """Hold the run directory for writing: checked, locked, cleared on ``overwrite``, marked.
+
+        A new run gets a new run id in its marker before anything else is written; the lock is
+        released when the block ends (however it ends).
+        """
+        self.check_target(resume=resume, overwrite=overwrite)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _write_failed(self.path, exc) from exc
+        self.lock.acquire()
+        try:
+            self.check_target(resume=resume, overwrite=overwrite)  # again, now that no one else can write
+            if overwrite or not self.holds_run():
+                self._clear()
+            if self.marker() is None:
+                self._write_marker()
+            yield self
+        finally:
+            self.lock.release()
+
+    # -- the checkpoint -----------------------------------------------------------------------
+
+    def _manifest(self) -> dict | None:
+        path = self.checkpoint / MANIFEST
+        if not path.is_file():
+            return None
+        try:
+            man = json.loads(path.read_text(encoding="utf-8"))
+            int(man["windows_done"]), man["state"]["name"], list(man["parts"])
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+            raise HeadsimError(f"the checkpoint manifest {str(path)!r} is damaged ({type(exc).__name__})",
+                               "start the run again with --overwrite (the checkpoint cannot be trusted)") from exc
+        return man
+
+    def _verified_parts(self, man: dict) -> list[Path]:
+        """The window parts the manifest names, each checked; they must cover windows 0..done in order."""
+        fix = "start the run again with --overwrite (the checkpoint cannot be trusted)"
+        files, end = [], 0
+        for part in man["parts"]:
+            require(part.get("start") == end, f"checkpoint of {str(self.path)!r} has no windows {end}..{part.get('start')}", fix)
+            path = self.checkpoint / str(part["name"])
+            check_file(path, part, "checkpoint part", fix)
+            files.append(path)
+            end += int(part["rows"])
+        require(end == int(man["windows_done"]), f"checkpoint of {str(self.path)!r} holds {end} windows, "
+                f"its manifest says {man['windows_done']}", fix)
+        return files
+
+    def _tidy_checkpoint(self, man: dict | None) -> None:
+        """Remove checkpoint files the manifest does not name (written after its last commit)."""
+        if not self.checkpoint.is_dir():
+            return
+        keep = {MANIFEST} if man is not None else set()
+        if man is not None:
+            keep |= {man["state"]["name"]} | {p["name"] for p in man["parts"]}
+        for entry in self.checkpoint.iterdir():
+            if entry.name not in keep and entry.is_file() and not entry.is_symlink() and _own_file(entry.name, _CHECKPOINT_OWN):
+                entry.unlink()
+
+    def load_checkpoint(self) -> tuple[dict, int] | None:
+        """The accumulator state and the windows done, every part verified; ``None`` without a checkpoint."""
+        man = self._manifest()
+        if man is None:
+            if self.checkpoint.is_dir() and any(self.checkpoint.iterdir()):
+                warnings.warn(f"the checkpoint in {str(self.path)!r} has no manifest (stopped before its first commit); "
+                              "starting from the first window", stacklevel=3)
+            self._tidy_checkpoint(None)
+            return None
+        fix = "start the run again with --overwrite (the checkpoint cannot be trusted)"
+        self._verified_parts(man)
+        state_path = self.checkpoint / man["state"]["name"]
+        check_file(state_path, man["state"], "checkpoint state", fix)
+        try:
+            with np.load(state_path, allow_pickle=False) as z:
+                state = {k: z[k] for k in z.files}
+        except Exception as exc:  # noqa: BLE001 - zip/npy errors of a damaged file
+            raise HeadsimError(f"cannot read checkpoint state {str(state_path)!r}: {exc}", fix) from exc
+        done = int(state.pop("__windows_done__"))
+        require(done == int(man["windows_done"]), f"checkpoint state {str(state_path)!r} does not match its manifest", fix)
+        self._tidy_checkpoint(man)
+        return state, done
+
+    def save_checkpoint(self, state: dict, done: int, parts: list[pa.Table], part_start: int) -> None:
+        """Commit a checkpoint: new window part and state first, then the manifest that names them."""
+        man = self._manifest() or {"parts": []}
+        entries = list(man["parts"])
+        if parts:
+            table = pa.concat_tables(parts)
+            path = self.checkpoint / f"windows-{part_start:09d}.parquet"
+            atomic_write(path, lambda p: pq.write_table(table, p))
+            entries.append({"name": path.name, "start": part_start, "rows": table.num_rows, **file_record(path)})
+        state = dict(state, __windows_done__=np.int64(done))
+        path = self.checkpoint / f"state-{done:09d}.npz"
+
+        def write(p: Path) -> None:
+            with open(p, "wb") as fh:
+                np.savez(fh, **state)
+
+        atomic_write(path, write)
+        new = {"format": 1, "windows_done": int(done), "state": {"name": path.name, **file_record(path)}, "parts": entries}
+        write_json(self.checkpoint / MANIFEST, new)
+        self._tidy_checkpoint(new)
+
+    # -- finishing ----------------------------------------------------------------------------
+
+    def _write_windows(self, parts: list[pa.Table]) -> None:
+        """``windows.parquet``: the checkpoint's verified parts, then ``parts`` (memory: one part)."""
+        man = self._manifest()
+        files = self._verified_parts(man) if man is not None else []
+        tables = [pa.concat_tables(parts)] if parts else []
+        schema = tables[0].schema if tables else pq.read_schema(files[0])
+
+        def write(path: Path) -> None:
+            with pq.ParquetWriter(path, schema) as writer:
+                for f in files:
+                    writer.write_table(pq.read_table(f))
+                for t in tables:
+                    writer.write_table(t)
+
+        atomic_write(self.path / WINDOWS, write)
+
+    def commit(self, meta: dict, ds: xr.Dataset, heads: pd.DataFrame, layers: pd.DataFrame,
+               parts: list[pa.Table]) -> dict:
+        """Write the results, then ``run.json`` listing them with checksums and ``complete: true``
+        (the moment the run becomes finished), then drop the checkpoint. Returns the final meta."""
+        write_dataset(self.path / STATS_NC, ds)
+        write_table(self.path / HEADS, heads)
+        write_table(self.path / LAYERS, layers)
+        self._write_windows(parts)
+        meta = {**meta, "run_id": self.run_id, "complete": True,
+                "files": {name: file_record(self.path / name) for name in RESULT_FILES}}
+        write_json(self.path / RUN_JSON, meta)
+        if self.checkpoint.is_dir() and not _foreign(self.checkpoint, _CHECKPOINT_OWN):
+            shutil.rmtree(self.checkpoint, ignore_errors=True)
+        return meta
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def check_finished(self, required: tuple[str, ...] = (STATS_NC, HEADS, LAYERS)) -> dict:
+        """``run.json`` of a finished run, every file it lists verified; one-line errors otherwise."""
+        p, shown = self.path, str(self.path)
+        require(p.is_dir(), f"run directory {shown!r} does not exist", "pass a directory written by headsim analyze")
+        require((p / RUN_JSON).is_file(), f"{shown!r} is not a headsim run (no run.json)", "run headsim analyze --out DIR first")
+        meta = read_json(p / RUN_JSON)
+        require(meta.get("complete") is True, f"run {shown!r} is not finished",
+                f"finish it with headsim analyze --out {p} --resume")
+        fix = f"the run is damaged: run it again (headsim analyze --out {p} --overwrite …) or restore its files"
+        files = meta.get("files")
+        if files is not None:
+            require(isinstance(files, dict), f"{str(p / RUN_JSON)!r} has a malformed file list", fix)
+            for name, record in files.items():
+                require(isinstance(record, dict) and "/" not in name, f"{str(p / RUN_JSON)!r} has a malformed file list", fix)
+                check_file(p / name, record, "run file", fix)
+        missing = [n for n in required if not (p / n).is_file()]
+        require(not missing, f"{shown!r} is not a finished headsim run (missing {', '.join(missing)})", fix)
+        return meta
+
+    def load(self) -> Run:
+        """Read a finished run (:meth:`check_finished` first)."""
+        meta = self.check_finished()
+        return Run(self.path, meta, read_dataset(self.path / STATS_NC), read_table(self.path / HEADS),
+                   read_table(self.path / LAYERS))
 
 
 def load_run(path: str | os.PathLike) -> Run:
     """Read a finished run directory, with a clear error when it is not one."""
-    p = Path(path)
-    require(p.is_dir(), f"run directory {str(p)!r} does not exist", "pass a directory written by headsim analyze")
-    require((p / RUN_JSON).exists(), f"{str(p)!r} is not a headsim run (no run.json)", "run headsim analyze --out DIR first")
-    meta = read_json(p / RUN_JSON)
-    require(meta.get("complete", False), f"run {str(p)!r} is not finished",
-            f"finish it with headsim analyze --resume --out {p}")
-    return Run(p, meta, read_dataset(p / STATS_NC), pd.read_parquet(p / HEADS), pd.read_parquet(p / LAYERS))
+    return RunDir(path).load()
+
+
+@contextmanager
+def staged(out: str | os.PathLike, *, overwrite: bool) -> Iterator[RunDir]:
+    """A new run built in a temporary directory beside ``out`` and renamed onto it when the block
+    ends without error (``out``, if it is a run, is replaced only then; on error it stays as it was)."""
+    target = RunDir(out)
+    target.check_target(resume=False, overwrite=overwrite)
+    parent = target.path.absolute().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.path.name}.tmp-", dir=parent))
+    except OSError as exc:
+        raise _write_failed(target.path, exc) from exc
+    stage = RunDir(tmp)
+    held = target.path.is_dir()
+    try:
+        if held:
+            target.lock.acquire()
+            target.check_target(resume=False, overwrite=overwrite)
+        stage._write_marker()
+        yield stage
+        if held and target.entries():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.path.name}.old-", dir=parent))
+            os.replace(target.path, old / "run")
+            os.replace(tmp, target.path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            if held:
+                target.lock.release()
+                target.path.rmdir()
+            os.replace(tmp, target.path)
+    except OSError as exc:
+        raise _write_failed(target.path, exc) from exc
+    finally:
+        target.lock.release()  # a no-op when its file went away with the old directory
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)

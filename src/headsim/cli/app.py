@@ -6,6 +6,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from .. import interrupts
 from ..errors import HeadsimError
 
 app = typer.Typer(
@@ -19,27 +20,35 @@ console = Console()
 err_console = Console(stderr=True)
 
 
+def _print_line(problem: str, fix: str, *, label: str = "error") -> None:
+    err_console.print(f"[bold red]{label}:[/] {escape(problem)}" + (f" — [bold]fix:[/] {escape(fix)}" if fix else ""),
+                      highlight=False, soft_wrap=True, markup=True)
+
+
 def fail(error: HeadsimError) -> None:
     """Print one line naming the problem and the fix, exit with code 2."""
-    problem, fix = escape(error.problem), escape(error.fix)
-    err_console.print(f"[bold red]error:[/] {problem}" + (f" — [bold]fix:[/] {fix}" if fix else ""),
-                      highlight=False, soft_wrap=True, markup=True)
+    _print_line(error.problem, error.fix)
     raise typer.Exit(code=2)
 
 
 def run_app(argv: list[str] | None = None) -> int:
-    """Invoke the app, turning :class:`HeadsimError` into exit code 2 without a traceback."""
+    """Invoke the app: :class:`HeadsimError` → one line, exit code 2; SIGINT/SIGTERM → one line,
+    exit code 130/143 (a long run first saves a checkpoint); never a traceback for either."""
     try:
-        app(args=argv, standalone_mode=False)
+        with interrupts.raising():
+            code = app(args=argv, standalone_mode=False)
     except HeadsimError as exc:
         try:
             fail(exc)
         except typer.Exit as done:
             return done.exit_code
+    except interrupts.Interrupted as exc:
+        _print_line(exc.problem, exc.fix, label="stopped")
+        return exc.exit_code
     except typer.Exit as done:
         return done.exit_code
     except (typer.Abort, KeyboardInterrupt):
-        err_console.print("aborted")
+        _print_line("interrupted", "")
         return 130
     except Exception as exc:  # click usage errors (typer >= 0.22 vendors its own click: duck-type them)
         show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
@@ -47,4 +56,8 @@ def run_app(argv: list[str] | None = None) -> int:
             show()
             return code
         raise
+    if isinstance(code, int) and code:  # typer answers a KeyboardInterrupt it caught with the code 130
+        if code == 130:
+            _print_line("interrupted", "")
+        return code
     return 0

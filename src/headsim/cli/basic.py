@@ -45,6 +45,7 @@ def inspect(
     from ..errors import require
     from ..inspection import example_text, inspect_text
 
+    require(rows >= 0, f"--rows {rows} is negative", "pass how many rows to print (0 or more)")
     require(not out.exists() or out.is_dir(), f"--out {str(out)!r} is a file, not a directory",
             "pass a directory (it is created if missing)")
     if example is not None:

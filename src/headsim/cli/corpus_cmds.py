@@ -12,8 +12,25 @@ from .app import app, console, err_console
 from .options import Device, Model, SeqLen, Threshold
 
 
+def _from_run(ctx: typer.Context, out: Path, given: dict) -> dict:
+    """``--resume``: every option left at its default takes the run's own setting."""
+    from ..rundir import RunDir
+
+    if not (out / "run.json").is_file():
+        return given
+    stored = RunDir(out).settings()
+    stored["sentences"] = stored.pop("sentence_splitter", None)
+    result = dict(given)
+    for name, value in stored.items():
+        source = ctx.get_parameter_source(name)
+        if value is not None and getattr(source, "name", "") == "DEFAULT":
+            result[name] = value
+    return result
+
+
 @app.command()
 def analyze(
+    ctx: typer.Context,
     model: str = Model,
     corpus: str = typer.Option("default", "--corpus", "-c", help="'default' (embedded Wikipedia + Lee), a .txt file, a directory of .txt, .jsonl or .parquet."),
     windows: Optional[int] = typer.Option(None, "--windows", "-n", help="Windows to analyse (default: the whole corpus)."),
@@ -24,8 +41,8 @@ def analyze(
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Windows per forward pass (default: automatic)."),
     checkpoint_every: Optional[int] = typer.Option(None, "--checkpoint-every",
                                                    help="Windows between checkpoints (default: every 30 seconds)."),
-    resume: bool = typer.Option(False, "--resume", help="Continue a run in --out that was interrupted."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a run already in --out."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the stopped run in --out (options not given are taken from the run)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a run already in --out (refused if the directory holds files headsim did not write)."),
     allow_fewer: bool = typer.Option(True, "--allow-fewer/--strict-windows", help="When --windows exceeds the corpus: analyse all there is, or stop."),
     device: Optional[str] = Device,
     dtype: Optional[str] = typer.Option(None, "--dtype", help="fp32 (default) or bf16/fp16 (CUDA)."),
@@ -38,6 +55,12 @@ def analyze(
     """Corpus statistics of every head (Figs 2, 3, 6–8, 10–13) into a run directory."""
     from ..analysis import analyze as run_analysis
 
+    if resume:
+        settings = _from_run(ctx, out, {"model": model, "corpus": corpus, "windows": windows, "seq_len": seq_len,
+                                        "threshold": threshold, "top_k_columns": top_k_columns, "batch_size": batch_size,
+                                        "dtype": dtype, "sentences": sentences})
+        model, corpus, windows, seq_len, threshold = (settings[k] for k in ("model", "corpus", "windows", "seq_len", "threshold"))
+        top_k_columns, batch_size, dtype, sentences = (settings[k] for k in ("top_k_columns", "batch_size", "dtype", "sentences"))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = run_analysis(model, corpus, windows=windows, out=out, seq_len=seq_len, threshold=threshold,
@@ -57,7 +80,7 @@ def analyze(
 def merge(
     runs: List[Path] = typer.Argument(..., help="Finished run directories (same model and settings)."),
     out: Path = typer.Option(..., "--out", "-o", help="Directory for the merged run."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a run already in --out."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a run already in --out (refused if the directory holds files headsim did not write)."),
 ) -> None:
     """Combine run shards exactly (sums and counts add)."""
     from ..merging import merge_runs

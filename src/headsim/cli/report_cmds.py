@@ -26,7 +26,7 @@ def reproduce(
     """Every figure of the paper (2–13) and every claim as a measured check, in OUT/index.html."""
     from ..reproduction import DEFAULT_WINDOWS, reproduce as run
 
-    index = run(model, corpus, windows=windows or DEFAULT_WINDOWS, out=out, seq_len=seq_len, threshold=threshold,
+    index = run(model, corpus, windows=DEFAULT_WINDOWS if windows is None else windows, out=out, seq_len=seq_len, threshold=threshold,
                 device=device, dtype=dtype, batch_size=batch_size)
     console.print(f"report: {index}")
 

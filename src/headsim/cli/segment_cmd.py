@@ -30,6 +30,7 @@ def segment(
     from ..segmentation.segmenter import LEVELS
     from ..segmentation.segmenter import segment as run_segment
 
+    require(rows >= 0, f"--rows {rows} is negative", "pass how many segments to print (0 or more)")
     require(level in LEVELS, f"unknown --level {level!r}", f"use one of {', '.join(LEVELS)}")
     require(out is None or not out.is_dir(), f"--out {str(out)!r} is a directory", "pass a file path, e.g. segments.jsonl")
     text = read_text_arg(None, file)
@@ -37,10 +38,10 @@ def segment(
         segments = run_segment(text, model, level=level, n_segments=n_segments, units=units,
                                config=None if config is None else str(config), device=device)
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with out.open("w", encoding="utf-8") as fh:
-            for s in segments:
-                fh.write(json.dumps({"start": s.start, "end": s.end, "text": s.text}, ensure_ascii=False) + "\n")
+        from ..rundir import write_bytes
+
+        lines = "".join(json.dumps({"start": s.start, "end": s.end, "text": s.text}, ensure_ascii=False) + "\n" for s in segments)
+        write_bytes(out, lines.encode("utf-8"))
     table = Table(title=f"{len(segments)} {level} segments of {file.name} ({len(text):,} characters)")
     for column in ("#", "start", "end", "chars", "begins with"):
         table.add_column(column, justify="left" if column == "begins with" else "right")

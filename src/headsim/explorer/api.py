@@ -31,6 +31,7 @@ from ..errors import HeadsimError, require
 from ..inspection import EXAMPLES, check_index, example_text
 from ..model.tap import capture
 from ..models import LoadedModel
+from ..rundir import RunDir
 from ..tokens import is_punctuation_token
 from ..context_similarity import check_threshold, similarity
 from ..views import block_average, block_ids, column_scores, separators_from_scores
@@ -89,7 +90,11 @@ def analysis_id(text: str, seq_len: int) -> str:
 
 def check_text_size(text: str, max_bytes: int) -> str:
     """Refuse texts above ``max_bytes`` (UTF-8) with status 413."""
-    size = len(text.encode("utf-8"))
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise HeadsimError(f"the text holds a lone surrogate ({text[exc.start]!r} at character {exc.start}), which is not Unicode text",
+                           "send valid UTF-8 text (pair or remove the surrogate)") from exc
     require(size <= max_bytes, f"the text is {size:,} bytes, above this server's limit of {max_bytes:,} bytes",
             "send a shorter text (analyse it in parts), or restart the server with a larger --max-text-kb",
             status=413)
@@ -123,6 +128,9 @@ def _json_value(v):
 def model_info(loaded: LoadedModel) -> dict:
     """Model dimensions for the page header and the API."""
     info = loaded.describe()
+    for key in ("name", "source"):  # a model given as a local path: never show the server's file system
+        if Path(str(info.get(key, ""))).is_absolute():
+            info[key] = Path(info[key]).name
     info["max_seq_len"] = loaded.max_seq_len
     return info
 
@@ -396,11 +404,11 @@ class Run:
                 "heads.parquet numbers layers and heads from 1")
         if {"p_same_sentence", "p_same_sentence_chance"} <= set(heads.columns):
             heads["p_same_sentence_excess"] = heads["p_same_sentence"] - heads["p_same_sentence_chance"]
+        if (root / self.META).exists():  # a run.json must pass what every other command checks
+            RunDir(root).check_finished(required=(self.HEADS,))
         self.path = root
         self.meta = _read_meta(root / self.META)
         self.warnings: list[str] = []
-        if self.meta and self.meta.get("complete") is False:
-            self.warnings.append("this run is not finished; its statistics cover only the windows analysed so far")
         self.heads = heads.sort_values(["layer", "head"]).reset_index(drop=True)
         self.n_layers = int(self.heads["layer"].max())
         self.n_heads = int(self.heads["head"].max())

@@ -23,9 +23,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.gzip import GZipMiddleware
+from starlette.datastructures import Headers
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from ..errors import HeadsimError, require
@@ -62,10 +63,10 @@ class AnalyzeRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     text: str = Field(description="the text (UTF-8; the server refuses texts above its size limit with 413)",
                       examples=["The cat sat on the mat. The dog sat on the log."])
-    seq_len: int = Field(api.DEFAULT_SEQ_LEN, description="tokens per window including [CLS] and [SEP] (the paper: 128)")
-    window: int = Field(0, description="which window of a long text (0-based)")
-    threshold: float = Field(api.DEFAULT_THRESHOLD,
-                             description="high-similarity threshold for the per-head pair counts, in (0, 1]")
+    seq_len: StrictInt = Field(api.DEFAULT_SEQ_LEN, description="tokens per window including [CLS] and [SEP] (the paper: 128)")
+    window: StrictInt = Field(0, description="which window of a long text (0-based)")
+    threshold: StrictFloat = Field(api.DEFAULT_THRESHOLD,
+                                   description="high-similarity threshold for the per-head pair counts, in (0, 1]")
 
 
 class HeadRequest(BaseModel):
@@ -74,14 +75,14 @@ class HeadRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: Optional[str] = Field(None, pattern=ID_PATTERN, description="analysis id returned by /api/analyze")
     text: Optional[str] = Field(None, description="the text, when no id is given (or the id has left the cache)")
-    seq_len: int = Field(api.DEFAULT_SEQ_LEN, description="window length used with text")
-    window: int = Field(0, description="which window (0-based)")
-    layer: int = Field(description="layer, numbered from 1")
-    head: int = Field(description="head, numbered from 1")
-    sep_layer: Optional[int] = Field(None, description="layer whose summed attention columns mark separators "
-                                                       "(numbered from 1; default the last, as in the paper's Fig 5)")
-    sep_threshold: float = Field(api.DEFAULT_SEP_THRESHOLD,
-                                 description="separator threshold on normalised column attention, in (0, 1]")
+    seq_len: StrictInt = Field(api.DEFAULT_SEQ_LEN, description="window length used with text")
+    window: StrictInt = Field(0, description="which window (0-based)")
+    layer: StrictInt = Field(description="layer, numbered from 1")
+    head: StrictInt = Field(description="head, numbered from 1")
+    sep_layer: Optional[StrictInt] = Field(None, description="layer whose summed attention columns mark separators "
+                                                             "(numbered from 1; default the last, as in the paper's Fig 5)")
+    sep_threshold: StrictFloat = Field(api.DEFAULT_SEP_THRESHOLD,
+                                       description="separator threshold on normalised column attention, in (0, 1]")
 
 
 ERRORS = {
@@ -227,6 +228,22 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
+class HostCheck(TrustedHostMiddleware):
+    """Refuse requests for other ``Host`` names (DNS rebinding) with the API's error shape."""
+
+    async def __call__(self, scope, receive, send) -> None:
+        if self.allow_any or scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        host = Headers(scope=scope).get("host", "").split(":")[0]
+        if any(host == p or (p.startswith("*") and host.endswith(p[1:])) for p in self.allowed_hosts):
+            await self.app(scope, receive, send)
+            return
+        err = HeadsimError(f"requests for host {host!r} are refused: this server answers only to {', '.join(self.allowed_hosts)}",
+                           "open the page through the address headsim serve printed (e.g. http://127.0.0.1:8000/)", status=400)
+        await error_response(err)(scope, receive, send)
+
+
 class SecurityHeaders:
     """Content-Security-Policy (everything from this server only) and friends on every response."""
 
@@ -321,7 +338,7 @@ def create_app(model: LoadedModel | str = "default", run_dir: str | Path | None 
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_request: Request, exc: StarletteHTTPException):
-        fix = "see the API at /docs" if exc.status_code in (404, 405) else ""
+        fix = "see the API at /docs" if exc.status_code in (404, 405) else "send a well-formed request (the API is described at /docs)"
         return JSONResponse({"error": str(exc.detail), "fix": fix}, status_code=exc.status_code,
                             headers=getattr(exc, "headers", None))
 
@@ -428,7 +445,7 @@ def create_app(model: LoadedModel | str = "default", run_dir: str | Path | None 
     app.add_middleware(BodyLimit, limit=6 * max_text_bytes + 65536)  # JSON may escape each character
     app.add_middleware(SecurityHeaders)
     if allowed_hosts is not None:
-        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
+        app.add_middleware(HostCheck, allowed_hosts=list(allowed_hosts))
     return app
 
 

@@ -26,12 +26,12 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from ..errors import HeadsimError, require
+from ..rundir import HEADS, LAYERS, RUN_JSON, STATS_NC, WINDOWS, RunDir, read_table
 from ..plots import corpus as cf
 from ..plots.style import save
 from .claims import Claim, claims_frame, compute_claims, token_shares
 from .html import model_label, model_note, render
 
-RUN_JSON, STATS_NC, HEADS, LAYERS, WINDOWS = "run.json", "stats.nc", "heads.parquet", "layers.parquet", "windows.parquet"
 EXAMPLE_DIR = "example"
 PAIR_ROWS = 40
 
@@ -110,15 +110,10 @@ def load_run_data(run_dir: str | os.PathLike, *, tokenizer=None, use_tokenizer: 
     missing = [n for n in (RUN_JSON, STATS_NC, HEADS, LAYERS) if not (p / n).is_file()]
     require(not missing, f"{str(p)!r} is not a finished headsim run (missing {', '.join(missing)})",
             "run headsim analyze --out DIR first, or pass the run directory itself")
-    try:
-        meta = json.loads((p / RUN_JSON).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise HeadsimError(f"cannot read {str(p / RUN_JSON)!r}: {exc}", "point to a directory written by headsim analyze") from exc
-    require(meta.get("complete", True) is not False, f"run {str(p)!r} is not finished",
-            f"finish it with headsim analyze --resume --out {p}")
+    meta = RunDir(p).check_finished()
     ds = read_stats(p / STATS_NC)
-    heads, layers = pd.read_parquet(p / HEADS), pd.read_parquet(p / LAYERS)
-    windows = pd.read_parquet(p / WINDOWS) if (p / WINDOWS).is_file() else None
+    heads, layers = read_table(p / HEADS), read_table(p / LAYERS)
+    windows = read_table(p / WINDOWS) if (p / WINDOWS).is_file() else None
     if tokenizer is None and use_tokenizer and windows is not None:
         tokenizer = load_tokenizer(meta)
     run = RunData(p, meta, ds, heads, layers, windows)
