@@ -120,3 +120,24 @@ def test_automatic_cuda_batch_follows_free_memory(monkeypatch, kernels):
         assert default_batch_size(loaded, 128) == want
     cpu = SimpleNamespace(device=torch.device("cpu"), n_heads=12)
     assert default_batch_size(cpu, 128) == 32
+
+
+def test_a_statistics_path_that_fails_is_recorded_never_silent(tiny_bert, windows, monkeypatch):
+    """A compile failure switches to the eager path with a warning, and the run's record names the
+    switch and why (run.json's statistics_backend)."""
+    from headsim.stats import fused
+
+    def broken(fn):
+        def fail(*args, **kwargs):
+            raise RuntimeError("no compiler here")
+        return fail
+
+    monkeypatch.setattr(fused, "compiled", broken)
+    fresh = lambda: CorpusStats(tiny_bert.n_layers, tiny_bert.n_heads, 32, fused=True)  # noqa: E731
+    engine = Engine(tiny_bert, fresh(), fresh)
+    assert engine.backend_record() == {"ran": "compiled", "fallbacks": []}
+    with pytest.warns(UserWarning, match="fused statistics unavailable"):
+        engine.process_safely(windows)
+    record = engine.backend_record()
+    assert record["ran"] == "eager" and len(record["fallbacks"]) == 1
+    assert record["fallbacks"][0].startswith("compiled -> eager after 0 windows") and "no compiler here" in record["fallbacks"][0]

@@ -156,6 +156,11 @@ class Engine:
         return ("the model's own eager attention function (transformers AttentionInterface)" if self.loaded.arch.interface
                 else "the model's output_attentions")
 
+    def backend_record(self) -> dict:
+        """Which statistics path ran and every switch it made (never silent: also in run.json)."""
+        fallbacks = self.stats.fallbacks + (self._scratch.fallbacks if self._scratch is not None else [])
+        return {"ran": self.stats.backend, "fallbacks": fallbacks}
+
     def batch_info(self, w: Windows) -> BatchInfo:
         return batch_info(w.input_ids, w.attention_mask, w.sentence_ids, self.loaded.tokenizer, self.loaded.device)
 
@@ -507,6 +512,7 @@ def _execute(plan: _Plan, meta: dict, run_dir: rundir.RunDir | None) -> Result:
     ds = engine.stats.to_dataset()
     ds.attrs.update({"model": loaded.name, "corpus": corp.name})
     heads, layers = heads_table(ds), layers_table(ds)
+    meta["statistics_backend"] = engine.backend_record()
     meta.update({"complete": True, "seconds": round(elapsed, 3), "windows_per_second": round((position - done) / max(elapsed, 1e-9), 3),
                  "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})
     if run_dir is None:

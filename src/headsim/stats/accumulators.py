@@ -160,6 +160,8 @@ class CorpusStats:
         self._chunks: list[tuple[slice, BatchTensors]] = []
         self._done: set[int] = set()  # layers of the current batch already added
         self._pending: tuple | None = None  # a kernel step's attention, to finish (_settle)
+        #: every switch to another statistics path during the run, with its reason (run.json records them)
+        self.fallbacks: list[str] = []
 
     def _kernels_wanted(self, kernels: bool | None) -> bool:
         if kernels is False or (kernels is None and self.device.type != "cuda"):
@@ -177,6 +179,14 @@ class CorpusStats:
         return {"n_layers": self.n_layers, "n_heads": self.n_heads, "seq_len": self.seq_len,
                 "threshold": self.threshold, "top_k_columns": self.top_k_columns, "sim_bins": self.bins.bins,
                 "sim_range": (self.bins.lo, self.bins.hi), "fraction_bins": self.fraction_bins}
+
+    def _windows_before_batch(self) -> int:
+        return self.windows - (self._info.n_windows if self._info is not None else 0)
+
+    @property
+    def backend(self) -> str:
+        """The statistics path in use now: ``"triton"``, ``"compiled"`` or ``"eager"``."""
+        return "triton" if self.kernels else "compiled" if self.fused else "eager"
 
     @property
     def windows(self) -> int:
@@ -340,6 +350,7 @@ class CorpusStats:
                                      float(sb.scale), float(sb.offset), sb.bins)
         except Exception as exc:  # noqa: BLE001 (a kernel failure must not end a long run)
             warnings.warn(f"Triton kernels unavailable ({type(exc).__name__}: {exc}); continuing eagerly", stacklevel=4)
+            self.fallbacks.append(f"triton -> eager after {self._windows_before_batch()} windows: {type(exc).__name__}: {str(exc)[:200]}")
             self.kernels = False
             return False
         if ap is not None:
@@ -401,6 +412,7 @@ class CorpusStats:
         except Exception as exc:  # noqa: BLE001 (a compiler failure must not end a long run)
             warnings.warn(f"fused statistics unavailable ({type(exc).__name__}: {exc}); continuing eagerly",
                           stacklevel=4)
+            self.fallbacks.append(f"compiled -> eager after {self._windows_before_batch()} windows: {type(exc).__name__}: {str(exc)[:200]}")
             self.fused = False
             return False
         if att is not None:
