@@ -54,12 +54,17 @@ def check(model_type: str) -> dict:
     except HeadsimError as exc:
         return {"class": cls, "status": "refused", "reason": exc.problem}
     try:
-        got = verify(from_pretrained_objects(model, None, model_type), eager)
+        loaded = from_pretrained_objects(model, None, model_type)  # inferred layouts: the load-time self-check
+    except HeadsimError as exc:
+        return {"class": cls, "family": arch.family, "status": "refused", "reason": exc.problem}
+    try:
+        got = verify(loaded, eager)
     except Exception as exc:  # noqa: BLE001
         return {"class": cls, "family": arch.family, "status": "not exact",
                 "reason": f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"}
     errors = {k: float(v) for k, v in vars(got).items()}
-    return {"class": cls, "family": arch.family, "status": "exact" if got.exact(1e-5) else "not exact", "errors": errors}
+    return {"class": cls, "family": arch.family + (" (inferred)" if arch.inferred else ""),
+            "status": "exact" if got.exact(1e-5) else "not exact", "errors": errors}
 
 
 def write_doc(rows: dict[str, dict], path: Path) -> None:
@@ -85,11 +90,19 @@ def write_doc(rows: dict[str, dict], path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+def merge_rows(path: Path, rows: dict[str, dict]) -> dict[str, dict]:
+    """Earlier rows of ``path`` (a previous sweep's JSON) updated with ``rows``."""
+    old = json.loads(path.read_text())["rows"] if path.exists() else {}
+    old.update(rows)
+    return dict(sorted(old.items()))
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--types", default=None, help="comma-separated model types (default: every text model type)")
     ap.add_argument("--doc", default=str(ROOT / "docs" / "architectures.md"))
     ap.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "coverage.json"))
+    ap.add_argument("--update", action="store_true", help="with --types: update those rows of an earlier --json")
     ap.add_argument("--memory-gib", type=int, default=12, help="address-space cap for the sweep (default 12 GiB)")
     args = ap.parse_args(argv)
     transformers.utils.logging.set_verbosity_error()
@@ -102,6 +115,8 @@ def main(argv=None) -> dict:
     for t in types:
         rows[t] = check(t)
         print(f"{t:<28}{rows[t]['status']:<10}{rows[t].get('reason', '')}", flush=True)
+    if args.update:
+        rows = merge_rows(Path(args.json), rows)
     exact = sum(r["status"] == "exact" for r in rows.values())
     print(f"{exact} of {len(rows)} text model types exact")
     write_doc(rows, Path(args.doc))

@@ -62,3 +62,28 @@ def test_a_family_without_an_entry_is_refused_by_name():
     model = AutoModel.from_config(AutoConfig.for_model("bloom", hidden_size=32, n_layer=1, n_head=4, vocab_size=96))
     with pytest.raises(HeadsimError, match="BloomModel.*bloom.*llama"):
         from_pretrained_objects(model, None)
+
+
+@pytest.mark.parametrize("model_type", ["olmo", "stablelm"])
+def test_an_unlisted_layout_is_read_off_its_modules_and_checked(model_type):
+    """Families without an entry are inferred, then used only if the tap reproduces them exactly."""
+    model, eager = tiny_model(model_type)
+    loaded = from_pretrained_objects(model, None, model_type)
+    assert loaded.arch.inferred and loaded.arch.family == model_type
+    assert verify(loaded, eager).exact(1e-5)
+
+
+def test_an_inferred_layout_that_is_not_exact_is_refused(monkeypatch):
+    """The load-time self-check refuses an inferred entry whose capture does not match the model."""
+    import headsim.model.tap as tap
+
+    model, _ = tiny_model("olmo")
+    real = tap._tap_attention
+
+    def skewed(module, query, key, value, attention_mask, **kwargs):
+        out, probs = real(module, query, key, value, attention_mask, **kwargs)
+        return out * 1.01, probs  # the model continues with something else than the tap saw
+
+    monkeypatch.setattr(tap, "_tap_attention", skewed)
+    with pytest.raises(HeadsimError, match="does not reproduce its attention exactly"):
+        from_pretrained_objects(model, None, "olmo")

@@ -259,7 +259,7 @@ def load_model(
             "headsim needs a fast (Rust) tokenizer for character offsets; save one with tokenizers")
     model.eval().requires_grad_(False)
     model.to(device=dev, dtype=dt)
-    loaded = LoadedModel(model, tokenizer, arch, name, source, key)
+    loaded = _checked(LoadedModel(model, tokenizer, arch, name, source, key))
     _LOADED[key] = loaded
     return loaded
 
@@ -267,7 +267,17 @@ def load_model(
 def from_pretrained_objects(model: nn.Module, tokenizer, name: str = "custom") -> LoadedModel:
     """Wrap an already built base model and fast tokenizer (e.g. random weights in tests)."""
     model.eval().requires_grad_(False)
-    return LoadedModel(model, tokenizer, arch_for(model), name, name)
+    return _checked(LoadedModel(model, tokenizer, arch_for(model), name, name))
+
+
+def _checked(loaded: LoadedModel) -> LoadedModel:
+    """An entry read off the model's modules is used only once the tap reproduces the model's own
+    attention and head outputs on a few random tokens (:func:`headsim.model.verify.self_check`)."""
+    if loaded.arch.inferred:
+        from .model.verify import self_check
+
+        self_check(loaded)
+    return loaded
 
 
 def as_loaded(model: LoadedModel | str | os.PathLike | None, **kwargs) -> LoadedModel:

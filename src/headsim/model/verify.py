@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .tap import Tap, capture
+from ..errors import HeadsimError
+from .tap import Tap, _implementation, capture
 
 VOCAB = 96
 #: the small sizes every tiny model starts from (config classes ignore the names they do not know)
@@ -81,9 +82,11 @@ def random_batch(seed: int = 0, lengths=(12, 7, 3), vocab: int = VOCAB) -> tuple
 
 
 def eager_attentions(loaded, eager, ids, mask) -> list[torch.Tensor]:
-    """``output_attentions`` of the eager copy's analysed stack, float64, one ``[B, H, T, T]`` per layer."""
-    with torch.no_grad():
-        out = loaded.arch.stack_of(eager)(input_ids=ids, attention_mask=mask, output_attentions=True)
+    """``output_attentions`` of the eager copy's analysed stack (``None``: the model itself, switched
+    to eager attention for this pass), float64, one ``[B, H, T, T]`` per layer."""
+    model = loaded.model if eager is None else eager
+    with torch.no_grad(), _implementation(model, "eager" if eager is None else None):
+        out = loaded.arch.stack_of(model)(input_ids=ids, attention_mask=mask, output_attentions=True)
     if out.attentions is None or len(out.attentions) != loaded.n_layers:
         raise AssertionError(f"the eager model returned {0 if out.attentions is None else len(out.attentions)} "
                              f"attention maps for {loaded.n_layers} layers")
@@ -130,8 +133,9 @@ def _valid_block(x: torch.Tensor, b: int, n: int, square: bool) -> torch.Tensor:
     return x[b, ..., :n, :n] if square else x[b, ..., :n, :]
 
 
-def verify(loaded, eager, seed: int = 0) -> Verification:
-    """Run the three checks on random batches of the model's vocabulary."""
+def verify(loaded, eager=None, seed: int = 0) -> Verification:
+    """Run the three checks on random batches of the model's vocabulary (``eager``: a copy running
+    eager attention; ``None``: the model itself, switched to eager attention for the reference)."""
     vocab = int(getattr(loaded.config, "vocab_size", VOCAB) or VOCAB)
     ids, mask = random_batch(seed, vocab=vocab)
     rows = mask.bool()
@@ -167,3 +171,25 @@ def verify(loaded, eager, seed: int = 0) -> Verification:
             shifted, full = shifted[:, :, :n], full[:, :, :n]
         err_inv = max(err_inv, float((full - one).abs().max()), float((shifted - full).abs().max()))
     return Verification(err_att, err_z, err_inv, causal_upper)
+
+
+def self_check(loaded, tol: float | None = None) -> Verification:
+    """Check a model whose entry was read off its modules (:func:`headsim.model.arch.infer_arch`) on a
+    few random tokens of its own weights, before anything is analysed: a clear refusal where the
+    tap does not reproduce its attention and head outputs (``tol``: 1e-4 in float32, 3e-2 in half
+    precision)."""
+    tol = (1e-4 if loaded.dtype == torch.float32 else 3e-2) if tol is None else tol
+    try:
+        got = verify(loaded)
+    except HeadsimError:
+        raise
+    except Exception as exc:  # noqa: BLE001 (any failure means the inferred layout is wrong)
+        raise HeadsimError(f"not supported: {type(loaded.model).__name__} has no architecture entry, and the layout read off "
+                           f"its modules does not run ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})",
+                           "use a model of a supported family; `headsim models` lists them") from exc
+    worst = max(got.attention, got.head_outputs, got.invariance, got.causal_upper)
+    if not worst <= tol:
+        raise HeadsimError(f"not supported: {type(loaded.model).__name__} has no architecture entry, and the layout read off "
+                           f"its modules does not reproduce its attention exactly (largest difference {worst:.1e})",
+                           "use a model of a supported family; `headsim models` lists them")
+    return got
