@@ -225,3 +225,23 @@ def test_inspect_bad_input_writes_nothing(embedded, tmp_path, text, kwargs):
         inspect_text(text, embedded, **kwargs).write(out)
     assert info.value.problem and info.value.fix
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_causal_column_scores_are_relative_to_chance():
+    """Uniform causal attention (each row spread evenly over its prefix) singles out no column, while
+    raw column sums would crown the first; a column attended above chance is found. Bidirectional
+    scores are the plain normalised column sums."""
+    from headsim.views import column_scores
+
+    t = 12
+    uniform = np.tril(np.ones((t, t))) / np.arange(1, t + 1)[:, None]
+    valid = np.ones(t, dtype=bool)
+    np.testing.assert_allclose(column_scores(uniform, valid, causal=True), 1.0)
+    assert column_scores(uniform, valid).argmax() == 0  # raw sums: the first column wins by position
+    peaked = uniform.copy()
+    peaked[6:, 5] += 1.0
+    peaked /= peaked.sum(axis=1, keepdims=True)
+    scores = column_scores(peaked, valid, causal=True)
+    assert scores.argmax() == 5 and scores[5] == 1.0 and scores[0] < 0.5
+    full = np.random.default_rng(0).dirichlet(np.ones(t), size=t)
+    np.testing.assert_allclose(column_scores(full, valid), full.sum(0) / full.sum(0).max())

@@ -170,7 +170,7 @@ def inspect_text(
     tok = loaded.tokenizer
     special = np.isin(ids, [i for i in (tok.cls_token_id, tok.sep_token_id, tok.bos_token_id, tok.eos_token_id) if i is not None])
     attn = ex.attention[window][sl, :, :n, :n]
-    scores = column_scores(attn, valid, exclude=special)
+    scores = column_scores(attn, valid, exclude=special, causal=loaded.arch.causal)
     seps = separators_from_scores(scores, sep_threshold)
     tokens = ex.tokens[window][:n]
     pairs = pd.concat([pair_table(sim.normalized[li, hi], sim.mask[li, hi], tokens, layer=li, head=hi)

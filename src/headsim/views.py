@@ -17,13 +17,21 @@ from .context_similarity import check_threshold
 PAIR_COLUMNS = ["layer", "head", "token_i", "token_j", "index_i", "index_j", "similarity"]
 
 
-def column_scores(attention: np.ndarray, valid: np.ndarray, *, exclude: np.ndarray | None = None) -> np.ndarray:
+def column_scores(attention: np.ndarray, valid: np.ndarray, *, exclude: np.ndarray | None = None,
+                  causal: bool = False) -> np.ndarray:
     """Attention each key column receives, summed over heads and valid queries, divided by its max.
+
+    In a causal model column ``j`` is seen only by queries ``i >= j``, and early columns collect mass
+    from every later row whatever they hold; there each column's sum is divided by what uniform
+    attention over every row's visible keys would give it, so a column scores by how much more than
+    chance it is attended to. For bidirectional attention that chance level is the same for every
+    column, and the scores are the paper's plain column sums divided by their max.
 
     Args:
         attention: ``[H, T, T]`` (or ``[T, T]``) attention of one window.
         valid: ``[T]`` boolean, non-padding positions.
-        exclude: ``[T]`` boolean, columns left out of the max and scored 0 (e.g. [CLS]/[SEP]).
+        exclude: ``[T]`` boolean, columns left out of the max and scored 0 (e.g. [CLS]/[SEP]/BOS).
+        causal: the model attends to earlier keys only.
 
     Returns:
         ``[T]`` scores in [0, 1]; 0 for padding and excluded columns.
@@ -32,6 +40,11 @@ def column_scores(attention: np.ndarray, valid: np.ndarray, *, exclude: np.ndarr
     a = a[None] if a.ndim == 2 else a
     valid = np.asarray(valid, dtype=bool)
     cols = (a * valid[None, :, None]).sum(axis=(0, 1))
+    if causal:
+        sees = valid[:, None] & valid[None, :] & np.tril(np.ones((len(valid), len(valid)), dtype=bool))
+        visible = np.maximum(sees.sum(axis=1, keepdims=True), 1)
+        chance = (sees / visible).sum(axis=0) * a.shape[0]
+        cols = np.divide(cols, chance, out=np.zeros_like(cols), where=chance > 0)
     keep = valid & ~(np.zeros_like(valid) if exclude is None else np.asarray(exclude, dtype=bool))
     cols = np.where(keep, cols, 0.0)
     peak = cols.max() if keep.any() else 0.0
@@ -39,9 +52,9 @@ def column_scores(attention: np.ndarray, valid: np.ndarray, *, exclude: np.ndarr
 
 
 def separator_columns(attention: np.ndarray, valid: np.ndarray, threshold: float = 0.5, *,
-                      exclude: np.ndarray | None = None) -> np.ndarray:
+                      exclude: np.ndarray | None = None, causal: bool = False) -> np.ndarray:
     """Positions whose normalised column attention exceeds ``threshold`` (paper §2, Fig 5)."""
-    return separators_from_scores(column_scores(attention, valid, exclude=exclude), threshold)
+    return separators_from_scores(column_scores(attention, valid, exclude=exclude, causal=causal), threshold)
 
 
 def separators_from_scores(scores: np.ndarray, threshold: float = 0.5) -> np.ndarray:

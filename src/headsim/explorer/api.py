@@ -175,6 +175,7 @@ class WindowData:
     special: np.ndarray  # [n] bool: [CLS]/[SEP] (and BOS/EOS)
     attention: np.ndarray
     normalized: np.ndarray
+    causal: bool = False  # the model attends to earlier keys only (column scores use chance level)
 
     @property
     def n(self) -> int:
@@ -215,6 +216,7 @@ def compute_window(loaded: LoadedModel, prepared: Prepared, window: int = 0) -> 
         special=special_positions(ids[0], loaded.tokenizer),
         attention=attention,
         normalized=normalized,
+        causal=loaded.arch.causal,
     )
 
 
@@ -335,7 +337,7 @@ def separator_payload(wd: WindowData, head_matrix: np.ndarray, sep_layer: int, s
     """
     valid = np.ones(wd.n, dtype=bool)
     attn = wd.attention[sep_layer]
-    scores = column_scores(attn, valid, exclude=wd.special)
+    scores = column_scores(attn, valid, exclude=wd.special, causal=wd.causal)
     seps = separators_from_scores(scores, sep_threshold)
     blocks = block_ids(seps, valid)
     return {
