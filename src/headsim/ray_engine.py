@@ -22,6 +22,7 @@ worker's error, leaving the run directory unfinished (resumable).
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 import uuid
@@ -168,15 +169,23 @@ class Worker:
         from .models import as_loaded
 
         torch.set_num_threads(max(1, threads))
-        self.loaded = as_loaded(model, device=device, dtype=dtype)
         self.progress = progress
         self.engine = None
         self.settings: Settings | None = None
+        try:  # a failure here would kill the actor with its traceback as the message: keep it for describe()
+            self.loaded = as_loaded(model, device=device, dtype=dtype)
+        except Exception as exc:
+            self.failure: Exception | None = exc
+        else:
+            self.failure = None
 
     def describe(self, seq_len: int) -> dict:
-        """The model as the run records it, and the batch size it would pick at ``seq_len``."""
+        """The model as the run records it, and the batch size it would pick at ``seq_len``; raises
+        what loading the model raised."""
         from .analysis import default_batch_size
 
+        if self.failure is not None:
+            raise self.failure
         m = self.loaded
         return {"model": m.describe(), "name": m.name, "source": m.source, "max_seq_len": m.max_seq_len,
                 "dtype": str(m.dtype).replace("torch.", ""), "device": str(m.device),
@@ -246,7 +255,7 @@ def _worker_error(exc: BaseException) -> HeadsimError:
         return HeadsimError(f"a Ray worker stopped: {cause.problem}", cause.fix)
     line = (str(cause).strip().splitlines() or [""])[0]
     return HeadsimError(f"a Ray worker stopped: {type(cause).__name__}: {line}",
-                        "fix the cause, then continue with --resume (finished shares are kept)")
+                        "fix the cause and run again; with --resume a run directory keeps its finished shares")
 
 
 def _connect(ray, address: str | None) -> bool:
@@ -256,9 +265,9 @@ def _connect(ray, address: str | None) -> bool:
         return False
     try:
         if address is None:
-            ray.init(include_dashboard=False, log_to_driver=False)
+            ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
         else:
-            ray.init(address=address, log_to_driver=False)
+            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise HeadsimError(f"cannot reach a Ray cluster at {address!r}: {str(exc).splitlines()[0]}",
                            "start one (ray start --head, ray up, KubeRay) or pass --address auto / ray://HOST:10001") from None
@@ -502,7 +511,8 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
     ds = total_stats.to_dataset()
     ds.attrs.update({"model": info["name"], "corpus": corp.name})
     heads, layers = heads_table(ds), layers_table(ds)
-    meta["ray"].update({"startup_seconds": round(startup, 3), "shares_redone": sum(1 for k in attempts.values() if k > 1)})
+    meta["ray"].update({"startup_seconds": round(startup, 3), "shares_redone": sum(1 for k in attempts.values() if k > 1),
+                        "resumed_windows": done_before})
     meta.update({"complete": True, "seconds": round(elapsed, 3),
                  "windows_per_second": round((target - done_before) / max(elapsed, 1e-9), 3),
                  "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})
