@@ -41,6 +41,8 @@ RUN = dict(seq_len=32, batch_size=8, progress=False)  # with share_windows=24: 1
 def cluster():
     """A local Ray cluster of 2 CPUs for the session; its GCS address."""
     ray = pytest.importorskip("ray")
+    # the machine is shared: Ray's memory monitor must not kill workers for other processes' memory
+    os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()

@@ -249,7 +249,7 @@ class Progress:
 
 
 def _worker_error(exc: BaseException) -> HeadsimError:
-    """One line from a failed worker: its own HeadsimError, or the exception's type and message."""
+    """One line from a failed worker: its own HeadsimError, or the exception's type and first line."""
     cause = getattr(exc, "cause", None) or exc
     if isinstance(cause, HeadsimError):
         return HeadsimError(f"a Ray worker stopped: {cause.problem}", cause.fix)
@@ -258,8 +258,100 @@ def _worker_error(exc: BaseException) -> HeadsimError:
                         "fix the cause and run again; with --resume a run directory keeps its finished shares")
 
 
+@dataclass(frozen=True)
+class Resources:
+    """Ray workers and what each reserves."""
+
+    workers: int | None
+    cpus: float
+    gpus: float
+
+    def check(self) -> "Resources":
+        for name, value in (("gpus_per_worker", self.gpus), ("cpus_per_worker", self.cpus)):
+            require(isinstance(value, (int, float)) and value >= 0, f"{name} {value!r} must be 0 or more",
+                    "pass a number of CPUs/GPUs")
+        require(self.gpus > 0 or self.cpus > 0, "a Ray worker must reserve some CPU or GPU",
+                "pass --cpus-per-worker or --gpus-per-worker above 0")
+        require(self.workers is None or (isinstance(self.workers, int) and self.workers >= 1),
+                f"workers {self.workers!r} must be at least 1 with the Ray engine",
+                "pass a positive number of Ray workers, or leave it unset for one per CPU/GPU of the cluster")
+        return self
+
+    def count(self, ray) -> int:
+        """The workers asked for, else as many as the cluster's GPUs (or CPUs) allow."""
+        if self.workers:
+            return self.workers
+        have = ray.cluster_resources()
+        if self.gpus > 0:
+            return max(1, int(have.get("GPU", 0) // self.gpus))
+        return max(1, int(have.get("CPU", 1) // self.cpus))
+
+
+class Cluster:
+    """The run's workers and progress actor on a Ray cluster (joined, or started for the run), all
+    ended on exit; :attr:`startup_seconds`: joining, spawning the workers and loading the model."""
+
+    def __init__(self, address: str | None, model, device: str | None, dtype: str | None, resources: Resources,
+                 seq_len: int) -> None:
+        self.ray = import_ray()
+        self.address, self.model, self.device, self.dtype = address, model, device, dtype
+        self.resources, self.seq_len = resources, seq_len
+        self.actors: list = []
+        self.tracker = None
+        self.started_here = False
+
+    def __enter__(self) -> "Cluster":
+        try:
+            return self._start()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+
+    def _start(self) -> "Cluster":
+        ray, r = self.ray, self.resources
+        t0 = time.perf_counter()
+        self.started_here = _connect(ray, self.address)
+        run_id = uuid.uuid4().hex[:8]
+        progress = f"headsim-progress-{run_id}"
+        self.tracker = ray.remote(num_cpus=0)(Progress).options(name=progress).remote()
+        # an object is put once and referenced here for the whole run: a restarted actor reads it again
+        self.model_ref = self.model if self.model is None or isinstance(self.model, str) else ray.put(self.model)
+        worker = ray.remote(Worker)
+        self.actors = [worker.options(num_cpus=r.cpus, num_gpus=r.gpus, max_restarts=RESTARTS, max_task_retries=RESTARTS,
+                                      name=f"headsim-worker-{i}-{run_id}")
+                       .remote(self.model_ref, self.device, self.dtype, max(1, int(r.cpus)), progress)
+                       for i in range(r.count(ray))]
+        self.info = self.get([a.describe.remote(self.seq_len) for a in self.actors])[0]
+        self.startup_seconds = time.perf_counter() - t0
+        return self
+
+    def get(self, refs):
+        """``ray.get``, a worker's failure as one line."""
+        try:
+            return self.ray.get(refs)
+        except self.ray.exceptions.RayError as exc:
+            raise _worker_error(exc) from None
+
+    def count_tokens(self, texts: list[str]) -> np.ndarray:
+        """Tokens of every text, counted by the workers in blocks of about :data:`COUNT_CHARS` characters."""
+        pool = self.ray.util.ActorPool(self.actors)
+        try:
+            return np.concatenate(list(pool.map(lambda a, b: a.count.remote(b), list(_blocks(texts)))))
+        except self.ray.exceptions.RayError as exc:
+            raise _worker_error(exc) from None
+
+    def __exit__(self, *exc) -> bool:
+        for a in self.actors:
+            self.ray.kill(a)
+        if self.tracker is not None:
+            self.ray.kill(self.tracker)
+        if self.started_here:
+            self.ray.shutdown()
+        return False
+
+
 def _connect(ray, address: str | None) -> bool:
-    """Join the cluster at ``address`` (``None``: a local one started here); whether this call started
+    """Join the cluster at ``address`` (``None``: a local one started here); whether this call made
     the connection (and so ends it)."""
     if ray.is_initialized():
         return False
@@ -272,13 +364,6 @@ def _connect(ray, address: str | None) -> bool:
         raise HeadsimError(f"cannot reach a Ray cluster at {address!r}: {str(exc).splitlines()[0]}",
                            "start one (ray start --head, ray up, KubeRay) or pass --address auto / ray://HOST:10001") from None
     return True
-
-
-def _default_workers(ray, cpus: float, gpus: float) -> int:
-    have = ray.cluster_resources()
-    if gpus > 0:
-        return max(1, int(have.get("GPU", 0) // gpus))
-    return max(1, int(have.get("CPU", 1) // max(cpus, 1e-9)))
 
 
 def _share_size(requested: int | None, target: int, batch: int, workers: int) -> int:
@@ -302,31 +387,92 @@ def _blocks(texts: list[str], chars: int = COUNT_CHARS) -> Iterator[list[str]]:
         yield block
 
 
-def _load_state(ckpt: Path):
-    from .stats import CorpusStats
-
-    f = ckpt / STATE
-    if not f.exists():
-        return None, set()
-    with np.load(f, allow_pickle=False) as z:
-        state = {k: z[k] for k in z.files}
-    done = {int(i) for i in state.pop("__shares_done__")}
-    return CorpusStats.from_state_dict(state), done
-
-
-def _save_state(ckpt: Path, stats, done: set[int]) -> None:
-    state = dict(stats.state_dict())
-    state["__shares_done__"] = np.asarray(sorted(done), dtype=np.int64)
-
-    def write(path: Path) -> None:
-        with open(path, "wb") as fh:
-            np.savez(fh, **state)
-
-    rundir.atomic_write(ckpt / STATE, write)
+def _target(corpus, total: int, seq_len: int, windows: int | None, allow_fewer: bool) -> int:
+    """Windows to analyse: ``windows`` or all ``total`` tokens give (as the single process decides)."""
+    content = seq_len - 2
+    require(total >= content, f"corpus {corpus.name!r} has {total} tokens, less than one window of {seq_len}",
+            "use a larger corpus or a smaller --seq-len")
+    available = -(-total // content)
+    if windows is None or windows <= available:
+        return available if windows is None else windows
+    require(allow_fewer, f"{windows} windows asked for but corpus {corpus.name!r} gives only {available} windows of {seq_len} tokens",
+            "pass --windows at most that, or --allow-fewer to analyse all of them")
+    warnings.warn(f"corpus {corpus.name!r} gives only {available} windows; analysing all of them", stacklevel=3)
+    return available
 
 
-def _share_file(ckpt: Path, index: int) -> Path:
-    return ckpt / f"share-{index:07d}.parquet"
+class Checkpoint:
+    """``checkpoint/`` of a Ray run: the summed state of the finished shares with their numbers
+    (:data:`STATE`), written every so often, and each finished share's windows."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load(self):
+        """``(CorpusStats, finished share numbers)``, or ``(None, set())`` when nothing was saved."""
+        from .stats import CorpusStats
+
+        f = self.path / STATE
+        if not f.exists():
+            return None, set()
+        with np.load(f, allow_pickle=False) as z:
+            state = {k: z[k] for k in z.files}
+        done = {int(i) for i in state.pop("__shares_done__")}
+        return CorpusStats.from_state_dict(state), done
+
+    def start(self, done: set[int]) -> None:
+        """Create the folder; drop window files of shares the saved state does not hold."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        for part in self.path.glob("share-*.parquet"):
+            if int(part.stem.split("-")[1]) not in done:
+                part.unlink()
+
+    def share_file(self, index: int) -> Path:
+        return self.path / f"share-{index:07d}.parquet"
+
+    def add_share(self, index: int, table) -> None:
+        import pyarrow.parquet as pq
+
+        rundir.atomic_write(self.share_file(index), lambda p: pq.write_table(table, p))
+
+    def save(self, stats, done: set[int]) -> None:
+        state = dict(stats.state_dict())
+        state["__shares_done__"] = np.asarray(sorted(done), dtype=np.int64)
+
+        def write(path: Path) -> None:
+            with open(path, "wb") as fh:
+                np.savez(fh, **state)
+
+        rundir.atomic_write(self.path / STATE, write)
+
+    def windows_to(self, shares: list[Share], target: Path) -> None:
+        """The shares' window tables in window order as one parquet file (memory: one share)."""
+        import pyarrow.parquet as pq
+
+        files = [self.share_file(s.index) for s in shares]
+
+        def write(path: Path) -> None:
+            with pq.ParquetWriter(path, pq.read_schema(files[0])) as writer:
+                for f in files:
+                    writer.write_table(pq.read_table(f))
+
+        rundir.atomic_write(target, write)
+
+
+def _resume_from(out: Path, meta: dict, share_windows: int | None) -> dict | None:
+    """Check a run to resume against this one; its meta (``None``: it is finished)."""
+    old = rundir.read_json(out / rundir.RUN_JSON)
+    if old.get("complete"):
+        return None
+    require(old.get("engine") == "ray", f"--resume refused: {str(out)!r} was started without --engine ray",
+            "resume it without --engine ray, or start again with --overwrite")
+    require(old.get("config") == meta["config"], f"--resume refused: {str(out)!r} was started with other settings",
+            f"use the same settings as before ({old.get('config')}) or --overwrite")
+    before = int(old["ray"]["share_windows"])
+    require(share_windows is None or meta["ray"]["share_windows"] == before,
+            f"--resume refused: {str(out)!r} was cut into shares of {before} windows",
+            "resume with the same --share-windows, or without it")
+    return old
 
 
 def run_engine(engine: str = "ray", **params):
@@ -356,196 +502,128 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
         share_windows: windows per share, rounded up to whole batches (default: about four shares per
             worker, at most 64 batches each).
     """
-    from .analysis import AnalysisConfig, Result, _progress
+    from .analysis import AnalysisConfig, Result
     from .context_similarity import check_threshold
+    from .corpus_uri import load_corpus_any
     from .sentences import check_splitter
     from .stats import CorpusStats, heads_table, layers_table
     from .windows import check_seq_len
 
-    ray = import_ray()
+    import_ray()
     threshold = check_threshold(threshold)
     check_splitter(sentence_splitter)
-    for name, value in (("gpus_per_worker", gpus_per_worker), ("cpus_per_worker", cpus_per_worker)):
-        require(isinstance(value, (int, float)) and value >= 0, f"{name} {value!r} must be 0 or more", "pass a number of CPUs/GPUs")
-    require(gpus_per_worker > 0 or cpus_per_worker > 0, "a Ray worker must reserve some CPU or GPU",
-            "pass --cpus-per-worker or --gpus-per-worker above 0")
-    require(workers is None or (isinstance(workers, int) and workers >= 1), f"workers {workers!r} must be at least 1 with the Ray engine",
-            "pass a positive number of Ray workers, or leave it unset for one per CPU/GPU of the cluster")
+    resources = Resources(workers, cpus_per_worker, gpus_per_worker).check()
     require(share_windows is None or (isinstance(share_windows, int) and share_windows >= 1),
             f"share_windows {share_windows!r} must be at least 1", "pass a positive number of windows")
     out_path = Path(out) if out is not None else None
-    from .corpus_uri import load_corpus_any
-
     corp = load_corpus_any(corpus, text_field=text_field, text_column=text_column)
     texts = [d.text for d in corp]
-    t0 = time.perf_counter()
-    started_here = _connect(ray, address)
-    run_id = uuid.uuid4().hex[:8]
-    actors: list = []
-    tracker = None
-    try:
-        tracker = ray.remote(num_cpus=0)(Progress).options(name=f"headsim-progress-{run_id}").remote()
-        n = workers or _default_workers(ray, cpus_per_worker, gpus_per_worker)
-        model_ref = model if model is None or isinstance(model, str) else ray.put(model)
-        worker_cls = ray.remote(Worker)
-        threads = max(1, int(cpus_per_worker))
-        actors = [worker_cls.options(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker, max_restarts=RESTARTS,
-                                     max_task_retries=RESTARTS, name=f"headsim-worker-{i}-{run_id}")
-                  .remote(model_ref, device, dtype, threads, f"headsim-progress-{run_id}") for i in range(n)]
-        try:
-            info = ray.get([a.describe.remote(seq_len) for a in actors])[0]
-            startup = time.perf_counter() - t0
-            seq_len = check_seq_len(seq_len, info["max_seq_len"])
-            counts = np.concatenate(list(ray.util.ActorPool(actors).map(lambda a, b: a.count.remote(b), list(_blocks(texts)))))
-        except ray.exceptions.RayError as exc:
-            raise _worker_error(exc) from None
-        content = seq_len - 2
-        total = int(counts.sum())
-        require(total >= content, f"corpus {corp.name!r} has {total} tokens, less than one window of {seq_len}",
-                "use a larger corpus or a smaller --seq-len")
-        available = -(-total // content)
-        target = available if windows is None else windows
-        if target > available:
-            require(allow_fewer, f"{target} windows asked for but corpus {corp.name!r} gives only {available} windows of {seq_len} tokens",
-                    "pass --windows at most that, or --allow-fewer to analyse all of them")
-            warnings.warn(f"corpus {corp.name!r} gives only {available} windows; analysing all of them", stacklevel=2)
-            target = available
+    with Cluster(address, model, device, dtype, resources, seq_len) as cluster:
+        info, n = cluster.info, len(cluster.actors)
+        seq_len = check_seq_len(seq_len, info["max_seq_len"])
+        t = time.perf_counter()
+        counts = cluster.count_tokens(texts)
+        counting = time.perf_counter() - t
+        target = _target(corp, int(counts.sum()), seq_len, windows, allow_fewer)
         bs = int(batch_size) if batch_size else int(info["batch_size"])
         require(bs >= 1, f"batch_size {batch_size} must be at least 1", "pass a positive batch size")
         config = AnalysisConfig(info["source"], corp.sha256, target, seq_len, threshold, top_k_columns, bs,
                                 info["dtype"], sentence_splitter)
-        settings = Settings(seq_len, threshold, top_k_columns, bs, sentence_splitter, bool(fused))
-        per_share = _share_size(share_windows, target, bs, n)
         meta = {
             "model": info["model"], "corpus": {"name": corp.name, "sha256": corp.sha256, "documents": len(corp),
-                                               "tokens": total, "windows_available": available},
+                                               "tokens": int(counts.sum()), "windows_available": -(-int(counts.sum()) // (seq_len - 2))},
             "windows": target, "seq_len": seq_len, "threshold": threshold, "top_k_columns": top_k_columns,
             "batch_size": bs, "dtype": info["dtype"], "device": info["device"], "sentence_splitter": sentence_splitter,
             "fused": bool(fused), "versions": rundir.package_versions(), "git_commit": rundir.git_commit(),
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "complete": False,
             "config": asdict(config), "engine": "ray",
-            "ray": {"address": address, "workers": n, "cpus_per_worker": cpus_per_worker,
-                    "gpus_per_worker": gpus_per_worker, "share_windows": per_share, "ray_version": ray.__version__},
+            "ray": {"address": address, "workers": n, "cpus_per_worker": cpus_per_worker, "gpus_per_worker": gpus_per_worker,
+                    "share_windows": _share_size(share_windows, target, bs, n), "ray_version": cluster.ray.__version__},
         }
-        total_stats, done, ckpt = None, set(), None
+        total, done, ckpt = None, set(), None
         if out_path is not None:
             rundir.prepare_out_dir(out_path, resume=resume, overwrite=overwrite)
-            ckpt = out_path / rundir.CHECKPOINT
+            ckpt = Checkpoint(out_path / rundir.CHECKPOINT)
+            old = _resume_from(out_path, meta, share_windows) if resume else meta
+            if old is None:
+                run = rundir.load_run(out_path)
+                return Result(run.meta, run.dataset, run.heads, run.layers, out_path)
+            meta["created"], meta["ray"]["share_windows"] = old["created"], old["ray"]["share_windows"]
             if resume:
-                old = rundir.read_json(out_path / rundir.RUN_JSON)
-                if old.get("complete"):
-                    run = rundir.load_run(out_path)
-                    return Result(run.meta, run.dataset, run.heads, run.layers, out_path)
-                require(old.get("engine") == "ray", f"--resume refused: {str(out_path)!r} was started without --engine ray",
-                        "resume it without --engine ray, or start again with --overwrite")
-                require(old.get("config") == asdict(config), f"--resume refused: {str(out_path)!r} was started with other settings",
-                        f"use the same settings as before ({old.get('config')}) or --overwrite")
-                if share_windows is None:
-                    per_share = int(old["ray"]["share_windows"])
-                require(per_share == old["ray"]["share_windows"], f"--resume refused: {str(out_path)!r} was cut into shares of "
-                        f"{old['ray']['share_windows']} windows", "resume with the same --share-windows, or without it")
-                meta["created"] = old.get("created", meta["created"])
-                meta["ray"]["share_windows"] = per_share
-                total_stats, done = _load_state(ckpt)
-            ckpt.mkdir(parents=True, exist_ok=True)
-            for part in ckpt.glob("share-*.parquet"):  # shares finished after the last saved state
-                if int(part.stem.split("-")[1]) not in done:
-                    part.unlink()
+                total, done = ckpt.load()
+            ckpt.start(done)
             rundir.write_json(out_path / rundir.RUN_JSON, meta)
-        shares = plan_shares(counts, seq_len, target, per_share)
-        meta["ray"]["shares"] = len(shares)
-        if total_stats is None:
-            total_stats = CorpusStats(info["model"]["n_layers"], info["model"]["n_heads"], seq_len, threshold=threshold,
-                                      top_k_columns=top_k_columns)
+        shares = plan_shares(counts, seq_len, target, meta["ray"]["share_windows"])
+        if total is None:
+            total = CorpusStats(info["model"]["n_layers"], info["model"]["n_heads"], seq_len, threshold=threshold,
+                                top_k_columns=top_k_columns)
+        settings = Settings(seq_len, threshold, top_k_columns, bs, sentence_splitter, bool(fused))
+        resumed = sum(s.windows for s in shares if s.index in done)
         started = time.perf_counter()
-        done_before = sum(s.windows for s in shares if s.index in done)
-        pool = ray.util.ActorPool(actors)
-        for s in shares:
-            if s.index not in done:
-                pool.submit(lambda a, s: a.run.remote(s, texts[s.first_text:s.last_text], settings), s)
-        finished = done_before
-        last_save = time.perf_counter()
-        since_save = 0
-        attempts: dict[int, int] = {}
-        with _progress(progress, target, done_before) as advance:
-            shown = done_before
-
-            def refresh() -> None:
-                nonlocal shown
-                snap = ray.get(tracker.snapshot.remote())
-                for share, runs in snap.items():
-                    attempts[share] = len(runs)
-                now = finished + sum(max(runs.values()) for share, runs in snap.items() if share not in done)
-                if now > shown:
-                    advance(min(now, target) - shown)
-                    shown = min(now, target)
-
-            while pool.has_next():
-                try:
-                    index, state, table = pool.get_next_unordered(timeout=POLL_SECONDS)
-                except TimeoutError:
-                    refresh()
-                    continue
-                except ray.exceptions.RayError as exc:
-                    raise _worker_error(exc) from None
-                total_stats.merge(CorpusStats.from_state_dict(state))
-                done.add(index)
-                finished += shares[index].windows
-                since_save += shares[index].windows
-                if ckpt is not None:  # in memory a run keeps no windows (as the single process)
-                    rundir.atomic_write(_share_file(ckpt, index), lambda p, t=table: _write_table(p, t))
-                refresh()
-                due = (time.perf_counter() - last_save >= _checkpoint_seconds()) if checkpoint_every is None \
-                    else since_save >= checkpoint_every
-                if ckpt is not None and due and pool.has_next():
-                    _save_state(ckpt, total_stats, done)
-                    last_save, since_save = time.perf_counter(), 0
+        redone = _drive(cluster, shares, texts, settings, total, done, ckpt, checkpoint_every, progress, target, resumed)
         elapsed = time.perf_counter() - started
-    finally:
-        for a in actors:
-            ray.kill(a)
-        if tracker is not None:
-            ray.kill(tracker)
-        if started_here:
-            ray.shutdown()
-    ds = total_stats.to_dataset()
+        meta["ray"].update({"shares": len(shares), "startup_seconds": round(cluster.startup_seconds, 3),
+                            "count_seconds": round(counting, 3), "shares_redone": redone, "resumed_windows": resumed})
+    ds = total.to_dataset()
     ds.attrs.update({"model": info["name"], "corpus": corp.name})
     heads, layers = heads_table(ds), layers_table(ds)
-    meta["ray"].update({"startup_seconds": round(startup, 3), "shares_redone": sum(1 for k in attempts.values() if k > 1),
-                        "resumed_windows": done_before})
     meta.update({"complete": True, "seconds": round(elapsed, 3),
-                 "windows_per_second": round((target - done_before) / max(elapsed, 1e-9), 3),
+                 "windows_per_second": round((target - resumed) / max(elapsed, 1e-9), 3),
                  "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})
     if out_path is None:
         return Result(meta, ds, heads, layers, None)
     rundir.write_dataset(out_path / rundir.STATS_NC, ds)
     rundir.write_table(out_path / rundir.HEADS, heads)
     rundir.write_table(out_path / rundir.LAYERS, layers)
-    _concat_shares([_share_file(ckpt, s.index) for s in shares], out_path / rundir.WINDOWS)
+    ckpt.windows_to(shares, out_path / rundir.WINDOWS)
     rundir.write_json(out_path / rundir.RUN_JSON, meta)
-    shutil.rmtree(ckpt, ignore_errors=True)
+    shutil.rmtree(ckpt.path, ignore_errors=True)
     return Result(meta, ds, heads, layers, out_path)
 
 
-def _checkpoint_seconds() -> float:
-    from .analysis import CHECKPOINT_SECONDS
+def _drive(cluster: Cluster, shares: list[Share], texts: list[str], settings: Settings, total, done: set[int],
+           ckpt: Checkpoint | None, checkpoint_every: int | None, progress, target: int, resumed: int) -> int:
+    """Run every share not in ``done`` on the workers, adding each state into ``total`` as it arrives
+    and checkpointing when due; shows one progress bar. Returns the shares run more than once."""
+    from .analysis import CHECKPOINT_SECONDS, _progress
+    from .stats import CorpusStats
 
-    return CHECKPOINT_SECONDS
+    ray = cluster.ray
+    pool = ray.util.ActorPool(cluster.actors)
+    for s in shares:
+        if s.index not in done:  # texts are sliced when an idle worker takes the share
+            pool.submit(lambda actor, s: actor.run.remote(s, texts[s.first_text:s.last_text], settings), s)
+    finished, shown, since_save, last_save = resumed, resumed, 0, time.perf_counter()
+    attempts: dict[int, int] = {}
+    with _progress(progress, target, resumed) as advance:
 
+        def refresh() -> None:
+            nonlocal shown
+            reports = ray.get(cluster.tracker.snapshot.remote())
+            attempts.update({share: len(runs) for share, runs in reports.items()})
+            now = min(target, finished + sum(max(runs.values()) for share, runs in reports.items() if share not in done))
+            if now > shown:
+                advance(now - shown)
+                shown = now
 
-def _write_table(path: Path, table) -> None:
-    import pyarrow.parquet as pq
-
-    pq.write_table(table, path)
-
-
-def _concat_shares(files: list[Path], target: Path) -> None:
-    """The shares' window tables, in window order, as one parquet file (memory: one share)."""
-    import pyarrow.parquet as pq
-
-    def write(path: Path) -> None:
-        with pq.ParquetWriter(path, pq.read_schema(files[0])) as writer:
-            for f in files:
-                writer.write_table(pq.read_table(f))
-
-    rundir.atomic_write(target, write)
+        while pool.has_next():
+            try:
+                index, state, table = pool.get_next_unordered(timeout=POLL_SECONDS)
+            except TimeoutError:
+                refresh()
+                continue
+            except ray.exceptions.RayError as exc:
+                raise _worker_error(exc) from None
+            total.merge(CorpusStats.from_state_dict(state))
+            done.add(index)
+            finished += shares[index].windows
+            since_save += shares[index].windows
+            if ckpt is not None:  # in memory a run keeps no windows (as the single process)
+                ckpt.add_share(index, table)
+            refresh()
+            due = (time.perf_counter() - last_save >= CHECKPOINT_SECONDS) if checkpoint_every is None \
+                else since_save >= checkpoint_every
+            if ckpt is not None and due and pool.has_next():
+                ckpt.save(total, done)
+                since_save, last_save = 0, time.perf_counter()
+    return sum(1 for n in attempts.values() if n > 1)
