@@ -63,22 +63,26 @@ def reference(tmp_path_factory, tiny_bert_dir, corpus) -> Path:
     return out
 
 
-def assert_same_run(a: Path, b: Path) -> None:
-    """heads.parquet and stats.nc equal (counts exactly, float sums to 1e-6), windows identical."""
-    ha, hb = pd.read_parquet(a / "heads.parquet"), pd.read_parquet(b / "heads.parquet")
-    pd.testing.assert_frame_equal(ha, hb, rtol=1e-6, check_exact=False)
+def assert_same_stats(ref: Path, heads: pd.DataFrame, ds: xr.Dataset) -> None:
+    """``heads`` and ``ds`` equal the run at ``ref``: counts exactly, float sums to relative 1e-6."""
+    ha = pd.read_parquet(ref / "heads.parquet")
+    pd.testing.assert_frame_equal(ha, heads, rtol=1e-6, check_exact=False)
     ints = [c for c in ha.columns if ha[c].dtype.kind in "iu"]
-    assert ints and (ha[ints] == hb[ints]).all().all()
-    da = xr.open_dataset(a / "stats.nc", engine="h5netcdf").load()
-    db = xr.open_dataset(b / "stats.nc", engine="h5netcdf").load()
-    assert set(da.data_vars) == set(db.data_vars)
+    assert ints and (ha[ints] == heads[ints]).all().all()
+    da = xr.open_dataset(ref / "stats.nc", engine="h5netcdf").load()
+    assert set(da.data_vars) == set(ds.data_vars)
     for name in da.data_vars:
-        x, y = da[name].values, db[name].values
+        x, y = da[name].values, ds[name].values
         if x.dtype.kind in "iu":
             np.testing.assert_array_equal(x, y, err_msg=name)
         else:
             np.testing.assert_allclose(x, y, rtol=1e-6, atol=0, err_msg=name)
     assert int(da["windows"]) > 0
+
+
+def assert_same_run(a: Path, b: Path) -> None:
+    """heads.parquet and stats.nc equal (see :func:`assert_same_stats`), windows.parquet identical."""
+    assert_same_stats(a, pd.read_parquet(b / "heads.parquet"), xr.open_dataset(b / "stats.nc", engine="h5netcdf").load())
     wa, wb = pd.read_parquet(a / "windows.parquet"), pd.read_parquet(b / "windows.parquet")
     assert wa["window"].tolist() == wb["window"].tolist() == list(range(len(wa)))
     for col in ("input_ids", "attention_mask", "sentence_ids"):
@@ -128,6 +132,16 @@ def test_corpus_urls_read_like_local_paths(tmp_path, corpus):
         load_corpus_any((tmp_path / "c.parquet").as_uri(), text_column="nope")
     with pytest.raises(HeadsimError, match="cannot open corpus URL"):
         load_corpus_any("nosuchscheme://bucket/corpus.txt")
+
+
+def test_an_unreachable_cluster_is_refused_at_once():
+    from headsim.ray_engine import _check_reachable
+
+    for address in ("127.0.0.1:1", "ray://127.0.0.1:1"):
+        with pytest.raises(HeadsimError, match="cannot reach a Ray cluster"):
+            _check_reachable(address, seconds=2)
+    _check_reachable("auto")  # resolved by Ray itself
+    _check_reachable(None)
 
 
 def test_engine_ray_without_ray_is_one_line_and_exit_2(tmp_path, corpus, monkeypatch, capsys):
@@ -194,11 +208,10 @@ def test_ray_run_equals_the_single_process_run(cluster, tmp_path, reference, tin
 @on_ray
 def test_a_killed_actor_has_its_share_redone(cluster, tmp_path, reference, tiny_bert_dir, corpus):
     hook = functools.partial(_kill_own_actor_once, str(tmp_path / "killed"), [0])
-    res = analyze(_hooked(tiny_bert_dir, hook), str(corpus), out=tmp_path / "run", engine="ray", workers=2,
-                  share_windows=24, **RUN)
+    res = analyze(_hooked(tiny_bert_dir, hook), str(corpus), engine="ray", workers=2, share_windows=24, **RUN)
     assert (tmp_path / "killed").exists(), "no worker was killed"
-    assert res.meta["ray"]["shares_redone"] >= 1
-    assert_same_run(reference, tmp_path / "run")
+    assert res.meta["ray"]["shares_redone"] >= 1 and res.path is None  # a run in memory
+    assert_same_stats(reference, res.heads, res.dataset)
 
 
 @on_ray

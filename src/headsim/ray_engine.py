@@ -355,6 +355,7 @@ def _connect(ray, address: str | None) -> bool:
     the connection (and so ends it)."""
     if ray.is_initialized():
         return False
+    _check_reachable(address)
     try:
         if address is None:
             ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
@@ -364,6 +365,21 @@ def _connect(ray, address: str | None) -> bool:
         raise HeadsimError(f"cannot reach a Ray cluster at {address!r}: {str(exc).splitlines()[0]}",
                            "start one (ray start --head, ray up, KubeRay) or pass --address auto / ray://HOST:10001") from None
     return True
+
+
+def _check_reachable(address: str | None, seconds: float = 5.0) -> None:
+    """A ``HOST:PORT`` or ``ray://HOST:PORT`` address must accept a connection (Ray itself waits minutes)."""
+    import re
+    import socket
+
+    m = re.fullmatch(r"(?:ray://)?\[?([^\[\]/]+?)\]?:(\d+)", address or "")
+    if m is None:
+        return
+    try:
+        socket.create_connection((m.group(1), int(m.group(2))), timeout=seconds).close()
+    except OSError as exc:
+        raise HeadsimError(f"cannot reach a Ray cluster at {address!r}: {exc.strerror or exc}",
+                           "check the address (the head's GCS port, 6379 by default, or ray://HOST:10001) and that the cluster is up") from None
 
 
 def _share_size(requested: int | None, target: int, batch: int, workers: int) -> int:
