@@ -1,6 +1,7 @@
 #!/usr/bin/env python
 """What the Ray engine adds on one machine: ``headsim analyze`` on the same windows in one process and
-on a local Ray cluster with 1 and 2 workers, and the cluster's start-up time.
+on a local Ray cluster with 1 and 2 workers, and the cluster's start-up time (the single process
+also with one torch thread, as each 1-CPU worker runs).
 
 Every run analyses the first ``--windows`` packed windows of the same corpus with the same model and
 batch size, so the runs must agree (checked: integer statistics equal, float sums to 1e-6) and only
@@ -81,7 +82,14 @@ def main() -> None:
     runs = []
     with tempfile.TemporaryDirectory(prefix="ray-scale-") as tmp:
         tmp = Path(tmp)
-        runs.append(timed("single process", tmp / "single", **common))
+        import torch
+
+        threads = torch.get_num_threads()
+        runs.append(timed(f"single process, {threads} torch threads", tmp / "single", **common))
+        if threads > 1:  # the workers below run 1 thread each: the same for the single process
+            torch.set_num_threads(1)
+            runs.append(timed("single process, 1 torch thread", tmp / "single-1", **common))
+            torch.set_num_threads(threads)
         t = time.perf_counter()
         ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
         init_seconds = time.perf_counter() - t
@@ -95,7 +103,7 @@ def main() -> None:
             row.update(compare(tmp / "single", out))
             runs.append(row)
         ray.shutdown()
-    single = runs[0]["analysis_windows_per_second"]
+    single = runs[0]["analysis_windows_per_second"]  # the default single process
     for row in runs[1:]:
         row["analysis_rate_vs_single"] = round(row["analysis_windows_per_second"] / single, 3)
         row["end_to_end_rate_vs_single"] = round(row["end_to_end_windows_per_second"] / runs[0]["end_to_end_windows_per_second"], 3)
