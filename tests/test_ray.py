@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
+import headsim
 from headsim.analysis import analyze
 from headsim.corpus import lee_documents, load_corpus
 from headsim.corpus_uri import load_corpus_any
@@ -196,8 +197,8 @@ def _hooked(tiny_bert_dir: Path, hook) -> object:
 def test_ray_run_equals_the_single_process_run(cluster, tmp_path, reference, tiny_bert_dir, corpus):
     parquet = tmp_path / "lee.parquet"
     pd.DataFrame({"text": [d.text for d in load_corpus(corpus)]}).to_parquet(parquet)
-    res = analyze(str(tiny_bert_dir), parquet.as_uri(), out=tmp_path / "run", engine="ray", workers=2,
-                  share_windows=24, **RUN)
+    res = headsim.analyze(str(tiny_bert_dir), parquet.as_uri(), out=tmp_path / "run", engine="ray", workers=2,
+                          share_windows=24, **RUN)
     assert_same_run(reference, tmp_path / "run")
     meta = load_run(tmp_path / "run").meta
     assert meta["engine"] == "ray" and meta["ray"]["workers"] == 2 and meta["ray"]["shares"] > 2
