@@ -361,8 +361,10 @@ def _connect(ray, address: str | None) -> bool:
             ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
         else:
             ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
+    except (ImportError, ConnectionError, RuntimeError, ValueError) as exc:
+        client = isinstance(exc, ImportError) or "ray[client]" in str(exc)  # ray:// needs the client's gRPC
         raise HeadsimError(f"cannot reach a Ray cluster at {address!r}: {str(exc).splitlines()[0]}",
+                           'install the Ray client: pip install "ray[client]"' if client else
                            "start one (ray start --head, ray up, KubeRay) or pass --address auto / ray://HOST:10001") from None
     return True
 
