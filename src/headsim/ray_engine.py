@@ -536,6 +536,8 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
     out_path = Path(out) if out is not None else None
     corp = load_corpus_any(corpus, text_field=text_field, text_column=text_column)
     texts = [d.text for d in corp]
+    if out_path is not None:  # refuse another run's directory before the cluster starts
+        rundir.prepare_out_dir(out_path, resume=resume, overwrite=overwrite)
     with Cluster(address, model, device, dtype, resources, seq_len) as cluster:
         info, n = cluster.info, len(cluster.actors)
         seq_len = check_seq_len(seq_len, info["max_seq_len"])
@@ -560,7 +562,6 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
         }
         total, done, ckpt = None, set(), None
         if out_path is not None:
-            rundir.prepare_out_dir(out_path, resume=resume, overwrite=overwrite)
             ckpt = Checkpoint(out_path / rundir.CHECKPOINT)
             old = _resume_from(out_path, meta, share_windows) if resume else meta
             if old is None:
