@@ -93,9 +93,10 @@ def assert_same_run(a: Path, b: Path) -> None:
 # ------------------------------------------------------------------ no cluster needed
 
 
-@pytest.mark.parametrize("seq_len,windows,share,batch", [(32, None, 24, 8), (32, 37, 16, 4), (16, None, 9, 3)])
+@pytest.mark.parametrize("seq_len,windows,share,batch", [(32, None, 24, 8), (32, 37, 16, 4), (16, None, 9, 3),
+                                                          (32, 250, 248, 8)])  # a share over more than TOKENIZE_TEXTS texts
 def test_shares_give_exactly_the_single_process_windows(tokenizer, seq_len, windows, share, batch):
-    texts = [d.text for d in lee_documents()[:12]]
+    texts = [d.text for d in lee_documents()[:40]]  # more than one block of TOKENIZE_TEXTS
     whole = list(iter_windows(texts, tokenizer, seq_len, pack=True, batch_windows=batch, token_strings=False))
     target = sum(len(w) for w in whole) if windows is None else windows
     shares = plan_shares(np.asarray(token_counts(tokenizer, texts)), seq_len, target, share)

@@ -46,6 +46,7 @@ COUNT_CHARS = 1 << 20  # characters of text per token-counting call
 MAX_SHARE_BATCHES = 64  # a share's state and windows travel to the driver once per share
 STATE = "ray-state.npz"  # in checkpoint/: the finished shares' summed state and their numbers
 POLL_SECONDS = 0.5
+TOKENIZE_TEXTS = 32  # texts tokenised and sentence-split together inside a share
 
 
 def import_ray():
@@ -122,7 +123,9 @@ def share_batches(texts: list[str], share: Share, tokenizer, seq_len: int, batch
     corpus texts ``[first_text, last_text)``."""
     from .windows import _assemble, _chunks, tokenize
 
-    streams = tokenize(texts, tokenizer, first_index=share.first_text, sentence_splitter=sentence_splitter)
+    streams = (s for i in range(0, len(texts), TOKENIZE_TEXTS)  # a few texts at a time: the model starts early
+               for s in tokenize(texts[i:i + TOKENIZE_TEXTS], tokenizer, first_index=share.first_text + i,
+                                 sentence_splitter=sentence_splitter))
     batch: list = []
     made = 0
     for window in _chunks(_clip(streams, share.skip, share.tokens), seq_len - 2, pack=True):
