@@ -18,6 +18,7 @@ except PackageNotFoundError:  # pragma: no cover
 _LAZY = {
     "HeadsimError": "headsim.errors",
     "load_model": "headsim.models",
+    "analyze": "headsim.analysis",
     "LoadedModel": "headsim.models",
     "extract": "headsim.extraction",
     "Extraction": "headsim.extraction",

@@ -306,6 +306,11 @@ def analyze(
     workers: int | None = None,
     fused: bool = False,
     progress: bool | Callable[[int, int], None] = True,
+    engine: str = "local",
+    address: str | None = None,
+    gpus_per_worker: float = 0.0,
+    cpus_per_worker: float = 1.0,
+    share_windows: int | None = None,
 ) -> Result:
     """Corpus statistics of every head (paper Figs 2, 3, 6–8, 10–13).
 
@@ -327,7 +332,11 @@ def analyze(
             same counts, sums to float rounding; the first batch pays the compilation).
         workers: windowing processes, 0 for a thread (:func:`default_workers` when ``None``); results do not depend on it.
         progress: show a progress bar (or a callback ``(done, total)``).
+        engine: ``"local"`` (this process) or ``"ray"`` (a Ray cluster, :mod:`headsim.ray_engine`, which
+            documents ``address``, ``gpus_per_worker``, ``cpus_per_worker``, ``share_windows`` and
+            ``workers`` there); the same results either way.
     """
+    params = dict(locals())  # for another engine, after the checks below
     threshold = check_threshold(threshold)
     require(isinstance(top_k_columns, int) and top_k_columns >= 0, f"top_k_columns {top_k_columns!r} must be ≥ 0",
             "pass a small non-negative integer (e.g. 3)")
@@ -349,6 +358,9 @@ def analyze(
             windows = stored.get("windows") if windows is None else windows
             batch_size = stored.get("batch_size") if batch_size is None else batch_size
             dtype = stored.get("dtype") if dtype is None else dtype
+    if engine != "local":
+        from .ray_engine import run_engine
+        return run_engine(**params)
     loaded = as_loaded(model, device=device, dtype=dtype)
     seq_len = check_seq_len(seq_len, loaded.max_seq_len)
     corp = corpus if isinstance(corpus, Corpus) else load_corpus(corpus, text_field=text_field, text_column=text_column)

@@ -50,7 +50,12 @@ def analyze(
     text_column: str = typer.Option("text", "--text-column", help="Column holding the text in a .parquet corpus."),
     sentences: str = typer.Option("pysbd", "--sentences", help="Sentence splitter for sentence ids: pysbd, punkt (fast) or newline."),
     fused: bool = typer.Option(False, "--fused/--eager", help="Compile each step's T×T work with torch.compile (same counts; pays off on long runs and GPUs)."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Processes that tokenize and split sentences; 0 = in-process thread (default: automatic)."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Processes that tokenize and split sentences; 0 = in-process thread (default: automatic). With --engine ray: Ray workers, one model copy each (default: one per CPU/GPU of the cluster)."),
+    engine: str = typer.Option("local", "--engine", help="local (this process) or ray (a Ray cluster; pip install \"headsim[ray]\"). Same results."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster: auto, ray://HOST:10001 (default: start a local one)."),
+    gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="GPUs each Ray worker reserves."),
+    cpus_per_worker: float = typer.Option(1.0, "--cpus-per-worker", help="CPUs each Ray worker reserves (and its torch threads)."),
+    share_windows: Optional[int] = typer.Option(None, "--share-windows", help="Windows per Ray work unit, whole batches (default: about 4 per worker)."),
 ) -> None:
     """Corpus statistics of every head (Figs 2, 3, 6–8, 10–13) into a run directory."""
     from ..analysis import analyze as run_analysis
@@ -67,7 +72,8 @@ def analyze(
                               top_k_columns=top_k_columns, batch_size=batch_size, checkpoint_every=checkpoint_every,
                               resume=resume, overwrite=overwrite, allow_fewer=allow_fewer, device=device, dtype=dtype,
                               text_field=text_field, text_column=text_column, sentence_splitter=sentences,
-                              workers=workers, fused=fused)
+                              workers=workers, fused=fused, engine=engine, address=address, gpus_per_worker=gpus_per_worker,
+                              cpus_per_worker=cpus_per_worker, share_windows=share_windows)
     for w in caught:
         if issubclass(w.category, UserWarning):
             err_console.print(f"[yellow]warning:[/] {w.message}", highlight=False)

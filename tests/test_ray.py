@@ -1,0 +1,251 @@
+"""`headsim analyze --engine ray`: shares cut like the single process's windows, corpus URLs, and on a
+local Ray cluster the same run directory as the single process, through a killed actor, a worker's
+exception and a killed driver."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+import headsim
+from headsim.analysis import analyze
+from headsim.corpus import lee_documents, load_corpus
+from headsim.corpus_uri import load_corpus_any
+from headsim.errors import HeadsimError
+from headsim.models import from_pretrained_objects, load_model
+from headsim.ray_engine import STATE, plan_shares, share_batches
+from headsim.rundir import load_run
+from headsim.windows import iter_windows, token_counts
+
+
+
+def on_ray(test):
+    """A test on the local cluster: marked ``ray`` and ``slow`` (both run in CI)."""
+    return pytest.mark.slow(pytest.mark.ray(test))
+
+RUN = dict(seq_len=32, batch_size=8, progress=False)  # with share_windows=24: 13 shares of 3 batches
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """A local Ray cluster of 2 CPUs for the session; its GCS address."""
+    ray = pytest.importorskip("ray")
+    # the machine is shared: Ray's memory monitor must not kill workers for other processes' memory
+    os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray.get_runtime_context().gcs_address
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("ray-corpus") / "lee.txt"
+    path.write_text("\n\n".join(d.text for d in lee_documents()[:40]), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, tiny_bert_dir, corpus) -> Path:
+    """The single-process run the Ray runs must equal."""
+    out = tmp_path_factory.mktemp("ray-ref") / "run"
+    analyze(str(tiny_bert_dir), str(corpus), out=out, **RUN)
+    return out
+
+
+def assert_same_stats(ref: Path, heads: pd.DataFrame, ds: xr.Dataset) -> None:
+    """``heads`` and ``ds`` equal the run at ``ref``: counts exactly, float sums to relative 1e-6."""
+    ha = pd.read_parquet(ref / "heads.parquet")
+    pd.testing.assert_frame_equal(ha, heads, rtol=1e-6, check_exact=False)
+    ints = [c for c in ha.columns if ha[c].dtype.kind in "iu"]
+    assert ints and (ha[ints] == heads[ints]).all().all()
+    da = xr.open_dataset(ref / "stats.nc", engine="h5netcdf").load()
+    assert set(da.data_vars) == set(ds.data_vars)
+    for name in da.data_vars:
+        x, y = da[name].values, ds[name].values
+        if x.dtype.kind in "iu":
+            np.testing.assert_array_equal(x, y, err_msg=name)
+        else:
+            np.testing.assert_allclose(x, y, rtol=1e-6, atol=0, err_msg=name)
+    assert int(da["windows"]) > 0
+
+
+def assert_same_run(a: Path, b: Path) -> None:
+    """heads.parquet and stats.nc equal (see :func:`assert_same_stats`), windows.parquet identical."""
+    assert_same_stats(a, pd.read_parquet(b / "heads.parquet"), xr.open_dataset(b / "stats.nc", engine="h5netcdf").load())
+    wa, wb = pd.read_parquet(a / "windows.parquet"), pd.read_parquet(b / "windows.parquet")
+    assert wa["window"].tolist() == wb["window"].tolist() == list(range(len(wa)))
+    for col in ("input_ids", "attention_mask", "sentence_ids"):
+        assert wa[col].map(list).tolist() == wb[col].map(list).tolist(), col
+
+
+# ------------------------------------------------------------------ no cluster needed
+
+
+@pytest.mark.parametrize("seq_len,windows,share,batch", [(32, None, 24, 8), (32, 37, 16, 4), (16, None, 9, 3),
+                                                          (32, 250, 248, 8)])  # a share over more than TOKENIZE_TEXTS texts
+def test_shares_give_exactly_the_single_process_windows(tokenizer, seq_len, windows, share, batch):
+    texts = [d.text for d in lee_documents()[:40]]  # more than one block of TOKENIZE_TEXTS
+    whole = list(iter_windows(texts, tokenizer, seq_len, pack=True, batch_windows=batch, token_strings=False))
+    target = sum(len(w) for w in whole) if windows is None else windows
+    shares = plan_shares(np.asarray(token_counts(tokenizer, texts)), seq_len, target, share)
+    assert [s.start for s in shares] == list(range(0, target, share)) and shares[-1].stop == target
+    assert any(s.skip > 0 for s in shares), "no share starts inside a text: the test would not test that"
+    got = [w for s in shares
+           for w in share_batches(texts[s.first_text:s.last_text], s, tokenizer, seq_len, batch, "pysbd")]
+    # same batches as the single process (shares are whole batches), same windows
+    expect = [w.select(slice(0, max(0, min(len(w), target - i * batch)))) for i, w in enumerate(whole)]
+    expect = [w for w in expect if len(w)]
+    assert [len(w) for w in got] == [len(w) for w in expect]
+    for g, e in zip(got, expect):
+        for name in ("input_ids", "attention_mask", "offsets", "sentence_ids"):
+            np.testing.assert_array_equal(getattr(g, name), getattr(e, name), err_msg=name)
+
+
+def test_corpus_urls_read_like_local_paths(tmp_path, corpus):
+    docs = lee_documents()[:5]
+    (tmp_path / "c.jsonl").write_text("\n".join(f'{{"body": {json.dumps(d.text)}}}' for d in docs))
+    pd.DataFrame({"t": [d.text for d in docs]}).to_parquet(tmp_path / "c.parquet")
+    (tmp_path / "dir").mkdir()
+    for i, d in enumerate(docs):
+        (tmp_path / "dir" / f"{i}.txt").write_text(d.text)
+    (tmp_path / "dir" / "skip.md").write_text("not a corpus file")
+    for local, kw in ((corpus, {}), (tmp_path / "c.jsonl", {"text_field": "body"}),
+                      (tmp_path / "c.parquet", {"text_column": "t"}), (tmp_path / "dir", {})):
+        want = load_corpus(local, **kw)
+        got = load_corpus_any(local.as_uri(), **kw)
+        assert got.name == local.as_uri() and got.sha256 == want.sha256 and len(got) == len(want) > 0
+        assert [d.doc_id for d in got] == [d.doc_id for d in want]
+        assert all(d.source.startswith(local.as_uri()) for d in got)
+    with pytest.raises(HeadsimError, match="does not exist"):
+        load_corpus_any((tmp_path / "missing.txt").as_uri())
+    with pytest.raises(HeadsimError, match="no column 'nope'"):  # the reader's error names the URL
+        load_corpus_any((tmp_path / "c.parquet").as_uri(), text_column="nope")
+    with pytest.raises(HeadsimError, match="cannot open corpus URL"):
+        load_corpus_any("nosuchscheme://bucket/corpus.txt")
+
+
+def test_an_unreachable_cluster_is_refused_at_once():
+    from headsim.ray_engine import _check_reachable
+
+    for address in ("127.0.0.1:1", "ray://127.0.0.1:1"):
+        with pytest.raises(HeadsimError, match="cannot reach a Ray cluster"):
+            _check_reachable(address, seconds=2)
+    _check_reachable("auto")  # resolved by Ray itself
+    _check_reachable(None)
+
+
+def test_engine_ray_without_ray_is_one_line_and_exit_2(tmp_path, corpus, monkeypatch, capsys):
+    from headsim.cli.app import run_app
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now fails as if not installed
+    code = run_app(["analyze", "--engine", "ray", "--corpus", str(corpus), "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and 'pip install "headsim[ray]"' in err
+    assert not (tmp_path / "run").exists()
+
+
+# ------------------------------------------------------------------ on a local cluster
+
+
+def _in_actor() -> bool:
+    import ray
+
+    return ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None
+
+
+def _kill_own_actor_once(marker: str, calls: list, module, args) -> None:
+    """Forward pre-hook: in the second batch of the first worker to get here, ray.kill that worker."""
+    import ray
+
+    if not _in_actor():
+        return
+    calls[0] += 1
+    if calls[0] == 2 and not os.path.exists(marker):
+        Path(marker).touch()
+        ray.kill(ray.get_runtime_context().current_actor, no_restart=False)
+        time.sleep(60)  # dies here
+
+
+def _fail(module, args) -> None:
+    if _in_actor():
+        raise RuntimeError("poisoned batch\nsecond line of the worker's message")
+
+
+def _hooked(tiny_bert_dir: Path, hook) -> object:
+    """A copy of the tiny model with ``hook`` before its forward, shipped to the workers by value."""
+    import ray.cloudpickle
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    loaded = load_model(str(tiny_bert_dir))
+    model = copy.deepcopy(loaded.model)
+    model.register_forward_pre_hook(hook)
+    return from_pretrained_objects(model, loaded.tokenizer, name="tiny-hooked")
+
+
+@on_ray
+def test_ray_run_equals_the_single_process_run(cluster, tmp_path, reference, tiny_bert_dir, corpus):
+    parquet = tmp_path / "lee.parquet"
+    pd.DataFrame({"text": [d.text for d in load_corpus(corpus)]}).to_parquet(parquet)
+    res = headsim.analyze(str(tiny_bert_dir), parquet.as_uri(), out=tmp_path / "run", engine="ray", workers=2,
+                          share_windows=24, **RUN)
+    assert_same_run(reference, tmp_path / "run")
+    meta = load_run(tmp_path / "run").meta
+    assert meta["engine"] == "ray" and meta["ray"]["workers"] == 2 and meta["ray"]["shares"] > 2
+    assert meta["windows"] == res.meta["windows"] == load_run(reference).meta["windows"]
+    assert not (tmp_path / "run" / "checkpoint").exists()
+
+
+@on_ray
+def test_a_killed_actor_has_its_share_redone(cluster, tmp_path, reference, tiny_bert_dir, corpus):
+    hook = functools.partial(_kill_own_actor_once, str(tmp_path / "killed"), [0])
+    res = analyze(_hooked(tiny_bert_dir, hook), str(corpus), engine="ray", workers=2, share_windows=24, **RUN)
+    assert (tmp_path / "killed").exists(), "no worker was killed"
+    assert res.meta["ray"]["shares_redone"] >= 1 and res.path is None  # a run in memory
+    assert_same_stats(reference, res.heads, res.dataset)
+
+
+@on_ray
+def test_a_worker_exception_stops_the_run_in_one_line(cluster, tmp_path, tiny_bert_dir, corpus):
+    with pytest.raises(HeadsimError) as caught:
+        analyze(_hooked(tiny_bert_dir, _fail), str(corpus), out=tmp_path / "run", engine="ray", workers=1,
+                share_windows=24, **RUN)
+    message = str(caught.value)
+    assert "RuntimeError: poisoned batch" in message and "\n" not in message
+    assert not (tmp_path / "run" / "heads.parquet").exists() and not (tmp_path / "run" / "stats.nc").exists()
+    with pytest.raises(HeadsimError, match="not finished"):
+        load_run(tmp_path / "run")
+
+
+@on_ray
+def test_a_killed_driver_resumes_from_its_checkpointed_shares(cluster, tmp_path, reference, tiny_bert_dir, corpus):
+    out = tmp_path / "run"
+    args = ["analyze", "--engine", "ray", "--address", cluster, "--workers", "2", "--share-windows", "8",
+            "--checkpoint-every", "1", "--model", str(tiny_bert_dir), "--corpus", str(corpus), "--seq-len", "32",
+            "--batch-size", "8", "--out", str(out)]
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    proc = subprocess.Popen([sys.executable, "-m", "headsim.cli", *args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    state = out / "checkpoint" / STATE
+    deadline = time.time() + 120
+    while not state.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (out / "heads.parquet").exists()
+    res = analyze(str(tiny_bert_dir), str(corpus), out=out, resume=True, engine="ray", workers=2, share_windows=8,
+                  checkpoint_every=1, **RUN)
+    assert 8 <= res.meta["ray"]["resumed_windows"] < res.meta["windows"]
+    assert_same_run(reference, out)
