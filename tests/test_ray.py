@@ -25,9 +25,9 @@ from headsim.corpus import lee_documents, load_corpus
 from headsim.corpus_uri import load_corpus_any
 from headsim.errors import HeadsimError
 from headsim.models import from_pretrained_objects, load_model
-from headsim.ray_engine import STATE, plan_shares, share_batches
-from headsim.rundir import load_run
-from headsim.windows import iter_windows, token_counts
+from headsim.ray_engine import plan_shares, share_batches
+from headsim.rundir import CHECKPOINT, MANIFEST, load_run
+from headsim.windows import Framing, iter_windows, token_counts
 
 
 
@@ -90,6 +90,16 @@ def assert_same_run(a: Path, b: Path) -> None:
         assert wa[col].map(list).tolist() == wb[col].map(list).tolist(), col
 
 
+def assert_same_meta(local: Path, ray: Path, *same: str) -> None:
+    """run.json of a Ray run has the local run's keys and ``ray``, and the same values at ``same``."""
+    a, b = load_run(local).meta, load_run(ray).meta
+    assert set(a) ^ set(b) == {"ray"} and (a["engine"], b["engine"]) == ("local", "ray")
+    assert set(a["files"]) == set(b["files"])
+    for key in ("model", "windows", "seq_len", "threshold", "top_k_columns", "batch_size", "dtype", "sentence_splitter",
+                "fused", "attention", "statistics_backend", *same):
+        assert a[key] == b[key], key
+
+
 # ------------------------------------------------------------------ no cluster needed
 
 
@@ -99,11 +109,12 @@ def test_shares_give_exactly_the_single_process_windows(tokenizer, seq_len, wind
     texts = [d.text for d in lee_documents()[:40]]  # more than one block of TOKENIZE_TEXTS
     whole = list(iter_windows(texts, tokenizer, seq_len, pack=True, batch_windows=batch, token_strings=False))
     target = sum(len(w) for w in whole) if windows is None else windows
-    shares = plan_shares(np.asarray(token_counts(tokenizer, texts)), seq_len, target, share)
+    framing = Framing.of_tokenizer(tokenizer)
+    shares = plan_shares(np.asarray(token_counts(tokenizer, texts)), framing.content(seq_len), target, share)
     assert [s.start for s in shares] == list(range(0, target, share)) and shares[-1].stop == target
     assert any(s.skip > 0 for s in shares), "no share starts inside a text: the test would not test that"
     got = [w for s in shares
-           for w in share_batches(texts[s.first_text:s.last_text], s, tokenizer, seq_len, batch, "pysbd")]
+           for w in share_batches(texts[s.first_text:s.last_text], s, tokenizer, seq_len, batch, "pysbd", framing)]
     # same batches as the single process (shares are whole batches), same windows
     expect = [w.select(slice(0, max(0, min(len(w), target - i * batch)))) for i, w in enumerate(whole)]
     expect = [w for w in expect if len(w)]
@@ -201,6 +212,7 @@ def test_ray_run_equals_the_single_process_run(cluster, tmp_path, reference, tin
     res = headsim.analyze(str(tiny_bert_dir), parquet.as_uri(), out=tmp_path / "run", engine="ray", workers=2,
                           share_windows=24, **RUN)
     assert_same_run(reference, tmp_path / "run")
+    assert_same_meta(reference, tmp_path / "run")
     meta = load_run(tmp_path / "run").meta
     assert meta["engine"] == "ray" and meta["ray"]["workers"] == 2 and meta["ray"]["shares"] > 2
     assert meta["windows"] == res.meta["windows"] == load_run(reference).meta["windows"]
@@ -237,7 +249,7 @@ def test_a_killed_driver_resumes_from_its_checkpointed_shares(cluster, tmp_path,
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     proc = subprocess.Popen([sys.executable, "-m", "headsim.cli", *args], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    state = out / "checkpoint" / STATE
+    state = out / CHECKPOINT / MANIFEST
     deadline = time.time() + 120
     while not state.exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.01)
@@ -245,7 +257,31 @@ def test_a_killed_driver_resumes_from_its_checkpointed_shares(cluster, tmp_path,
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (out / "heads.parquet").exists()
+    with pytest.raises(HeadsimError, match="started with --engine ray") as caught:  # its checkpoint is the Ray engine's
+        analyze(str(tiny_bert_dir), str(corpus), out=out, resume=True, **RUN)
+    assert "--engine ray" in caught.value.fix and "\n" not in str(caught.value)
     res = analyze(str(tiny_bert_dir), str(corpus), out=out, resume=True, engine="ray", workers=2, share_windows=8,
                   checkpoint_every=1, **RUN)
     assert 8 <= res.meta["ray"]["resumed_windows"] < res.meta["windows"]
     assert_same_run(reference, out)
+
+
+@on_ray
+def test_a_decoder_family_on_ray_equals_the_single_process_run(cluster, tmp_path, tokenizer, corpus):
+    """A tiny random Llama (BOS framing: content is seq_len - 1): same windows, statistics and run.json."""
+    from headsim.model.verify import tiny_model
+
+    tok = copy.deepcopy(tokenizer)
+    tok.bos_token = tok.cls_token
+    model, _ = tiny_model("llama", vocab_size=len(tok))
+    loaded = from_pretrained_objects(model, tok, name="tiny-llama")
+    assert (loaded.framing.open, loaded.framing.close) == (tok.cls_token_id, None)
+    analyze(loaded, str(corpus), out=tmp_path / "local", windows=40, **RUN)
+    analyze(loaded, str(corpus), out=tmp_path / "ray", windows=40, engine="ray", workers=2, share_windows=16, **RUN)
+    assert_same_run(tmp_path / "local", tmp_path / "ray")
+    assert_same_meta(tmp_path / "local", tmp_path / "ray", "config")
+    local, ray = load_run(tmp_path / "local").meta["corpus"], load_run(tmp_path / "ray").meta["corpus"]
+    assert local["tokens"] is None and ray["tokens"] > 0  # with --windows the single process counts only what it needs
+    assert {k: v for k, v in local.items() if v is not None} == {k: ray[k] for k in local if local[k] is not None}
+    ids = pd.read_parquet(tmp_path / "ray" / "windows.parquet")["input_ids"].map(list)
+    assert all(row[0] == tok.cls_token_id and tok.sep_token_id not in row for row in ids)

@@ -350,17 +350,21 @@ def analyze(
     if workers is not None:
         check_workers(workers)
     out_path = Path(out) if out is not None else None
+    stored_meta = None
     if out_path is not None:
         run_dir = rundir.RunDir(out_path)
         run_dir.check_target(resume=resume, overwrite=overwrite)  # before the slow model load
         if resume:  # what the call leaves open is the run's own setting
-            stored = run_dir.read_meta().get("config") or {}
+            stored_meta = run_dir.read_meta()
+            stored = stored_meta.get("config") or {}
             windows = stored.get("windows") if windows is None else windows
             batch_size = stored.get("batch_size") if batch_size is None else batch_size
             dtype = stored.get("dtype") if dtype is None else dtype
+    if resume and out_path is not None:
+        check_engine(stored_meta, engine, out_path)
     if engine != "local":
         from .ray_engine import run_engine
-        return run_engine(**params)
+        return run_engine(**dict(params, windows=windows, batch_size=batch_size, dtype=dtype))
     loaded = as_loaded(model, device=device, dtype=dtype)
     seq_len = check_seq_len(seq_len, loaded.max_seq_len)
     corp = corpus if isinstance(corpus, Corpus) else load_corpus(corpus, text_field=text_field, text_column=text_column)
@@ -370,14 +374,7 @@ def analyze(
     specials = loaded.framing.specials
     count = count_windows(corp, loaded.tokenizer, seq_len, enough=None if windows is None or not allow_fewer else 1,
                           specials=specials)
-    require(count.tokens >= seq_len - specials, f"corpus {corp.name!r} has {count.tokens} tokens, less than one window of {seq_len}",
-            "use a larger corpus or a smaller --seq-len")
-    target = count.windows if windows is None else windows
-    if count.complete and target > count.windows:
-        require(allow_fewer, f"{target} windows asked for but corpus {corp.name!r} gives only {count.windows} windows of {seq_len} tokens",
-                "pass --windows at most that, or --allow-fewer to analyse all of them")
-        _warn_fewer(corp, count.windows)
-        target = count.windows
+    target = window_target(corp, count, windows, seq_len, specials, allow_fewer)
     bs = int(batch_size) if batch_size is not None else default_batch_size(loaded, seq_len)
     config = AnalysisConfig(loaded.source, corp.sha256, target, seq_len, threshold, top_k_columns, bs,
                             str(loaded.dtype).replace("torch.", ""), sentence_splitter)
@@ -386,38 +383,97 @@ def analyze(
         return CorpusStats(loaded.n_layers, loaded.n_heads, seq_len, threshold=threshold,
                            top_k_columns=top_k_columns, device=loaded.device, fused=fused)
 
-    meta = {
-        "model": loaded.describe(), "corpus": {"name": corp.name, "sha256": corp.sha256, "documents": len(corp),
-                                               "tokens": count.tokens if count.complete else None,
-                                               "windows_available": count.windows if count.complete else None},
-        "windows": target, "seq_len": seq_len, "threshold": threshold, "top_k_columns": top_k_columns,
-        "batch_size": bs, "dtype": config.dtype, "device": str(loaded.device), "sentence_splitter": sentence_splitter,
-        "fused": bool(fused), "versions": rundir.package_versions(), "git_commit": rundir.git_commit(),
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "complete": False,
-        "config": asdict(config),
-    }
-    if not isinstance(corpus, Corpus):
-        meta["corpus"]["spec"] = str(corpus)  # what --resume passes again
+    meta = new_meta(loaded.describe(), corp, corpus, count, config, device=str(loaded.device), fused=fused)
     plan = _Plan(loaded, corp, fresh, target, bs, checkpoint_every, workers, sentence_splitter, seq_len,
                  threshold, progress)
     if out_path is None:
         return _execute(plan, meta, None)
     with rundir.RunDir(out_path).writer(resume=resume, overwrite=overwrite) as run_dir:
-        if resume:
-            old = run_dir.read_meta()
-            changed = _changed_settings(old.get("config") or {}, asdict(config))
-            if old.get("complete"):
-                require(not changed, f"--resume: {str(out_path)!r} already holds a finished run made with other settings "
-                        f"({_describe_changes(changed)})", "pass --overwrite to replace it, or another --out")
-                warnings.warn(f"{str(out_path)!r} already holds this run, finished: nothing to do", stacklevel=2)
-                return _load_result(out_path)
-            require(not changed, f"--resume refused: {str(out_path)!r} was started with other settings "
-                    f"({_describe_changes(changed)})",
-                    f"pass the run's own settings ({_resume_flags(changed, old)}), or --overwrite to start again")
-            meta = old
-        meta["run_id"] = run_dir.run_id
-        rundir.write_json(out_path / rundir.RUN_JSON, meta)
+        meta = start_run(run_dir, meta, resume=resume)
+        if meta is None:
+            return load_result(out_path)
         return _execute(plan, meta, run_dir)
+
+
+def window_target(corp: Corpus, count: CorpusCount, windows: int | None, seq_len: int, specials: int,
+                  allow_fewer: bool) -> int:
+    """Windows to analyse: ``windows``, or all the corpus gives (also when it gives fewer and
+    ``allow_fewer``, with a warning); refuses a corpus shorter than one window."""
+    require(count.tokens >= seq_len - specials, f"corpus {corp.name!r} has {count.tokens} tokens, less than one window of {seq_len}",
+            "use a larger corpus or a smaller --seq-len")
+    target = count.windows if windows is None else windows
+    if count.complete and target > count.windows:
+        require(allow_fewer, f"{target} windows asked for but corpus {corp.name!r} gives only {count.windows} windows of {seq_len} tokens",
+                "pass --windows at most that, or --allow-fewer to analyse all of them")
+        _warn_fewer(corp, count.windows)
+        target = count.windows
+    return target
+
+
+def new_meta(model: dict, corp: Corpus, spec: object, count: CorpusCount, config: AnalysisConfig, *, device: str,
+             fused: bool, engine: str = "local") -> dict:
+    """``run.json`` of a run about to start (``complete: false``); ``spec``: the corpus as given."""
+    meta = {
+        "model": model, "corpus": {"name": corp.name, "sha256": corp.sha256, "documents": len(corp),
+                                   "tokens": count.tokens if count.complete else None,
+                                   "windows_available": count.windows if count.complete else None},
+        "windows": config.windows, "seq_len": config.seq_len, "threshold": config.threshold,
+        "top_k_columns": config.top_k_columns, "batch_size": config.batch_size, "dtype": config.dtype, "device": device,
+        "sentence_splitter": config.sentence_splitter, "fused": bool(fused), "versions": rundir.package_versions(),
+        "git_commit": rundir.git_commit(), "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "complete": False, "config": asdict(config), "engine": engine,
+    }
+    if not isinstance(spec, Corpus):
+        meta["corpus"]["spec"] = str(spec)  # what --resume passes again
+    return meta
+
+
+def check_engine(old: dict | None, engine: str, out_path: Path) -> None:
+    """Refuse to resume an unfinished run on another engine than it was started on (its checkpoint
+    is that engine's); a finished run is only read back."""
+    was = (old or {}).get("engine", "local")
+    if (old or {}).get("complete") or was == engine:
+        return
+    flag = "" if was == "local" else f" --engine {was}"
+    raise HeadsimError(f"--resume refused: {str(out_path)!r} was started with --engine {was}, not --engine {engine}",
+                       f"resume it on its own engine: headsim analyze --out {out_path} --resume{flag}")
+
+
+def start_run(run_dir: rundir.RunDir, meta: dict, *, resume: bool) -> dict | None:
+    """Inside :meth:`RunDir.writer`: check a run to resume against ``meta`` and write ``run.json``;
+    the meta to run with (a resumed run keeps its own), or ``None`` when the run is finished already."""
+    if resume:
+        old = run_dir.read_meta()
+        changed = _changed_settings(old.get("config") or {}, meta["config"])
+        if old.get("complete"):
+            require(not changed, f"--resume: {str(run_dir.path)!r} already holds a finished run made with other settings "
+                    f"({_describe_changes(changed)})", "pass --overwrite to replace it, or another --out")
+            warnings.warn(f"{str(run_dir.path)!r} already holds this run, finished: nothing to do", stacklevel=3)
+            return None
+        check_engine(old, meta.get("engine", "local"), run_dir.path)
+        require(not changed, f"--resume refused: {str(run_dir.path)!r} was started with other settings "
+                f"({_describe_changes(changed)})",
+                f"pass the run's own settings ({_resume_flags(changed, old)}), or --overwrite to start again")
+        meta = old
+    meta["run_id"] = run_dir.run_id
+    rundir.write_json(run_dir.path / rundir.RUN_JSON, meta)
+    return meta
+
+
+def finish_run(meta: dict, stats: CorpusStats, names: tuple[str, str], elapsed: float, processed: int,
+               run_dir: rundir.RunDir | None, parts: list) -> Result:
+    """The statistics' dataset and tables, ``meta`` completed (``processed``: windows analysed in
+    ``elapsed`` seconds by this call), committed into ``run_dir`` with the window ``parts`` not yet
+    checkpointed (or kept in memory without one). ``names``: the model's and the corpus's."""
+    ds = stats.to_dataset()
+    ds.attrs.update({"model": names[0], "corpus": names[1]})
+    heads, layers = heads_table(ds), layers_table(ds)
+    meta.update({"complete": True, "seconds": round(elapsed, 3), "windows_per_second": round(processed / max(elapsed, 1e-9), 3),
+                 "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    if run_dir is None:
+        return Result(meta, ds, heads, layers, None)
+    meta = run_dir.commit(meta, ds, heads, layers, parts)
+    return Result(meta, ds, heads, layers, run_dir.path)
 
 
 @dataclass(frozen=True)
@@ -521,16 +577,8 @@ def _execute(plan: _Plan, meta: dict, run_dir: rundir.RunDir | None) -> Result:
                                          "windows": len(first)}
         except HeadsimError as exc:  # a model built in memory has no fp32 twin to load
             meta["agreement_vs_fp32"] = {"not_measured": exc.problem}
-    ds = engine.stats.to_dataset()
-    ds.attrs.update({"model": loaded.name, "corpus": corp.name})
-    heads, layers = heads_table(ds), layers_table(ds)
     meta["statistics_backend"] = engine.backend_record()
-    meta.update({"complete": True, "seconds": round(elapsed, 3), "windows_per_second": round((position - done) / max(elapsed, 1e-9), 3),
-                 "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})
-    if run_dir is None:
-        return Result(meta, ds, heads, layers, None)
-    meta = run_dir.commit(meta, ds, heads, layers, parts)
-    return Result(meta, ds, heads, layers, run_dir.path)
+    return finish_run(meta, engine.stats, (loaded.name, corp.name), elapsed, position - done, run_dir, parts)
 
 
 def _stopped(signum: int, position: int, target: int, run_dir: rundir.RunDir | None) -> Interrupted:
@@ -547,7 +595,7 @@ def _warn_fewer(corpus: Corpus, windows: int) -> None:
     warnings.warn(f"corpus {corpus.name!r} gives only {windows} windows; analysing all of them", stacklevel=3)
 
 
-def _load_result(path: Path) -> Result:
+def load_result(path: Path) -> Result:
     run = rundir.load_run(path)
     return Result(run.meta, run.dataset, run.heads, run.layers, path)
 

@@ -12,8 +12,12 @@ Plan → shares → exact merge:
    as the single process through :class:`headsim.analysis.Engine` into a zeroed
    :class:`~headsim.stats.CorpusStats` and returns its state and the share's ``windows.parquet`` rows.
 4. The driver adds the states (:meth:`CorpusStats.merge`: counts exact, float sums equal to a
-   single-process run's up to addition order) and writes the same run directory. A checkpoint holds
-   the sum of the shares finished so far and their numbers; ``resume`` runs only the others.
+   single-process run's up to addition order) and writes the same run directory through
+   :class:`headsim.rundir.RunDir` and the single process's own steps (:func:`headsim.analysis.start_run`,
+   :func:`~headsim.analysis.finish_run`): marker, a lock the driver holds for the whole run, a
+   checksummed checkpoint manifest, the atomic final commit. A checkpoint holds the sum of the shares
+   finished so far and each one's windows as a part from its first window; ``resume`` runs only the
+   shares the verified parts do not hold.
 
 An actor that dies is restarted by Ray and its share runs again (``max_restarts`` and
 ``max_task_retries``: :data:`RESTARTS`); an exception inside a worker stops the run with the
@@ -23,28 +27,24 @@ worker's error, leaving the run directory unfinished (resumable).
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 import uuid
-import warnings
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import closing
-from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from . import rundir
 from .errors import HeadsimError, require
-from .windows import TokenStream, Windows
+from .windows import Framing, Windows
 
 INSTALL = 'pip install "headsim[ray]"'
 ENGINES = ("local", "ray")
 RESTARTS = 3  # restarts of a dead actor (and retries of its share) before the run stops
 COUNT_CHARS = 1 << 20  # characters of text per token-counting call
 MAX_SHARE_BATCHES = 64  # a share's state and windows travel to the driver once per share
-STATE = "ray-state.npz"  # in checkpoint/: the finished shares' summed state and their numbers
 POLL_SECONDS = 0.5
 TOKENIZE_TEXTS = 32  # texts tokenised and sentence-split together inside a share
 
@@ -82,10 +82,10 @@ class Share:
         return self.stop - self.start
 
 
-def plan_shares(counts: np.ndarray, seq_len: int, windows: int, share_windows: int) -> list[Share]:
-    """Cut the first ``windows`` packed windows of texts with ``counts`` tokens into shares of
-    ``share_windows`` (the last may be shorter)."""
-    content = seq_len - 2
+def plan_shares(counts: np.ndarray, content: int, windows: int, share_windows: int) -> list[Share]:
+    """Cut the first ``windows`` packed windows of ``content`` text tokens each
+    (:meth:`Framing.content`), of texts with ``counts`` tokens, into shares of ``share_windows`` (the
+    last may be shorter)."""
     counts = np.asarray(counts, dtype=np.int64)
     ends = np.cumsum(counts)
     total = int(ends[-1]) if len(ends) else 0
@@ -102,41 +102,21 @@ def plan_shares(counts: np.ndarray, seq_len: int, windows: int, share_windows: i
     return shares
 
 
-def _clip(streams: Iterable[TokenStream], skip: int, tokens: int) -> Iterator[TokenStream]:
-    """The ``tokens`` tokens of ``streams`` after the first ``skip``, as (partial) streams."""
-    for s in streams:
-        n = len(s.ids)
-        a = min(skip, n)
-        b = min(n, a + tokens)
-        skip -= a
-        if b > a:
-            yield TokenStream(s.ids[a:b], s.offsets[a:b], s.sentences[a:b], s.text_index)
-        tokens -= b - a
-        if tokens == 0:
-            return
-
-
 def share_batches(texts: list[str], share: Share, tokenizer, seq_len: int, batch_size: int,
-                  sentence_splitter: str) -> Iterator[Windows]:
+                  sentence_splitter: str, framing: Framing) -> Iterator[Windows]:
     """The share's windows in batches of ``batch_size``: exactly windows ``[start, stop)`` of
-    :func:`headsim.windows.iter_windows` over the whole corpus with ``pack=True``, ``texts`` being the
-    corpus texts ``[first_text, last_text)``."""
-    from .windows import _assemble, _chunks, tokenize
+    :func:`headsim.windows.iter_windows` over the whole corpus with ``pack=True`` and ``framing``,
+    ``texts`` being the corpus texts ``[first_text, last_text)``."""
+    from .windows import pack_windows, tokenize
 
     streams = (s for i in range(0, len(texts), TOKENIZE_TEXTS)  # a few texts at a time: the model starts early
                for s in tokenize(texts[i:i + TOKENIZE_TEXTS], tokenizer, first_index=share.first_text + i,
                                  sentence_splitter=sentence_splitter))
-    batch: list = []
     made = 0
-    for window in _chunks(_clip(streams, share.skip, share.tokens), seq_len - 2, pack=True):
-        batch.append(window)
-        if len(batch) == batch_size:
-            made += len(batch)
-            yield _assemble(batch, seq_len, tokenizer, token_strings=False)
-            batch = []
-    if batch:
-        made += len(batch)
-        yield _assemble(batch, seq_len, tokenizer, token_strings=False)
+    for w in pack_windows(streams, seq_len, tokenizer, framing, batch_windows=batch_size, skip=share.skip,
+                          take=share.tokens, token_strings=False):
+        made += len(w)
+        yield w
     require(made == share.windows, f"share {share.index} gave {made} windows, not {share.windows}",
             "the corpus changed while it was read; start the run again")
 
@@ -191,7 +171,7 @@ class Worker:
             raise self.failure
         m = self.loaded
         return {"model": m.describe(), "name": m.name, "source": m.source, "max_seq_len": m.max_seq_len,
-                "dtype": str(m.dtype).replace("torch.", ""), "device": str(m.device),
+                "dtype": str(m.dtype).replace("torch.", ""), "device": str(m.device), "specials": m.framing.specials,
                 "batch_size": default_batch_size(m, min(seq_len, m.max_seq_len))}
 
     def count(self, texts: list[str]) -> np.ndarray:
@@ -213,8 +193,9 @@ class Worker:
         self.engine.stats.reset()
         return self.engine
 
-    def run(self, share: Share, texts: list[str], settings: Settings):
-        """Accumulate ``share`` from zero; returns ``(share index, state_dict, windows table)``."""
+    def run(self, share: Share, texts: list[str], settings: Settings) -> dict:
+        """Accumulate ``share`` from zero; returns its ``index``, the ``state`` (state_dict), its
+        ``windows`` table and the engine's ``attention`` and ``backend`` records (as run.json has them)."""
         import pyarrow as pa
 
         from .analysis import prefetch
@@ -225,14 +206,15 @@ class Worker:
         tracker = ray.get_actor(self.progress)
         attempt, done, tables = uuid.uuid4().hex, 0, []
         source = share_batches(texts, share, self.loaded.tokenizer, settings.seq_len, settings.batch_size,
-                               settings.sentence_splitter)
+                               settings.sentence_splitter, self.loaded.framing)
         with closing(prefetch(source)) as batches:
             for w in batches:
                 engine.process_safely(w)
                 tables.append(rundir.windows_table(share.start + done, w.input_ids, w.attention_mask, w.sentence_ids))
                 done += len(w)
                 tracker.report.remote(share.index, attempt, done)
-        return share.index, engine.stats.state_dict(), pa.concat_tables(tables)
+        return {"index": share.index, "state": engine.stats.state_dict(), "windows": pa.concat_tables(tables),
+                "attention": engine.attention_source(), "backend": engine.backend_record()}
 
 
 class Progress:
@@ -408,97 +390,32 @@ def _blocks(texts: list[str], chars: int = COUNT_CHARS) -> Iterator[list[str]]:
         yield block
 
 
-def _target(corpus, total: int, seq_len: int, windows: int | None, allow_fewer: bool) -> int:
-    """Windows to analyse: ``windows`` or all ``total`` tokens give (as the single process decides)."""
-    content = seq_len - 2
-    require(total >= content, f"corpus {corpus.name!r} has {total} tokens, less than one window of {seq_len}",
-            "use a larger corpus or a smaller --seq-len")
-    available = -(-total // content)
-    if windows is None or windows <= available:
-        return available if windows is None else windows
-    require(allow_fewer, f"{windows} windows asked for but corpus {corpus.name!r} gives only {available} windows of {seq_len} tokens",
-            "pass --windows at most that, or --allow-fewer to analyse all of them")
-    warnings.warn(f"corpus {corpus.name!r} gives only {available} windows; analysing all of them", stacklevel=3)
-    return available
+def _finished_shares(parts: list[tuple[int, int]], shares: list[Share], out: Path) -> set[int]:
+    """The shares a verified checkpoint holds: each of its window parts must be one whole share."""
+    by_start = {s.start: s for s in shares}
+    done = set()
+    for start, rows in parts:
+        share = by_start.get(start)
+        require(share is not None and share.windows == rows,
+                f"the checkpoint of {str(out)!r} holds windows {start}..{start + rows}, which are not one of the run's shares",
+                "start the run again with --overwrite (the checkpoint cannot be trusted)")
+        done.add(share.index)
+    return done
 
 
-class Checkpoint:
-    """``checkpoint/`` of a Ray run: the summed state of the finished shares with their numbers
-    (:data:`STATE`), written every so often, and each finished share's windows."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def load(self):
-        """``(CorpusStats, finished share numbers)``, or ``(None, set())`` when nothing was saved."""
-        from .stats import CorpusStats
-
-        f = self.path / STATE
-        if not f.exists():
-            return None, set()
-        with np.load(f, allow_pickle=False) as z:
-            state = {k: z[k] for k in z.files}
-        done = {int(i) for i in state.pop("__shares_done__")}
-        return CorpusStats.from_state_dict(state), done
-
-    def start(self, done: set[int]) -> None:
-        """Create the folder; drop window files of shares the saved state does not hold."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        for part in self.path.glob("share-*.parquet"):
-            if int(part.stem.split("-")[1]) not in done:
-                part.unlink()
-
-    def share_file(self, index: int) -> Path:
-        return self.path / f"share-{index:07d}.parquet"
-
-    def add_share(self, index: int, table) -> None:
-        import pyarrow.parquet as pq
-
-        rundir.atomic_write(self.share_file(index), lambda p: pq.write_table(table, p))
-
-    def save(self, stats, done: set[int]) -> None:
-        state = dict(stats.state_dict())
-        state["__shares_done__"] = np.asarray(sorted(done), dtype=np.int64)
-
-        def write(path: Path) -> None:
-            with open(path, "wb") as fh:
-                np.savez(fh, **state)
-
-        rundir.atomic_write(self.path / STATE, write)
-
-    def windows_to(self, shares: list[Share], target: Path) -> None:
-        """The shares' window tables in window order as one parquet file (memory: one share)."""
-        import pyarrow.parquet as pq
-
-        files = [self.share_file(s.index) for s in shares]
-
-        def write(path: Path) -> None:
-            with pq.ParquetWriter(path, pq.read_schema(files[0])) as writer:
-                for f in files:
-                    writer.write_table(pq.read_table(f))
-
-        rundir.atomic_write(target, write)
-
-
-def _resume_from(out: Path, meta: dict, share_windows: int | None) -> dict | None:
-    """Check a run to resume against this one; its meta (``None``: it is finished)."""
-    old = rundir.read_json(out / rundir.RUN_JSON)
-    if old.get("complete"):
-        return None
-    require(old.get("engine") == "ray", f"--resume refused: {str(out)!r} was started without --engine ray",
-            "resume it without --engine ray, or start again with --overwrite")
-    require(old.get("config") == meta["config"], f"--resume refused: {str(out)!r} was started with other settings",
-            f"use the same settings as before ({old.get('config')}) or --overwrite")
-    before = int(old["ray"]["share_windows"])
-    require(share_windows is None or meta["ray"]["share_windows"] == before,
-            f"--resume refused: {str(out)!r} was cut into shares of {before} windows",
-            "resume with the same --share-windows, or without it")
-    return old
+@contextmanager
+def _writing(out_path: Path | None, resume: bool, overwrite: bool) -> Iterator[rundir.RunDir | None]:
+    """The run directory held for writing for the whole run (``None``: a run in memory)."""
+    if out_path is None:
+        yield None
+        return
+    with rundir.RunDir(out_path).writer(resume=resume, overwrite=overwrite) as run_dir:
+        yield run_dir
 
 
 def run_engine(engine: str = "ray", **params):
     """Run :func:`headsim.analysis.analyze` on ``engine`` (``"ray"``); ``params`` are analyze's, already
-    checked there (threshold, windows, top_k_columns, checkpoint_every, resume)."""
+    checked there (threshold, windows, top_k_columns, checkpoint_every, resume, the output directory)."""
     require(engine in ENGINES, f"unknown engine {engine!r}", f"use one of {', '.join(ENGINES)}")
     return analyze_on_ray(**params)
 
@@ -523,11 +440,11 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
         share_windows: windows per share, rounded up to whole batches (default: about four shares per
             worker, at most 64 batches each).
     """
-    from .analysis import AnalysisConfig, Result
+    from .analysis import AnalysisConfig, CorpusCount, finish_run, load_result, new_meta, start_run, window_target
     from .context_similarity import check_threshold
     from .corpus_uri import load_corpus_any
     from .sentences import check_splitter
-    from .stats import CorpusStats, heads_table, layers_table
+    from .stats import CorpusStats
     from .windows import check_seq_len
 
     import_ray()
@@ -540,74 +457,77 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
     corp = load_corpus_any(corpus, text_field=text_field, text_column=text_column)
     texts = [d.text for d in corp]
     if out_path is not None:  # refuse another run's directory before the cluster starts
-        rundir.prepare_out_dir(out_path, resume=resume, overwrite=overwrite)
-    with Cluster(address, model, device, dtype, resources, seq_len) as cluster:
+        rundir.RunDir(out_path).check_target(resume=resume, overwrite=overwrite)
+    with _writing(out_path, resume, overwrite) as run_dir, Cluster(address, model, device, dtype, resources, seq_len) as cluster:
         info, n = cluster.info, len(cluster.actors)
         seq_len = check_seq_len(seq_len, info["max_seq_len"])
+        content = seq_len - info["specials"]
         t = time.perf_counter()
         counts = cluster.count_tokens(texts)
         counting = time.perf_counter() - t
-        target = _target(corp, int(counts.sum()), seq_len, windows, allow_fewer)
+        tokens = int(counts.sum())
+        count = CorpusCount(-(-tokens // content), tokens, True)
+        target = window_target(corp, count, windows, seq_len, info["specials"], allow_fewer)
         bs = int(batch_size) if batch_size else int(info["batch_size"])
-        require(bs >= 1, f"batch_size {batch_size} must be at least 1", "pass a positive batch size")
         config = AnalysisConfig(info["source"], corp.sha256, target, seq_len, threshold, top_k_columns, bs,
                                 info["dtype"], sentence_splitter)
-        meta = {
-            "model": info["model"], "corpus": {"name": corp.name, "sha256": corp.sha256, "documents": len(corp),
-                                               "tokens": int(counts.sum()), "windows_available": -(-int(counts.sum()) // (seq_len - 2))},
-            "windows": target, "seq_len": seq_len, "threshold": threshold, "top_k_columns": top_k_columns,
-            "batch_size": bs, "dtype": info["dtype"], "device": info["device"], "sentence_splitter": sentence_splitter,
-            "fused": bool(fused), "versions": rundir.package_versions(), "git_commit": rundir.git_commit(),
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "complete": False,
-            "config": asdict(config), "engine": "ray",
-            "ray": {"address": address, "workers": n, "cpus_per_worker": cpus_per_worker, "gpus_per_worker": gpus_per_worker,
-                    "share_windows": _share_size(share_windows, target, bs, n), "ray_version": cluster.ray.__version__},
-        }
-        total, done, ckpt = None, set(), None
-        if out_path is not None:
-            ckpt = Checkpoint(out_path / rundir.CHECKPOINT)
-            old = _resume_from(out_path, meta, share_windows) if resume else meta
-            if old is None:
-                run = rundir.load_run(out_path)
-                return Result(run.meta, run.dataset, run.heads, run.layers, out_path)
-            meta["created"], meta["ray"]["share_windows"] = old["created"], old["ray"]["share_windows"]
-            if resume:
-                total, done = ckpt.load()
-            ckpt.start(done)
-            rundir.write_json(out_path / rundir.RUN_JSON, meta)
-        shares = plan_shares(counts, seq_len, target, meta["ray"]["share_windows"])
-        if total is None:
-            total = CorpusStats(info["model"]["n_layers"], info["model"]["n_heads"], seq_len, threshold=threshold,
-                                top_k_columns=top_k_columns)
+        meta = new_meta(info["model"], corp, corpus, count, config, device=info["device"], fused=fused, engine="ray")
+        meta["ray"] = {"share_windows": _share_size(share_windows, target, bs, n)}
+        total = CorpusStats(info["model"]["n_layers"], info["model"]["n_heads"], seq_len, threshold=threshold,
+                            top_k_columns=top_k_columns)
+        done: set[int] = set()
+        if run_dir is not None:
+            meta = start_run(run_dir, meta, resume=resume)
+            if meta is None:
+                return load_result(out_path)
+            before = int(meta["ray"]["share_windows"])
+            require(share_windows is None or _share_size(share_windows, target, bs, n) == before,
+                    f"--resume refused: {str(out_path)!r} was cut into shares of {before} windows",
+                    "resume with the same --share-windows, or without it")
+        shares = plan_shares(counts, content, target, meta["ray"]["share_windows"])
+        saved = run_dir.load_checkpoint(contiguous=False) if run_dir is not None else None
+        if saved is not None:
+            total = CorpusStats.from_state_dict(saved[0])
+            done = _finished_shares(run_dir.checkpoint_parts(), shares, out_path)
         settings = Settings(seq_len, threshold, top_k_columns, bs, sentence_splitter, bool(fused))
         resumed = sum(s.windows for s in shares if s.index in done)
         started = time.perf_counter()
-        redone = _drive(cluster, shares, texts, settings, total, done, ckpt, checkpoint_every, progress, target, resumed)
+        driven = _drive(cluster, shares, texts, settings, total, done, run_dir, checkpoint_every, progress, target, resumed)
         elapsed = time.perf_counter() - started
-        meta["ray"].update({"shares": len(shares), "startup_seconds": round(cluster.startup_seconds, 3),
-                            "count_seconds": round(counting, 3), "shares_redone": redone, "resumed_windows": resumed})
-    ds = total.to_dataset()
-    ds.attrs.update({"model": info["name"], "corpus": corp.name})
-    heads, layers = heads_table(ds), layers_table(ds)
-    meta.update({"complete": True, "seconds": round(elapsed, 3),
-                 "windows_per_second": round((target - resumed) / max(elapsed, 1e-9), 3),
-                 "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})
-    if out_path is None:
-        return Result(meta, ds, heads, layers, None)
-    rundir.write_dataset(out_path / rundir.STATS_NC, ds)
-    rundir.write_table(out_path / rundir.HEADS, heads)
-    rundir.write_table(out_path / rundir.LAYERS, layers)
-    ckpt.windows_to(shares, out_path / rundir.WINDOWS)
-    rundir.write_json(out_path / rundir.RUN_JSON, meta)
-    shutil.rmtree(ckpt.path, ignore_errors=True)
-    return Result(meta, ds, heads, layers, out_path)
+        meta["ray"].update({"address": address, "workers": n, "cpus_per_worker": cpus_per_worker,
+                            "gpus_per_worker": gpus_per_worker, "ray_version": cluster.ray.__version__,
+                            "shares": len(shares), "startup_seconds": round(cluster.startup_seconds, 3),
+                            "count_seconds": round(counting, 3), "shares_redone": driven.redone,
+                            "resumed_windows": resumed})
+        if driven.attention is not None:
+            meta.setdefault("attention", driven.attention)
+        meta["statistics_backend"] = driven.backend()
+        return finish_run(meta, total, (info["name"], corp.name), elapsed, target - resumed, run_dir, driven.parts)
+
+
+@dataclass
+class _Driven:
+    """What :func:`_drive` leaves: shares run more than once, window tables not yet checkpointed, and
+    the workers' attention and statistics-backend records."""
+
+    redone: int
+    parts: list
+    attention: str | None
+    backends: list[dict]
+
+    def backend(self) -> dict:
+        """The workers' records as one, as :meth:`headsim.analysis.Engine.backend_record` has it."""
+        ran = sorted({b["ran"] for b in self.backends})
+        return {"ran": ran[0] if len(ran) == 1 else ran, "fallbacks": [f for b in self.backends for f in b["fallbacks"]]}
 
 
 def _drive(cluster: Cluster, shares: list[Share], texts: list[str], settings: Settings, total, done: set[int],
-           ckpt: Checkpoint | None, checkpoint_every: int | None, progress, target: int, resumed: int) -> int:
+           run_dir: rundir.RunDir | None, checkpoint_every: int | None, progress, target: int, resumed: int) -> _Driven:
     """Run every share not in ``done`` on the workers, adding each state into ``total`` as it arrives
-    and checkpointing when due; shows one progress bar. Returns the shares run more than once."""
-    from .analysis import CHECKPOINT_SECONDS, _progress
+    and checkpointing into ``run_dir`` when due (or when SIGINT/SIGTERM asks to stop: then it raises
+    :class:`~headsim.interrupts.Interrupted`); shows one progress bar."""
+    from .analysis import CHECKPOINT_SECONDS, _progress, _stopped
+    from .interrupts import StopRequests
     from .stats import CorpusStats
 
     ray = cluster.ray
@@ -617,7 +537,8 @@ def _drive(cluster: Cluster, shares: list[Share], texts: list[str], settings: Se
             pool.submit(lambda actor, s: actor.run.remote(s, texts[s.first_text:s.last_text], settings), s)
     finished, shown, since_save, last_save = resumed, resumed, 0, time.perf_counter()
     attempts: dict[int, int] = {}
-    with _progress(progress, target, resumed) as advance:
+    driven = _Driven(0, [], None, [])
+    with _progress(progress, target, resumed) as advance, StopRequests() as stop:
 
         def refresh() -> None:
             nonlocal shown
@@ -630,22 +551,28 @@ def _drive(cluster: Cluster, shares: list[Share], texts: list[str], settings: Se
 
         while pool.has_next():
             try:
-                index, state, table = pool.get_next_unordered(timeout=POLL_SECONDS)
+                got = pool.get_next_unordered(timeout=POLL_SECONDS)
             except TimeoutError:
+                got = None
                 refresh()
-                continue
             except ray.exceptions.RayError as exc:
                 raise _worker_error(exc) from None
-            total.merge(CorpusStats.from_state_dict(state))
-            done.add(index)
-            finished += shares[index].windows
-            since_save += shares[index].windows
-            if ckpt is not None:  # in memory a run keeps no windows (as the single process)
-                ckpt.add_share(index, table)
-            refresh()
-            due = (time.perf_counter() - last_save >= CHECKPOINT_SECONDS) if checkpoint_every is None \
-                else since_save >= checkpoint_every
-            if ckpt is not None and due and pool.has_next():
-                ckpt.save(total, done)
-                since_save, last_save = 0, time.perf_counter()
-    return sum(1 for n in attempts.values() if n > 1)
+            if got is not None:
+                total.merge(CorpusStats.from_state_dict(got["state"]))
+                done.add(got["index"])
+                finished += shares[got["index"]].windows
+                since_save += shares[got["index"]].windows
+                driven.attention = driven.attention or got["attention"]
+                driven.backends.append(got["backend"])
+                if run_dir is not None:  # in memory a run keeps no windows (as the single process)
+                    driven.parts.append(got["windows"])
+                refresh()
+            due = got is not None and ((time.perf_counter() - last_save >= CHECKPOINT_SECONDS) if checkpoint_every is None
+                                       else since_save >= checkpoint_every)
+            if run_dir is not None and (due or stop.signum is not None) and pool.has_next() and driven.parts:
+                run_dir.save_checkpoint(total.state_dict(), finished, driven.parts)
+                driven.parts, since_save, last_save = [], 0, time.perf_counter()
+            if stop.signum is not None and pool.has_next():
+                raise _stopped(stop.signum, finished, target, run_dir)
+    driven.redone = sum(1 for n in attempts.values() if n > 1)
+    return driven

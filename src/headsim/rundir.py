@@ -570,17 +570,24 @@ class RunDir:
                                "start the run again with --overwrite (the checkpoint cannot be trusted)") from exc
         return man
 
-    def _verified_parts(self, man: dict) -> list[Path]:
-        """The window parts the manifest names, each checked; they must cover windows 0..done in order."""
+    def _verified_parts(self, man: dict, contiguous: bool = True) -> list[tuple[int, Path]]:
+        """``(first window, file)`` of every window part the manifest names, each checked, in window
+        order; they must not overlap, hold ``windows_done`` windows together and, when ``contiguous``,
+        cover windows ``0..windows_done`` (a run that goes in order; the Ray engine's shares finish in
+        any order)."""
         fix = "start the run again with --overwrite (the checkpoint cannot be trusted)"
-        files, end = [], 0
-        for part in man["parts"]:
-            require(part.get("start") == end, f"checkpoint of {str(self.path)!r} has no windows {end}..{part.get('start')}", fix)
+        files, end, rows = [], 0, 0
+        for part in sorted(man["parts"], key=lambda p: int(p.get("start", -1))):
+            start = int(part.get("start", -1))
+            require(start >= end and (start == end or not contiguous),
+                    f"checkpoint of {str(self.path)!r} has no windows {end}..{start}" if start > end else
+                    f"checkpoint of {str(self.path)!r} holds window {start} twice", fix)
             path = self.checkpoint / str(part["name"])
             check_file(path, part, "checkpoint part", fix)
-            files.append(path)
-            end += int(part["rows"])
-        require(end == int(man["windows_done"]), f"checkpoint of {str(self.path)!r} holds {end} windows, "
+            files.append((start, path))
+            end = start + int(part["rows"])
+            rows += int(part["rows"])
+        require(rows == int(man["windows_done"]), f"checkpoint of {str(self.path)!r} holds {rows} windows, "
                 f"its manifest says {man['windows_done']}", fix)
         return files
 
@@ -595,8 +602,9 @@ class RunDir:
             if entry.name not in keep and entry.is_file() and not entry.is_symlink() and _own_file(entry.name, _CHECKPOINT_OWN):
                 entry.unlink()
 
-    def load_checkpoint(self) -> tuple[dict, int] | None:
-        """The accumulator state and the windows done, every part verified; ``None`` without a checkpoint."""
+    def load_checkpoint(self, *, contiguous: bool = True) -> tuple[dict, int] | None:
+        """The accumulator state and the windows done, every part verified (see :meth:`_verified_parts`
+        for ``contiguous``); ``None`` without a checkpoint."""
         man = self._manifest()
         if man is None:
             if self.checkpoint.is_dir() and any(self.checkpoint.iterdir()):
@@ -605,7 +613,7 @@ class RunDir:
             self._tidy_checkpoint(None)
             return None
         fix = "start the run again with --overwrite (the checkpoint cannot be trusted)"
-        self._verified_parts(man)
+        self._verified_parts(man, contiguous)
         state_path = self.checkpoint / man["state"]["name"]
         check_file(state_path, man["state"], "checkpoint state", fix)
         try:
@@ -618,15 +626,29 @@ class RunDir:
         self._tidy_checkpoint(man)
         return state, done
 
-    def save_checkpoint(self, state: dict, done: int, parts: list[pa.Table], part_start: int) -> None:
-        """Commit a checkpoint: new window part and state first, then the manifest that names them."""
+    def checkpoint_parts(self) -> list[tuple[int, int]]:
+        """``(first window, windows)`` of every window part the checkpoint's manifest names, in window
+        order (read after :meth:`load_checkpoint` verified them); empty without a checkpoint."""
+        man = self._manifest()
+        return sorted((int(p["start"]), int(p["rows"])) for p in man["parts"]) if man is not None else []
+
+    def save_checkpoint(self, state: dict, done: int, parts: list[pa.Table], part_start: int | None = None) -> None:
+        """Commit a checkpoint: new window parts and state first, then the manifest that names them.
+
+        ``parts`` are :func:`windows_table` rows; with ``part_start`` they are consecutive from that
+        window and stored as one part, else each is a part of its own from its first ``window``.
+        """
         man = self._manifest() or {"parts": []}
         entries = list(man["parts"])
-        if parts:
-            table = pa.concat_tables(parts)
-            path = self.checkpoint / f"windows-{part_start:09d}.parquet"
-            atomic_write(path, lambda p: pq.write_table(table, p))
-            entries.append({"name": path.name, "start": part_start, "rows": table.num_rows, **file_record(path)})
+        if parts and part_start is not None:
+            parts = [pa.concat_tables(parts)]
+        for table in parts:
+            if table.num_rows == 0:
+                continue
+            start = int(table["window"][0].as_py())
+            path = self.checkpoint / f"windows-{start:09d}.parquet"
+            atomic_write(path, lambda p, t=table: pq.write_table(t, p))
+            entries.append({"name": path.name, "start": start, "rows": table.num_rows, **file_record(path)})
         state = dict(state, __windows_done__=np.int64(done))
         path = self.checkpoint / f"state-{done:09d}.npz"
 
@@ -642,18 +664,24 @@ class RunDir:
     # -- finishing ----------------------------------------------------------------------------
 
     def _write_windows(self, parts: list[pa.Table]) -> None:
-        """``windows.parquet``: the checkpoint's verified parts, then ``parts`` (memory: one part)."""
+        """``windows.parquet``: the checkpoint's verified parts and ``parts`` (:func:`windows_table`
+        rows) in window order, which must run from window 0 without a gap (memory: one part)."""
         man = self._manifest()
-        files = self._verified_parts(man) if man is not None else []
-        tables = [pa.concat_tables(parts)] if parts else []
-        schema = tables[0].schema if tables else pq.read_schema(files[0])
+        files = self._verified_parts(man, contiguous=False) if man is not None else []
+        sources = sorted([(start, f) for start, f in files] +
+                         [(int(t["window"][0].as_py()), t) for t in parts if t.num_rows], key=lambda item: item[0])
+        require(sources, f"no windows to write into {str(self.path)!r}", "analyse at least one window")
+        schema = sources[0][1].schema if isinstance(sources[0][1], pa.Table) else pq.read_schema(sources[0][1])
 
         def write(path: Path) -> None:
+            end = 0
             with pq.ParquetWriter(path, schema) as writer:
-                for f in files:
-                    writer.write_table(pq.read_table(f))
-                for t in tables:
-                    writer.write_table(t)
+                for start, source in sources:
+                    table = source if isinstance(source, pa.Table) else pq.read_table(source)
+                    require(start == end, f"the windows of {str(self.path)!r} have a gap or overlap at window {min(start, end)}",
+                            "start the run again with --overwrite")
+                    writer.write_table(table)
+                    end = start + table.num_rows
 
         atomic_write(self.path / WINDOWS, write)
 

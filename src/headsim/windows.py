@@ -311,8 +311,6 @@ def iter_windows(
             f"seq_len {seq_len} is below {MIN_SEQ_LEN}",
             f"choose a window length of at least {MIN_SEQ_LEN} tokens (the paper uses 128)")
     framing = Framing.of_tokenizer(tokenizer) if framing is None else framing
-    content = framing.content(seq_len)
-
     check_workers(workers)
     check_splitter(sentence_splitter)  # here, not first inside a worker process
 
@@ -334,8 +332,38 @@ def iter_windows(
     else:
         streams = (s for buf, first in text_batches()
                    for s in tokenize(buf, tokenizer, first_index=first, sentence_splitter=sentence_splitter))
+    yield from pack_windows(streams, seq_len, tokenizer, framing, pack=pack, batch_windows=batch_windows,
+                            token_strings=token_strings)
+
+
+def _clip(streams: Iterable[TokenStream], skip: int, take: int | None) -> Iterator[TokenStream]:
+    """The ``take`` tokens (``None``: all) of ``streams`` after the first ``skip``, as (partial) streams."""
+    for s in streams:
+        if take == 0:
+            return
+        n = len(s.ids)
+        a = min(skip, n)
+        b = n if take is None else min(n, a + take)
+        skip -= a
+        if b > a:
+            yield s if (a, b) == (0, n) else TokenStream(s.ids[a:b], s.offsets[a:b], s.sentences[a:b], s.text_index)
+        if take is not None:
+            take -= b - a
+
+
+def pack_windows(streams: Iterable[TokenStream], seq_len: int, tokenizer, framing: Framing, *, pack: bool = True,
+                 batch_windows: int = 64, skip: int = 0, take: int | None = None,
+                 token_strings: bool = True) -> Iterator[Windows]:
+    """Token streams → framed windows in batches of ``batch_windows`` (the one cutting path of
+    :func:`iter_windows`).
+
+    ``skip`` and ``take`` cut the running text first: the ``take`` tokens (``None``: all) after the
+    first ``skip``. With ``pack=True`` and ``skip`` a multiple of ``framing.content(seq_len)``, the
+    windows are exactly those of the whole stream from window ``skip // content`` on (how a share of a
+    packed corpus is windowed on its own, :mod:`headsim.ray_engine`).
+    """
     batch: list = []
-    for window in _chunks(streams, content, pack):
+    for window in _chunks(_clip(streams, skip, take), framing.content(seq_len), pack):
         batch.append(window)
         if len(batch) == batch_windows:
             yield _assemble(batch, seq_len, tokenizer, framing, token_strings)
