@@ -285,3 +285,34 @@ def test_a_decoder_family_on_ray_equals_the_single_process_run(cluster, tmp_path
     assert {k: v for k, v in local.items() if v is not None} == {k: ray[k] for k in local if local[k] is not None}
     ids = pd.read_parquet(tmp_path / "ray" / "windows.parquet")["input_ids"].map(list)
     assert all(row[0] == tok.cls_token_id and tok.sep_token_id not in row for row in ids)
+
+
+def test_a_checkpoint_of_shares_finished_out_of_order_is_verified_and_written_in_order(tmp_path):
+    """The Ray engine's checkpoint: window parts of finished shares in any order, checked on resume."""
+    from headsim.rundir import RunDir, windows_table
+
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 90, size=(12, 8))
+    mask, sent = np.ones_like(ids), np.zeros_like(ids)
+    table = lambda a, b: windows_table(a, ids[a:b], mask[a:b], sent[a:b])  # noqa: E731
+    with RunDir(tmp_path / "run").writer(resume=False, overwrite=False) as run_dir:
+        run_dir.save_checkpoint({"x": np.arange(3)}, 4, [table(8, 12)])  # the third share finished first
+        run_dir.save_checkpoint({"x": np.arange(3)}, 8, [table(0, 4)])
+        with pytest.raises(HeadsimError, match="no windows 4..8"):  # the single process resumes only a prefix
+            run_dir.load_checkpoint()
+        state, done = run_dir.load_checkpoint(contiguous=False)
+        assert done == 8 and run_dir.checkpoint_parts() == [(0, 4), (8, 4)]
+        run_dir.commit({"model": "m"}, xr.Dataset({"v": ("a", np.arange(2))}), pd.DataFrame({"a": [1]}),
+                       pd.DataFrame({"a": [1]}), [table(4, 8)])
+    got = pd.read_parquet(tmp_path / "run" / "windows.parquet")
+    assert got["window"].tolist() == list(range(12))
+    assert np.array_equal(np.stack(got["input_ids"].map(np.asarray)), ids)
+    with RunDir(tmp_path / "gap").writer(resume=False, overwrite=False) as run_dir:
+        run_dir.save_checkpoint({"x": np.arange(3)}, 4, [table(8, 12)])
+        with pytest.raises(HeadsimError, match="gap or overlap at window 0"):  # windows 0..8 never came
+            run_dir.commit({"model": "m"}, xr.Dataset(), pd.DataFrame(), pd.DataFrame(), [])
+        assert not (tmp_path / "gap" / "run.json").exists()
+        part = next((tmp_path / "gap" / "checkpoint").glob("windows-*.parquet"))
+        part.write_bytes(part.read_bytes()[:-8])
+        with pytest.raises(HeadsimError, match="damaged"):
+            run_dir.load_checkpoint(contiguous=False)

@@ -581,14 +581,14 @@ def _execute(plan: _Plan, meta: dict, run_dir: rundir.RunDir | None) -> Result:
     return finish_run(meta, engine.stats, (loaded.name, corp.name), elapsed, position - done, run_dir, parts)
 
 
-def _stopped(signum: int, position: int, target: int, run_dir: rundir.RunDir | None) -> Interrupted:
+def _stopped(signum: int, position: int, target: int, run_dir: rundir.RunDir | None, engine: str = "local") -> Interrupted:
     """The line for a run stopped by a signal at a batch boundary (its checkpoint just saved)."""
     name = signal.Signals(signum).name
     if run_dir is None:
         return Interrupted(signum, f"stopped by {name} after {position} of {target} windows (nothing saved: no --out)",
                            "run it again, with --out DIR to make it resumable")
     return Interrupted(signum, f"stopped by {name} after {position} of {target} windows; checkpoint saved in {str(run_dir.path)!r}",
-                       f"continue with headsim analyze --out {run_dir.path} --resume")
+                       f"continue with headsim analyze --out {run_dir.path} --resume" + ("" if engine == "local" else f" --engine {engine}"))
 
 
 def _warn_fewer(corpus: Corpus, windows: int) -> None:

@@ -573,6 +573,6 @@ def _drive(cluster: Cluster, shares: list[Share], texts: list[str], settings: Se
                 run_dir.save_checkpoint(total.state_dict(), finished, driven.parts)
                 driven.parts, since_save, last_save = [], 0, time.perf_counter()
             if stop.signum is not None and pool.has_next():
-                raise _stopped(stop.signum, finished, target, run_dir)
+                raise _stopped(stop.signum, finished, target, run_dir, "ray")
     driven.redone = sum(1 for n in attempts.values() if n > 1)
     return driven
