@@ -20,6 +20,8 @@ role               measure (descending)                                  figure
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import torch
@@ -105,6 +107,8 @@ def rank_correlation(x: np.ndarray, y: np.ndarray, *, boot: int = 2000, seed: in
         return float("nan"), float("nan"), float("nan")
     rho = float(spearmanr(x, y).statistic)
     rng = np.random.default_rng(seed)
-    samples = [spearmanr(x[i], y[i]).statistic for i in (rng.integers(0, len(x), len(x)) for _ in range(boot))]
+    with warnings.catch_warnings():  # a resample of identical values has no correlation: NaN, skipped
+        warnings.simplefilter("ignore")
+        samples = [spearmanr(x[i], y[i]).statistic for i in (rng.integers(0, len(x), len(x)) for _ in range(boot))]
     lo, hi = np.nanpercentile(np.asarray(samples, float), [2.5, 97.5])
     return rho, float(lo), float(hi)

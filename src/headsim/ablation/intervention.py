@@ -101,7 +101,7 @@ def gates(model: LoadedModel):
 
     After ``loss.backward()``, ``ξ.grad[l, h]`` is ∂loss/∂ξ at ξ = 1 (the model's own output).
     """
-    xi = torch.ones(model.n_layers, model.n_heads, device=model.device, requires_grad=True)
+    xi = torch.ones(model.n_layers, model.n_heads, device=model.device, dtype=model.dtype, requires_grad=True)
     h, d = model.n_heads, model.d_head
 
     def gated(layer: int):

@@ -126,7 +126,7 @@ def ablation_study(model=None, out: str | os.PathLike = "ablation-out", *, run_d
     out = Path(out)
     require(not out.exists() or (out.is_dir() and (not any(out.iterdir()) or (out / ABLATION_JSON).is_file())),
             f"--out {str(out)!r} holds files that are not an ablation study", "choose a new or empty directory")
-    started = time.time()
+    started, cpu_started = time.time(), time.process_time()
     tasks = get_tasks(list(config.tasks))
     loaded = as_loaded(model, device=device)
     primary, primary_metric = tasks[0], tasks[0].metrics[0]
@@ -189,6 +189,7 @@ def ablation_study(model=None, out: str | os.PathLike = "ablation-out", *, run_d
         "metrics": [m for t in tasks for m in t.metrics], "n_heads_total": n, "group_size": k, "curve_points": points,
         "gradient_task": grad_task.name, "statistics_run": run_path, "roles": list(roles),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seconds": round(time.time() - started, 1),
+        "cpu_seconds": round(time.process_time() - cpu_started, 1),
         "summary": summary,
     }
     return _write(out, meta, heads_df, groups_df, curves_df)

@@ -214,7 +214,7 @@ class LeeSimilarity(Task):
         return {"tokens": tokens, "emb": emb, "a": float(a), "b": float(b), "ratings": full + full.T}
 
     def _evaluate(self, model, prep):
-        emb = self.embeddings(model, prep["tokens"])
+        emb = self.embeddings(model, prep["tokens"]).double()
         cos = (emb @ emb.T).cpu().numpy()[pair_indices(len(prep["tokens"]))]
         ratings = self.data[1]
         return spearman(cos, ratings), pearson(cos, ratings)
@@ -299,7 +299,7 @@ class WordPairs(Task):
                 "left": np.asarray([index[a] for a, _ in pairs]), "right": np.asarray([index[b] for _, b in pairs])}
 
     def _evaluate(self, model, prep):
-        emb = self.embeddings(model, prep["tokens"]).cpu().numpy()
+        emb = self.embeddings(model, prep["tokens"]).double().cpu().numpy()
         cos = (emb[prep["left"]] * emb[prep["right"]]).sum(-1)
         return (spearman(cos, self.data[1]),)
 
