@@ -46,50 +46,74 @@ def heads_figure(meta: dict, heads: pd.DataFrame) -> Figure:
     return fig
 
 
+def _task_metrics(meta: dict, table: pd.DataFrame) -> list[str]:
+    """The primary metric, then each other task's first metric that the table holds."""
+    names = [metrics[0] for metrics in meta.get("task_metrics", [[meta["primary_metric"]]])]
+    return [m for m in names if m in table.columns and table[m].notna().any()]
+
+
 def groups_figure(meta: dict, groups: pd.DataFrame) -> Figure:
-    metric, summary, k = meta["primary_metric"], meta["summary"], meta["group_size"]
-    fig = Figure(figsize=(9, 4.5), layout="constrained")
-    ax = fig.subplots()
-    rand = groups.loc[groups["kind"] == "random", metric].to_numpy()
-    rows = [(f"{g.group} ({g.n_heads} heads)", getattr(g, metric), "tab:blue")
-            for g in groups[groups["kind"] == "layer"].itertuples()]
-    rows += [(f"role: {g.group} ({g.n_heads})", getattr(g, metric), "tab:red") for g in groups[groups["kind"] == "role"].itertuples()]
-    rows += [(f"{c} ({k})", v, "tab:green") for c, v in summary["at_group_size"].items() if not c.startswith("role")]
-    y = np.arange(len(rows))
-    ax.axvspan(summary["random"]["p2.5"], summary["random"]["p97.5"], color="0.85",
-               label=f"random groups of {k}: 95 % interval ({len(rand)} draws)")
-    ax.scatter(rand, np.full(len(rand), -1.0), s=8, color="0.4", alpha=0.5, label="random draws (bottom row)")
-    ax.axvline(summary["full"][metric], color="black", ls="--", lw=1, label="full model")
-    ax.scatter([r[1] for r in rows], y, c=[r[2] for r in rows], zorder=3)
-    ax.set_yticks([-1, *y], ["random", *[r[0] for r in rows]], fontsize=7)
-    ax.set_xlabel(metric, fontsize=8)
-    ax.legend(fontsize=7, loc="best")
-    ax.set_title(f"{_model(meta)}: {metric} with groups of heads removed", fontsize=10)
+    summary, k = meta["summary"], meta["group_size"]
+    metrics = _task_metrics(meta, groups)
+    fig = Figure(figsize=(4.2 * len(metrics) + 2.5, 4.8), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, len(metrics), sharey=True))
+    picked = groups[groups["kind"].isin(["layer", "role"])]
+    labels = [f"{g.group} ({g.n_heads} heads)" if g.kind == "layer" else f"role: {g.group} ({g.n_heads})" for g in picked.itertuples()]
+    colours = ["tab:blue" if kind == "layer" else "tab:red" for kind in picked["kind"]]
+    at_k = pd.DataFrame(summary.get("at_group_size_all")
+                        or {c: {meta["primary_metric"]: v} for c, v in summary["at_group_size"].items()}).T
+    crit = [c for c in at_k.index if not c.startswith("role")]
+    labels += [f"{c} ({k})" for c in crit]
+    colours += ["tab:green"] * len(crit)
+    y = np.arange(len(labels))
+    for ax, metric in zip(axes, metrics):
+        values = list(picked[metric]) + [at_k.loc[c, metric] if metric in at_k.columns else np.nan for c in crit]
+        rand = groups.loc[(groups["kind"] == "random") & groups[metric].notna(), metric].to_numpy()
+        if len(rand):
+            lo, hi = np.percentile(rand, [2.5, 97.5])
+            ax.axvspan(lo, hi, color="0.85", label=f"random groups of {k}: 95 % interval ({len(rand)} draws)")
+            ax.scatter(rand, np.full(len(rand), -1.0), s=8, color="0.4", alpha=0.5, label="random draws")
+        ax.axvline(summary["full"][metric], color="black", ls="--", lw=1, label="full model")
+        ax.scatter(values, y, c=colours, zorder=3)
+        ax.set_xlabel(metric, fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.set_title(metric, fontsize=9)
+    axes[0].set_yticks([-1, *y], ["random", *labels], fontsize=7)
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, fontsize=7, loc="outside lower center", ncols=3)
+    fig.suptitle(f"{_model(meta)}: scores with groups of heads removed ({meta['config']['mode']} ablation)", fontsize=10)
     return fig
 
 
 def curves_figure(meta: dict, curves: pd.DataFrame) -> Figure:
-    metrics = [m for m in meta["metrics"] if m in curves.columns and curves[m].notna().any()]
-    primaries = [m for m in metrics if m.endswith(("spearman", "accuracy", "cosine"))] or metrics
-    fig = Figure(figsize=(5 * len(primaries), 4.2), layout="constrained")
-    axes = np.atleast_1d(fig.subplots(1, len(primaries)))
-    n_total = meta["n_heads_total"]
-    for ax, metric in zip(axes, primaries):
-        rand = curves[(curves["criterion"] == "random") & curves[metric].notna()]
-        if len(rand):
-            band = rand.groupby("n_removed")[metric].agg(["min", "max", "median"])
-            ax.fill_between(band.index, band["min"], band["max"], color="0.85", label=f"random orders ({rand['draw'].nunique()}): range")
-            ax.plot(band.index, band["median"], color="0.5", lw=1, label="random: median")
-        for name, curve in curves[curves["criterion"] != "random"].groupby("criterion", sort=False):
-            ax.plot(curve["n_removed"], curve[metric], marker="o", ms=3, lw=1.2, label=name)
-        ax.axvline(meta["group_size"], color="0.6", ls=":", lw=1)
-        ax.set_xlabel(f"heads removed (of {n_total})", fontsize=8)
-        ax.set_ylabel(metric, fontsize=8)
-        ax.set_title(metric, fontsize=9)
-        ax.tick_params(labelsize=7)
-    axes[0].legend(fontsize=6, loc="lower left")
-    fig.suptitle(f"{_model(meta)}: pruning curves (each criterion removes heads in its own order)", fontsize=10)
+    metric, n_total = meta["primary_metric"], meta["n_heads_total"]
+    fig = Figure(figsize=(8, 5), layout="constrained")
+    ax = fig.subplots()
+    rand = curves[(curves["criterion"] == "random") & curves[metric].notna()]
+    if len(rand):
+        band = rand.groupby("n_removed")[metric].agg(["min", "max", "median"])
+        ax.fill_between(band.index, band["min"], band["max"], color="0.85", label=f"random orders ({rand['draw'].nunique()}): range")
+        ax.plot(band.index, band["median"], color="0.5", lw=1, label="random orders: median")
+    for name, curve in curves[curves["criterion"] != "random"].groupby("criterion", sort=False):
+        ax.plot(curve["n_removed"], curve[metric], marker="o", ms=3, lw=1.2, label=name)
+    ax.axhline(meta["summary"]["full"][metric], color="black", ls="--", lw=0.8, label="full model")
+    ax.axvline(meta["group_size"], color="0.6", ls=":", lw=1)
+    ax.set_xlabel(f"heads removed (of {n_total}); dotted: the group size {meta['group_size']}", fontsize=8)
+    ax.set_ylabel(metric, fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=7, loc="lower left")
+    ax.set_title(f"{_model(meta)}: pruning curves — {metric} as each criterion removes heads in its order", fontsize=9)
     return fig
+
+
+def redraw(folder: Path) -> list[Path]:
+    """Draw the figures again from a saved study (``ablation.json`` and the parquet tables)."""
+    import json
+
+    folder = Path(folder)
+    meta = json.loads((folder / "ablation.json").read_text())
+    tables = [pd.read_parquet(folder / f"{name}.parquet") for name in ("heads", "groups", "curves")]
+    return draw_figures(folder, meta, *tables)
 
 
 def draw_figures(out: Path, meta: dict, heads: pd.DataFrame, groups: pd.DataFrame, curves: pd.DataFrame) -> list[Path]:

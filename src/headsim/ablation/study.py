@@ -186,7 +186,7 @@ def ablation_study(model=None, out: str | os.PathLike = "ablation-out", *, run_d
     summary = _summary(full, groups_df, curves_df, heads_df, primary_metric, k, n, list(criteria), config)
     meta = {
         "model": loaded.describe(), "config": asdict(config), "primary_metric": primary_metric,
-        "metrics": [m for t in tasks for m in t.metrics], "n_heads_total": n, "group_size": k, "curve_points": points,
+        "metrics": [m for t in tasks for m in t.metrics], "task_metrics": [list(t.metrics) for t in tasks], "n_heads_total": n, "group_size": k, "curve_points": points,
         "gradient_task": grad_task.name, "statistics_run": run_path, "roles": list(roles),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seconds": round(time.time() - started, 1),
         "cpu_seconds": round(time.process_time() - cpu_started, 1),
@@ -207,7 +207,9 @@ def _summary(full: dict, groups: pd.DataFrame, curves: pd.DataFrame, heads: pd.D
              n: int, criteria: list[str], config: StudyConfig) -> dict:
     rand = groups.loc[groups["kind"] == "random", metric].to_numpy()
     lo, hi = np.percentile(rand, [2.5, 97.5])
-    at_k = {c: float(curves.loc[(curves["criterion"] == c) & (curves["n_removed"] == k), metric].iloc[0]) for c in criteria}
+    rows_k = {c: curves[(curves["criterion"] == c) & (curves["n_removed"] == k)].iloc[0] for c in criteria}
+    at_k = {c: float(row[metric]) for c, row in rows_k.items()}
+    at_k_all = {c: {m: float(row[m]) for m in full} for c, row in rows_k.items()}
     roles = {}
     for row in groups[groups["kind"] == "role"].itertuples():
         value = getattr(row, metric)
@@ -229,7 +231,7 @@ def _summary(full: dict, groups: pd.DataFrame, curves: pd.DataFrame, heads: pd.D
     return {
         "full": full, "group_size": k, "n_heads_total": n,
         "random": {"mean": float(rand.mean()), "p2.5": float(lo), "p97.5": float(hi), "draws": int(len(rand))},
-        "at_group_size": at_k, "roles": roles, "removable": removable_heads, "tolerances": list(TOLERANCES),
+        "at_group_size": at_k, "at_group_size_all": at_k_all, "roles": roles, "removable": removable_heads, "tolerances": list(TOLERANCES),
         "rank_correlation_with_single_head_drop": {c: {"rho": v[0], "ci95": [v[1], v[2]]} for c, v in corr.items()},
     }
 
