@@ -313,6 +313,10 @@ def test_cli_ablate_on_a_tiny_model(tiny_bert_dir, tiny_run, tmp_path, capsys):
     s = meta["summary"]
     assert s["random"]["draws"] == 6 and s["random"]["p2.5"] <= s["random"]["mean"] <= s["random"]["p97.5"]
     assert "results:" in capsys.readouterr().out
+    from headsim.ablation.study import resummarize  # the summary and figures again from the tables alone
+
+    resummarize(out)
+    assert json.loads((out / "ablation.json").read_text())["summary"] == meta["summary"]
 
 
 def test_report_shows_the_study_of_a_run(tiny_run, tmp_path):

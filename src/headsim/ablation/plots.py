@@ -15,7 +15,9 @@ FIGURES = {"ablation_heads": "per-head importance", "ablation_groups": "groups a
 
 
 def _model(meta: dict) -> str:
-    return str(meta["model"].get("name", "model"))
+    from ..report.html import model_label
+
+    return model_label(meta["model"])
 
 
 def _grid(ax, values: np.ndarray, title: str, cmap: str, center: bool, cbar: str) -> None:
@@ -30,7 +32,7 @@ def _grid(ax, values: np.ndarray, title: str, cmap: str, center: bool, cbar: str
     ax.set_title(title, fontsize=9)
     for (i, j), v in np.ndenumerate(values):
         if np.isfinite(v):
-            ax.text(j, i, f"{v:.3f}" if abs(v) < 1 else f"{v:.1f}", ha="center", va="center", fontsize=5)
+            ax.text(j, i, f"{v:+.3f}" if center else f"{v:.2g}", ha="center", va="center", fontsize=5)
 
 
 def heads_figure(meta: dict, heads: pd.DataFrame) -> Figure:

@@ -195,6 +195,25 @@ def ablation_study(model=None, out: str | os.PathLike = "ablation-out", *, run_d
     return _write(out, meta, heads_df, groups_df, curves_df)
 
 
+def resummarize(folder: str | os.PathLike) -> Path:
+    """Recompute ``ablation.json``'s summary and the figures from a saved study's tables (no model run)."""
+    from ..rundir import read_json, write_json
+    from .plots import redraw
+
+    folder = Path(folder)
+    meta = read_json(folder / ABLATION_JSON)
+    heads, groups, curves = (pd.read_parquet(folder / name) for name in (HEADS, GROUPS, CURVES))
+    config = StudyConfig(**{**meta["config"], "tasks": tuple(meta["config"]["tasks"])})
+    metric = meta["primary_metric"]
+    full = {m: float(groups.loc[groups["kind"] == "full", m].iloc[0]) for m in meta["metrics"]}
+    criteria = list(dict.fromkeys(c for c in curves["criterion"] if c != RANDOM))
+    meta["summary"] = _summary(full, groups, curves, heads, metric, meta["group_size"], meta["n_heads_total"], criteria, config)
+    meta.setdefault("task_metrics", [list(get_tasks([t])[0].metrics) for t in config.tasks])
+    write_json(folder / ABLATION_JSON, meta)
+    redraw(folder)
+    return folder / ABLATION_JSON
+
+
 def _heads_table(L: int, H: int, delta: np.ndarray, grad: np.ndarray, roles: dict, metric: str) -> pd.DataFrame:
     table = pd.DataFrame({"layer": np.repeat(np.arange(1, L + 1), H), "head": np.tile(np.arange(1, H + 1), L),
                           f"delta_{metric}": delta, "gradient_importance": np.asarray(grad).ravel()})
@@ -210,10 +229,9 @@ def _summary(full: dict, groups: pd.DataFrame, curves: pd.DataFrame, heads: pd.D
     rows_k = {c: curves[(curves["criterion"] == c) & (curves["n_removed"] == k)].iloc[0] for c in criteria}
     at_k = {c: float(row[metric]) for c, row in rows_k.items()}
     at_k_all = {c: {m: float(row[m]) for m in full} for c, row in rows_k.items()}
-    roles = {}
-    for row in groups[groups["kind"] == "role"].itertuples():
-        value = getattr(row, metric)
-        roles[row.group] = {"score": float(value), "random_share_at_or_below": float((1 + (rand <= value).sum()) / (1 + len(rand)))}
+    share = {c: float((1 + (rand <= v).sum()) / (1 + len(rand))) for c, v in at_k.items()}
+    roles = {row.group: {"score": float(getattr(row, metric)), "random_share_at_or_below": share[f"role: {row.group}"]}
+             for row in groups[groups["kind"] == "role"].itertuples()}
     removable_heads = {}
     for c in [*criteria, RANDOM]:
         per_draw = []
@@ -231,7 +249,7 @@ def _summary(full: dict, groups: pd.DataFrame, curves: pd.DataFrame, heads: pd.D
     return {
         "full": full, "group_size": k, "n_heads_total": n,
         "random": {"mean": float(rand.mean()), "p2.5": float(lo), "p97.5": float(hi), "draws": int(len(rand))},
-        "at_group_size": at_k, "at_group_size_all": at_k_all, "roles": roles, "removable": removable_heads, "tolerances": list(TOLERANCES),
+        "at_group_size": at_k, "at_group_size_all": at_k_all, "random_share_at_or_below": share, "roles": roles, "removable": removable_heads, "tolerances": list(TOLERANCES),
         "rank_correlation_with_single_head_drop": {c: {"rho": v[0], "ci95": [v[1], v[2]]} for c, v in corr.items()},
     }
 

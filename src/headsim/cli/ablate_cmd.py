@@ -29,6 +29,7 @@ def ablate(
 ) -> None:
     """Score each head alone, each layer, each measured role and random groups; pruning curves by every criterion."""
     from ..ablation.study import StudyConfig, ablation_study
+    from ..report.html import model_label
     from ..rundir import read_json
 
     config = StudyConfig(tasks=tuple(t.strip() for t in tasks.split(",") if t.strip()), group_fraction=group_fraction,
@@ -37,17 +38,15 @@ def ablate(
     path = ablation_study(None if model == "default" else model, out, run_dir=run, config=config, device=device)
     meta = read_json(path)
     s, metric = meta["summary"], meta["primary_metric"]
-    table = Table(title=f"{meta['model']['name']}: {metric} after removing {s['group_size']} of {s['n_heads_total']} heads")
-    for column in ("criterion", metric, "Δ vs full"):
+    table = Table(title=f"{model_label(meta['model'])}: {metric} after removing {s['group_size']} of {s['n_heads_total']} heads")
+    for column in ("criterion", metric, "Δ vs full", "random groups scoring ≤"):
         table.add_column(column, justify="left" if column == "criterion" else "right")
     full = s["full"][metric]
-    table.add_row("full model", f"{full:.4f}", "")
+    table.add_row("full model", f"{full:.4f}", "", "")
     for name, value in s["at_group_size"].items():
-        table.add_row(name, f"{value:.4f}", f"{value - full:+.4f}")
+        table.add_row(name, f"{value:.4f}", f"{value - full:+.4f}", f"{s['random_share_at_or_below'][name]:.2f}")
     r = s["random"]
     table.add_row(f"random ({r['draws']} draws): mean [95 %]", f"{r['mean']:.4f} [{r['p2.5']:.4f}, {r['p97.5']:.4f}]",
-                  f"{r['mean'] - full:+.4f}")
-    for role, v in s["roles"].items():
-        table.add_row(f"role group: {role}", f"{v['score']:.4f}", f"{v['score'] - full:+.4f}")
+                  f"{r['mean'] - full:+.4f}", "")
     console.print(table)
     console.print(f"results: {path.parent}")
