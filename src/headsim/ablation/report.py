@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+from ..report.html import model_label
 from .plots import FIGURES
 from .study import ABLATION_JSON
 
@@ -35,7 +36,7 @@ def report_section(run_dir: Path, out: Path) -> dict | None:
     rows.append((f"random groups ({r['draws']} draws): mean [95 % interval]",
                  f"{r['mean']:.3f} [{r['p2.5']:.3f}, {r['p97.5']:.3f}]", f"{r['mean'] - full:+.3f}"))
     return {
-        "intro": (f"Head ablation of {meta['model'].get('name', 'the model')} ({meta['config']['mode']} mode): the "
+        "intro": (f"Head ablation of {model_label(meta['model'])} ({meta['config']['mode']} mode): the "
                   f"primary score {metric} after removing {k} of {n} heads in the order of each criterion "
                   "(single-head ablation and gradient importance: least important first; roles: most typical first). "
                   "Made by headsim ablate; tables in ablation/*.parquet, method in docs/ablation.md."),
