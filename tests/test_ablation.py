@@ -168,6 +168,13 @@ def test_gates_at_one_and_mean_of_a_constant_head(tiny_bert):
     assert torch.allclose(means[0].double(), z, atol=1e-5)
 
 
+def test_headsim_ablate_is_the_package_function():
+    import headsim
+    import headsim.ablation
+
+    assert headsim.ablate is headsim.ablation.ablate
+
+
 def test_bad_heads_and_modes_are_one_line_errors(tiny_bert):
     with pytest.raises(HeadsimError, match="layer 3, head 1"):
         with ablate(tiny_bert, [(2, 0)]):

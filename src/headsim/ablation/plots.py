@@ -30,9 +30,12 @@ def _grid(ax, values: np.ndarray, title: str, cmap: str, center: bool, cbar: str
     ax.set_xlabel("head", fontsize=8)
     ax.set_ylabel("layer", fontsize=8)
     ax.set_title(title, fontsize=9)
+    dark = img.norm(values)  # position on the colour map: light text on its dark ends
     for (i, j), v in np.ndenumerate(values):
         if np.isfinite(v):
-            ax.text(j, i, f"{v:+.3f}" if center else f"{v:.2g}", ha="center", va="center", fontsize=5)
+            light = (dark[i, j] < 0.15 or dark[i, j] > 0.85) if center else dark[i, j] < 0.35
+            ax.text(j, i, f"{v:+.3f}" if center else f"{v:.2g}", ha="center", va="center", fontsize=5,
+                    color="white" if light else "black")
 
 
 def heads_figure(meta: dict, heads: pd.DataFrame) -> Figure:
