@@ -27,6 +27,7 @@ _LAZY = {
     "make_windows": "headsim.windows",
     "inspect_text": "headsim.inspection",
     "example_text": "headsim.inspection",
+    "ablate": "headsim.ablation",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]
