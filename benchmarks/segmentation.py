@@ -15,7 +15,9 @@ conditions: ``threshold`` (each method decides its own count) and ``oracle-k`` (
 number of boundaries). Metrics per document: Pk and WindowDiff (NLTK, k = half the mean gold
 segment length) and segeval's boundary similarity B; means with 95 % bootstrap intervals over
 documents, and a paired per-document comparison of headsim against the best baseline of each
-cell (mean Pk difference with its interval, wins / ties / losses, sign test).
+cell (mean Pk difference with its interval, wins / ties / losses, sign test). Two ablations of
+headsim run beside it: ``headsim-heads-only`` (embedding weight fixed at 0) and
+``headsim-embeddings-only`` (weight 1: the same scoring on sentence embeddings alone).
 
 Model features (every head's unit vectors, sentence embeddings) are computed once per document
 and cached on disk (``benchmarks/segmentation_features.py``); a rerun only reads them.
@@ -107,7 +109,8 @@ class HeadsimOnFeatures:
     def params(self) -> dict[str, Any]:
         t = self.topic
         return {"heads": ",".join(f"L{l_ + 1}H{h + 1}" for l_, h in t["heads"]), "k": t["k"],
-                "embedding_weight": t["embedding_weight"], "threshold": t["threshold"]}
+                "embedding_weight": t["embedding_weight"], "threshold": t["threshold"],
+                "threshold_rule": t["threshold_rule"]}
 
     def predict(self, units: list[str], n_boundaries: int | None = None) -> list[int]:
         if len(units) < 2:
@@ -115,8 +118,9 @@ class HeadsimOnFeatures:
         f = self.store.get(units)
         w = float(self.topic["embedding_weight"])
         heads = f.heads[:, self._index].astype(np.float32) if w < 1.0 else None
-        score = gap_scores(heads, f.embeddings, int(self.topic["k"]), w)
-        return pick_boundaries(score, n_boundaries, threshold=float(self.topic["threshold"]))
+        score = gap_scores(heads, f.embeddings, float(self.topic["k"]), w)
+        return pick_boundaries(score, n_boundaries, threshold=float(self.topic["threshold"]),
+                               rule=self.topic["threshold_rule"])
 
 
 # --------------------------------------------------------------------------------------------
@@ -141,6 +145,8 @@ def _chonkie(encoder: CachedEncoder) -> ChonkieSemanticBaseline:
 def method_factories(store: FeatureStore, encoder: CachedEncoder) -> dict[str, Callable[[], Any]]:
     return {
         "headsim": lambda: HeadsimOnFeatures(store),
+        "headsim-heads-only": lambda: HeadsimOnFeatures(store, embedding_weight=[0.0]),  # ablations
+        "headsim-embeddings-only": lambda: HeadsimOnFeatures(store, embedding_weight=[1.0]),
         "texttiling": TextTilingBaseline,
         "embedding-breakpoint": lambda: EmbeddingBreakpointBaseline(encoder=encoder),
         "chonkie-semantic": lambda: _chonkie(encoder),
@@ -200,6 +206,9 @@ def run_topic(sources: dict[str, Source], factories: dict[str, Callable[[], Any]
                     out["per_doc"].setdefault(condition, {}).setdefault(train, {}).setdefault(evaluate, {})[method] = scores
             log(f"  trained on {train}: {method} ({time.perf_counter() - start:.0f} s)")
     out["tables"] = {c: tables(out["per_doc"].get(c, {}), sources) for c in CONDITIONS}
+    out["per_doc_pk"] = {c: {t: {e: {m: [round(s["pk"], 4) for s in v] for m, v in ms.items()} for e, ms in es.items()}
+                             for t, es in ts.items()} for c, ts in out.pop("per_doc").items()}
+    out["test_doc_ids"] = {name: [d.doc_id for d in s.test] for name, s in sources.items()}
     return out
 
 
@@ -225,7 +234,7 @@ def tables(per_doc: dict[str, dict[str, dict[str, list]]], sources: dict[str, So
                                              for t in sources if m in per_doc.get(t, {}).get(evaluate, {})}
         for key, docs_by_method in (("in_domain", {m: per_doc[evaluate][evaluate][m] for m in methods}),
                                     ("out_of_domain", ood_docs)):
-            baselines = {m: v for m, v in docs_by_method.items() if m != "headsim"}
+            baselines = {m: v for m, v in docs_by_method.items() if not m.startswith("headsim")}
             if "headsim" in docs_by_method and baselines:
                 best = min(baselines, key=lambda m: np.mean([s["pk"] for s in baselines[m]]))
                 cell[f"paired_{key}"] = {"against": best, **paired_comparison(

@@ -57,14 +57,17 @@ def segdoc(doc_id: str, text: str, segment_starts: Sequence[int]) -> SegDoc:
     return SegDoc(doc_id, text, units, sorted(gold))
 
 
-def wikipedia_topic_docs() -> list[SegDoc]:
-    """Data A: every embedded Wikipedia article with at least two sections; gold = section starts."""
+def wikipedia_topic_docs(max_chars: int | None = None) -> list[SegDoc]:
+    """Data A: every embedded Wikipedia article with at least two sections; gold = section starts.
+
+    ``max_chars``: leave out longer articles before cutting them into sentences.
+    """
     from ..corpus import wikipedia_documents
 
     docs = (
         segdoc(d.doc_id, d.text, [s.start for s in d.sections[1:]])
         for d in wikipedia_documents()
-        if len(d.sections) >= 2
+        if len(d.sections) >= 2 and (max_chars is None or len(d.text) <= max_chars)
     )
     return [d for d in docs if d.gold]
 
@@ -199,8 +202,11 @@ def lee_source(docs_per_subset: int = 8, dev_fraction: float = 0.3, seed: int = 
 
 
 def wikipedia_source(max_units: int = 120, dev_fraction: float = 0.3, seed: int = 0) -> Source:
-    """Wikipedia articles (gold = section starts) of at most ``max_units`` sentences, split by article."""
-    docs = [d for d in wikipedia_topic_docs() if len(d.units) <= max_units]
+    """Wikipedia articles (gold = section starts) of at most ``max_units`` sentences, split by article.
+
+    Articles over ``400 * max_units`` characters are not cut into sentences at all (time).
+    """
+    docs = [d for d in wikipedia_topic_docs(400 * max_units) if len(d.units) <= max_units]
     dev, test = dev_test_split(docs, dev_fraction, seed=seed)
     return Source("wikipedia", dev, test, {d.doc_id: "articles" for d in docs})
 

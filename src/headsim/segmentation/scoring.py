@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import require
 
-__all__ = ["depth_scores", "gap_similarity", "pick_boundaries", "prepare_units", "topic_scores"]
+__all__ = ["THRESHOLD_RULES", "depth_scores", "gap_similarity", "pick_boundaries", "prepare_units", "topic_scores"]
 
 
 def gap_similarity(vectors: np.ndarray, n_heads: int, k: int, head_weights: np.ndarray | None = None) -> np.ndarray:
@@ -64,14 +64,18 @@ def _local_peaks(score: np.ndarray, radius: int) -> np.ndarray:
     return np.asarray(out, dtype=np.int64)
 
 
+THRESHOLD_RULES = ("z", "relative")
+
+
 def pick_boundaries(score: np.ndarray, n_boundaries: int | None, *, threshold: float | None = None,
-                    radius: int = 1, mean_segment_units: float | None = None) -> list[int]:
+                    rule: str = "z", radius: int = 1) -> list[int]:
     """Gaps to cut at from a gap score (higher = stronger boundary).
 
     With ``n_boundaries``: the strongest local peaks (ties: earlier first), topped up with the
-    strongest remaining gaps if there are too few peaks. Without: peaks whose score standardised
-    within the text, ``(score - mean) / std``, exceeds ``threshold``; when ``threshold`` is ``None``
-    the count comes from ``mean_segment_units`` (units per segment).
+    strongest remaining gaps if there are too few peaks. Without, the peaks that stand out within
+    the text: ``rule="z"``: whose standardised score ``(score - mean) / std`` exceeds
+    ``threshold``; ``rule="relative"``: whose score is at least ``threshold`` times the text's
+    highest score (the count then does not grow with the text's length).
     """
     score = np.asarray(score, dtype=np.float64)
     n_gaps = len(score)
@@ -79,16 +83,16 @@ def pick_boundaries(score: np.ndarray, n_boundaries: int | None, *, threshold: f
         return []
     peaks = _local_peaks(score, radius)
     if n_boundaries is None:
-        if threshold is None:
-            require(mean_segment_units is not None, "no threshold and no segment length to decide the count",
-                    "pass n_segments, or use a fitted configuration")
-            n_boundaries = max(0, min(n_gaps, round((n_gaps + 1) / mean_segment_units) - 1))
-        else:
-            sd = score.std()
-            if sd <= 0:
-                return []
-            z = (score - score.mean()) / sd
-            return sorted(int(i) for i in peaks if z[i] > threshold)
+        require(threshold is not None, "no boundary count and no threshold", "pass n_boundaries or a threshold")
+        require(rule in THRESHOLD_RULES, f"unknown threshold rule {rule!r}", f"use one of {', '.join(THRESHOLD_RULES)}")
+        if rule == "relative":
+            top = score.max()
+            return sorted(int(i) for i in peaks if top > 0 and score[i] >= threshold * top)
+        sd = score.std()
+        if sd <= 0:
+            return []
+        z = (score - score.mean()) / sd
+        return sorted(int(i) for i in peaks if z[i] > threshold)
     n_boundaries = int(n_boundaries)
     require(0 <= n_boundaries <= n_gaps, f"cannot place {n_boundaries} boundaries between {n_gaps + 1} units",
             f"ask for at most {n_gaps + 1} segments")
@@ -125,7 +129,14 @@ def _zscore(x: np.ndarray) -> np.ndarray:
     return (x - x.mean()) / sd if sd > 0 else np.zeros_like(x)
 
 
-def combined_similarity(heads: np.ndarray | None, embeddings: np.ndarray | None, k: int,
+def block_size(k: float, n_units: int) -> int:
+    """Units on each side of a gap: ``k`` itself when ``k >= 1``, else that fraction of the
+    document's units (at least 2), so that blocks grow with long documents."""
+    require(k > 0, f"block size k must be positive, got {k}", "use e.g. 3, or a fraction such as 0.05")
+    return int(k) if k >= 1 else max(2, int(round(k * n_units)))
+
+
+def combined_similarity(heads: np.ndarray | None, embeddings: np.ndarray | None, k: float,
                         embedding_weight: float) -> np.ndarray:
     """Similarity across each gap from head vectors and sentence embeddings, mixed per document.
 
@@ -133,9 +144,11 @@ def combined_similarity(heads: np.ndarray | None, embeddings: np.ndarray | None,
     centred and normalised per document (:func:`prepare_units`), turned into a block similarity
     curve (:func:`gap_similarity`, ``k`` units a side) and standardised within the document; the
     result is ``(1 - w) * heads + w * embeddings`` with ``w = embedding_weight`` (a source that is
-    missing, or has weight 0, is not computed).
+    missing, or has weight 0, is not computed). ``k`` below 1 is a fraction of the document
+    (:func:`block_size`).
     """
     require(0.0 <= embedding_weight <= 1.0, f"embedding_weight {embedding_weight} is outside [0, 1]", "use 0..1")
+    k = block_size(k, len(heads) if heads is not None else len(embeddings))
     parts = []
     if embedding_weight < 1.0:
         require(heads is not None, "head vectors are needed when embedding_weight < 1", "pass heads")
@@ -151,7 +164,7 @@ def combined_similarity(heads: np.ndarray | None, embeddings: np.ndarray | None,
     return sum(w * _zscore(c) for w, c in parts)
 
 
-def gap_scores(heads: np.ndarray | None, embeddings: np.ndarray | None, k: int, embedding_weight: float) -> np.ndarray:
+def gap_scores(heads: np.ndarray | None, embeddings: np.ndarray | None, k: float, embedding_weight: float) -> np.ndarray:
     """Depth score of each gap (higher = stronger boundary) of :func:`combined_similarity`."""
     return depth_scores(combined_similarity(heads, embeddings, k, embedding_weight))
 

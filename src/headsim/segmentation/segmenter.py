@@ -73,7 +73,7 @@ def _scores(vectors: np.ndarray | None, unit_texts: Sequence[str], loaded: Loade
     w = float(topic["embedding_weight"])
     heads = None if vectors is None or w >= 1.0 else vectors.reshape(len(unit_texts), len(_heads(topic)), -1)
     emb = sentence_embeddings(loaded, [t.strip() for t in unit_texts]) if w > 0.0 else None
-    return gap_scores(heads, emb, int(topic["k"]), w)
+    return gap_scores(heads, emb, float(topic["k"]), w)
 
 
 def topic_gap_scores(text: str, unit_spans: Sequence[tuple[int, int]], loaded: LoadedModel, config: dict[str, Any],
@@ -92,7 +92,8 @@ def topic_gap_scores(text: str, unit_spans: Sequence[tuple[int, int]], loaded: L
 def _choose(score: np.ndarray, n_segments: int | None, topic: dict[str, Any]) -> list[int]:
     if len(score) == 0:
         return []
-    return pick_boundaries(score, None if n_segments is None else n_segments - 1, threshold=float(topic["threshold"]))
+    return pick_boundaries(score, None if n_segments is None else n_segments - 1, threshold=float(topic["threshold"]),
+                           rule=topic.get("threshold_rule", "z"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -187,7 +188,7 @@ class Segmenter:
         topic = config["topic"]
         self.config_ = config
         self.heads_ = _heads(topic)
-        self.k_ = int(topic["k"])
+        self.k_ = float(topic["k"])
         self.embedding_weight_ = float(topic["embedding_weight"])
         self.threshold_ = float(topic["threshold"])
         return self

@@ -16,9 +16,11 @@ Topic level (:func:`fit_topic`, or :func:`fit_topic_from_features` on precompute
    are the triple with the lowest mean Pk on the training documents when each is cut at its
    gold number of boundaries (ties: the earlier in the grid: fewer heads, smaller ``k``, smaller
    ``w``).
-4. Without a count, boundaries are the local peaks of the depth score whose z-score within the
-   document exceeds a threshold: a rule relative to each document; the threshold is the one with
-   the lowest training Pk.
+4. Without a count, boundaries are the local peaks of the depth score that stand out within
+   their own document: by default those at least a fraction of the document's deepest peak
+   (``threshold_rule="relative"``: the count does not grow with the document's length), or those
+   whose z-score exceeds a threshold (``"z"``); the threshold is the one with the lowest training
+   Pk.
 
 Sentence level (:func:`fit_sentence`): every layer's column attention score is compared with
 pySBD's sentence ends on development text, for three candidate sets and a grid of thresholds;
@@ -46,9 +48,11 @@ from .scoring import auc, content_scores, gap_scores, pick_boundaries, prepare_u
 HEAD_CRITERIA = ("content", "boundary")
 HEAD_DISTANCES = (1, 2, 3, 4)
 N_HEADS_GRID = (1, 2, 4, 8)
-K_GRID = (2, 3, 5, 8)
+K_GRID = (0.03, 0.05, 0.08, 0.12)  # fractions of the document's units (blocks grow with the document)
 WEIGHT_GRID = (0.0, 0.25, 0.5, 0.75, 1.0)
 Z_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0)
+RELATIVE_GRID = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+THRESHOLD_GRIDS = {"z": Z_GRID, "relative": RELATIVE_GRID}
 SENTENCE_THRESHOLDS = (0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
 MIN_SENTENCE_F1 = 0.8
 SEQ_LEN, STRIDE = 256, 192
@@ -102,8 +106,9 @@ def _mean_pk(golds: Sequence[tuple[int, Sequence[int]]], predictions: Sequence[S
 def fit_topic_from_features(head_docs: Sequence[np.ndarray], embeddings: Sequence[np.ndarray] | None,
                             golds: Sequence[Sequence[int]], heads: Sequence[tuple[int, int]], *,
                             criterion: str = "content", n_heads: Sequence[int] = N_HEADS_GRID,
-                            k: Sequence[int] = K_GRID, embedding_weight: Sequence[float] = WEIGHT_GRID,
-                            threshold: Sequence[float] = Z_GRID) -> dict[str, Any]:
+                            k: Sequence[float] = K_GRID, embedding_weight: Sequence[float] = WEIGHT_GRID,
+                            threshold: Sequence[float] | None = None,
+                            threshold_rule: Sequence[str] = ("relative",)) -> dict[str, Any]:
     """The topic configuration chosen on training documents from their features.
 
     Args:
@@ -113,7 +118,10 @@ def fit_topic_from_features(head_docs: Sequence[np.ndarray], embeddings: Sequenc
         golds: per document the gold gap indices.
         heads: the ``(layer, head)`` of each column of ``head_docs``.
         criterion: how heads are ranked (:func:`rank_heads`).
-        n_heads, k, embedding_weight, threshold: the grids searched (one value fixes it).
+        n_heads, k, embedding_weight, threshold: the grids searched (one value fixes it);
+            ``threshold=None``: the grid of each rule (:data:`THRESHOLD_GRIDS`).
+        threshold_rule: the rules tried for deciding the count (``"z"``, ``"relative"``; see
+            :func:`headsim.segmentation.scoring.pick_boundaries`).
     """
     require(len(head_docs) > 0, "fit needs at least one training document", "pass documents with gold boundaries")
     require(len(head_docs) == len(golds), "one gold boundary list per document is needed", "pass them in the same order")
@@ -132,13 +140,15 @@ def fit_topic_from_features(head_docs: Sequence[np.ndarray], embeddings: Sequenc
                     best = (loss, n, kk, w, depth)
     loss, n, kk, w, depth = best
     chosen = order[: min(n, len(order))] if w < 1.0 else []
-    rules = [(_mean_pk(docs_gold, [pick_boundaries(d, None, threshold=z) for d in depth]), float(z)) for z in threshold]
-    threshold_pk, z = min(rules, key=lambda r: r[0])
+    rules = [(_mean_pk(docs_gold, [pick_boundaries(d, None, threshold=z, rule=r) for d in depth]), float(z), r)
+             for r in threshold_rule for z in (THRESHOLD_GRIDS[r] if threshold is None else threshold)]
+    threshold_pk, z, rule = min(rules, key=lambda r: r[0])
     return {
         "heads": [list(map(int, heads[i])) for i in chosen],
-        "k": int(kk),
+        "k": kk if kk < 1 else int(kk),
         "embedding_weight": float(w),
         "threshold": z,
+        "threshold_rule": rule,
         "head_criterion": criterion,
         "fit": {
             "documents": len(head_docs),
@@ -232,31 +242,36 @@ def fit_sentence(texts: Sequence[str], model: LoadedModel | str | None = None, *
 # --------------------------------------------------------------------------------------------
 
 
-def regenerate_default(model: LoadedModel | str | None = None) -> dict[str, Any]:
-    """Fit the topic level on the development documents of every benchmark source, the sentence
-    level on 10 Wikipedia development texts."""
-    from .datasets import SOURCES, wikipedia_topic_docs, dev_test_split
+def regenerate_default(model: LoadedModel | str | None = None, *, topic_only: bool = False) -> dict[str, Any]:
+    """Fit the topic level on the development documents of every benchmark source and the
+    sentence level on 10 Wikipedia development texts (``topic_only``: keep the shipped sentence
+    level)."""
+    from .config import default_config
+    from .datasets import SOURCES, dev_test_split, wikipedia_topic_docs
 
     loaded = as_loaded(model)
     dev = [d for make in SOURCES.values() for d in make().dev]
     topic = fit_topic(dev, loaded)
-    wiki_dev, _ = dev_test_split(wikipedia_topic_docs(), 0.3, seed=0)
-    sentence = fit_sentence([d.text for d in wiki_dev[:10]], loaded)
+    if topic_only:
+        sentence, how = default_config()["sentence"], "sentence level as shipped before"
+    else:
+        wiki_dev, _ = dev_test_split(wikipedia_topic_docs(), 0.3, seed=0)
+        sentence, how = fit_sentence([d.text for d in wiki_dev[:10]], loaded), "sentence level on 10 Wikipedia development texts"
     return {
         "model": loaded.name if loaded.name != "default" else "all-MiniLM-L6-v2 (embedded default)",
         "produced_by": "python -m headsim.segmentation.selection --write: topic level on the development "
-                       f"documents of {', '.join(SOURCES)} ({len(dev)} documents); sentence level on 10 "
-                       "Wikipedia development texts",
+                       f"documents of {', '.join(SOURCES)} ({len(dev)} documents); {how}",
         "topic": topic,
         "sentence": sentence,
     }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m headsim.segmentation.selection [--write] [--topic-only]``: print (and ship) a fit."""
     from .config import DEFAULT_CONFIG_PATH, write_config
 
     args = list(sys.argv[1:] if argv is None else argv)
-    config = regenerate_default()
+    config = regenerate_default(topic_only="--topic-only" in args)
     print(json.dumps(config, indent=1))
     if "--write" in args:
         write_config(config, DEFAULT_CONFIG_PATH)
