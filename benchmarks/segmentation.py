@@ -72,7 +72,7 @@ SEED = 0
 CONDITIONS = ("threshold", "oracle-k")
 METRICS = ("pk", "windowdiff", "b")
 GOLDEN_RULES = Path(__file__).parent / "data" / "pysbd_golden_rules_en.json"
-QUICK = {"lee": {"docs_per_subset": 2}, "wikipedia": {"max_units": 40}, "shakespeare": {"n_plays": 3, "max_units": 150},
+QUICK = {"lee": {"docs_per_subset": 2}, "wikipedia": {"max_units": 40}, "shakespeare": {"n_plays": 3, "max_units": 250},
          "awscli": {"max_docs": 12}}
 
 

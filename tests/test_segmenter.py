@@ -163,10 +163,10 @@ def test_encoder_pass_covers_every_token_once_and_is_batch_independent(embedded)
 def test_default_config_is_package_data_json():
     config = default_config()
     assert config == json.loads(DEFAULT_CONFIG_PATH.read_text(encoding="utf-8"))
-    assert config["topic"]["k"] >= 1 and 0 <= config["topic"]["embedding_weight"] <= 1
+    assert config["topic"]["k"] > 0 and 0 <= config["topic"]["embedding_weight"] <= 1
     assert "layer" in config["sentence"]
     config["topic"]["k"] = -1  # a copy: the shipped one is untouched
-    assert default_config()["topic"]["k"] >= 1
+    assert default_config()["topic"]["k"] > 0
 
 
 def test_segment_and_segmenter_are_top_level():

@@ -280,6 +280,8 @@ def shakespeare_source(n_plays: int = 6, dev_fraction: float = 0.3, seed: int = 
     for i, (play_id, markdown) in enumerate(picked):
         side = "dev" if i < n_dev else "test"
         out[side].extend(d for d in shakespeare_acts(play_id, markdown) if len(d.units) <= max_units)
+    require(bool(out["dev"]) and bool(out["test"]), f"no act of at most {max_units} sentences on one side of the split",
+            "ask for more plays or a larger max_units")
     return Source("shakespeare", out["dev"], out["test"], {d.doc_id: "acts" for d in out["dev"] + out["test"]})
 
 
