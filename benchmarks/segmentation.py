@@ -206,9 +206,29 @@ def run_topic(sources: dict[str, Source], factories: dict[str, Callable[[], Any]
                     out["per_doc"].setdefault(condition, {}).setdefault(train, {}).setdefault(evaluate, {})[method] = scores
             log(f"  trained on {train}: {method} ({time.perf_counter() - start:.0f} s)")
     out["tables"] = {c: tables(out["per_doc"].get(c, {}), sources) for c in CONDITIONS}
+    out["subsets"] = {c: subset_pk(out["per_doc"].get(c, {}), sources) for c in CONDITIONS}
     out["per_doc_pk"] = {c: {t: {e: {m: [round(s["pk"], 4) for s in v] for m, v in ms.items()} for e, ms in es.items()}
                              for t, es in ts.items()} for c, ts in out.pop("per_doc").items()}
     out["test_doc_ids"] = {name: [d.doc_id for d in s.test] for name, s in sources.items()}
+    return out
+
+
+def subset_pk(per_doc: dict[str, dict[str, dict[str, list]]], sources: dict[str, Source]) -> dict[str, Any]:
+    """Out-of-domain mean Pk per subset (e.g. each Choi regime) of sources with several subsets."""
+    out: dict[str, Any] = {}
+    for evaluate, src in sources.items():
+        names = [src.subset[d.doc_id] for d in src.test]
+        if len(set(names)) < 2:
+            continue
+        others = [t for t in sources if t != evaluate]
+        for m in per_doc.get(evaluate, {}).get(evaluate, {}):
+            runs = [per_doc[t][evaluate][m] for t in others if m in per_doc.get(t, {}).get(evaluate, {})]
+            if not runs:
+                continue
+            doc_pk = np.mean([[r[i]["pk"] for i in range(len(names))] for r in runs], axis=0)
+            for name in dict.fromkeys(names):
+                sel = [i for i, n in enumerate(names) if n == name]
+                out.setdefault(evaluate, {}).setdefault(name, {})[m] = float(np.mean(doc_pk[sel]))
     return out
 
 
@@ -357,6 +377,12 @@ def markdown_report(report: dict[str, Any], condition: str = "threshold") -> str
             ood, ind = t[s]["out_of_domain"].get(m), t[s]["in_domain"].get(m)
             lines.append(f"| {s} | {m} | {_ci(ood, 'windowdiff') if ood else '—'} | {_ci(ood, 'b') if ood else '—'} | "
                          f"{ind['windowdiff']:.3f} | {ind['b']:.3f} |")
+    for s, subsets in topic.get("subsets", {}).get(condition, {}).items():
+        names = list(subsets)
+        lines += ["", f"Out-of-domain Pk on {s} by subset:", "", "| method | " + " | ".join(names) + " |",
+                  "|---|" + "---|" * len(names)]
+        for m in methods:
+            lines.append(f"| {m} | " + " | ".join(f"{subsets[n][m]:.3f}" if m in subsets[n] else "—" for n in names) + " |")
     lines += ["", "| evaluated source | setting | best baseline | headsim − baseline, mean Pk [95 % CI] | wins / ties / losses | sign test p |",
               "|---|---|---|---|---|---|"]
     for s in sources:
