@@ -220,3 +220,78 @@ def test_paired_comparison_counts_and_sign_test():
     assert result["sign_p"] == pytest.approx(0.25)  # 3 of 3 untied: 2 * (1/2)^3
     with pytest.raises(HeadsimError):
         paired_comparison([0.1], [0.1, 0.2])
+
+
+# ---------------------------------------------------------------------------------------------
+# Benchmark sources
+# ---------------------------------------------------------------------------------------------
+
+
+def test_lee_source_regimes_and_disjoint_pools():
+    from headsim.segmentation.datasets import CHOI_REGIMES, lee_source
+
+    source = lee_source(docs_per_subset=1)
+    regimes = [d for d in source.test + source.dev if source.subset[d.doc_id] in CHOI_REGIMES]
+    assert len(regimes) == 2 * len(CHOI_REGIMES)
+    for doc in regimes:
+        assert len(doc.gold) == 9  # ten segments
+        lo, hi = CHOI_REGIMES[source.subset[doc.doc_id]]
+        lengths = [b - a for a, b in zip([-1, *doc.gold], [*doc.gold, len(doc.units) - 1])]
+        assert all(lo - 1 <= n <= hi + 1 for n in lengths)  # pySBD may re-split a joined story
+    dev_text = "\n".join(d.text for d in source.dev)
+    for doc in source.test:
+        for segment in doc.text.split("\n\n"):
+            assert segment[:80] not in dev_text  # no story on both sides
+
+
+SCENES_MD = """# A Play
+
+## ACT I
+
+## SCENE I. A room.
+
+_Enter A and B_
+
+**A**
+First words of the play.
+Still the first speech.
+
+**B**
+A reply here.
+
+### SCENE II. Elsewhere.
+
+**C**
+The second scene begins.
+
+_Exeunt_
+
+## ACT II
+
+## SCENE I. Alone.
+
+**A**
+Only one scene in this act.
+"""
+
+
+def test_shakespeare_acts_keep_speech_and_cut_at_scenes():
+    from headsim.segmentation.datasets import shakespeare_acts
+
+    docs = shakespeare_acts("test/play", SCENES_MD)
+    assert len(docs) == 1  # act II has a single scene
+    doc = docs[0]
+    assert doc.unit_texts == ["First words of the play.", "Still the first speech.", "A reply here.",
+                              "The second scene begins."]
+    assert doc.gold == [2]
+    assert "Enter" not in doc.text and "**" not in doc.text and "SCENE" not in doc.text
+
+
+def test_awscli_literal_blocks_become_one_line():
+    from headsim.segmentation.datasets import CODE_CHARS, _collapse_literal_blocks
+
+    rst = "The following example lists things. ::\n\n    aws thing list \\\n        --all\n\nOutput::\n\n    {\n        \"A\": 1\n    }\n\nDone."
+    lines = _collapse_literal_blocks(rst).split("\n")
+    assert "aws thing list \\ --all" in lines and '{ "A": 1 }' in lines and lines[-1] == "Done."
+    long = "Intro::\n\n    " + "x " * 400
+    assert max(len(line) for line in _collapse_literal_blocks(long).split("\n")) <= CODE_CHARS
