@@ -297,6 +297,13 @@ def test_bad_arguments_are_errors(embedded):
         segment(PARAGRAPH, embedded, units="spacy")
     with pytest.raises(HeadsimError, match="configuration"):
         segment(PARAGRAPH, embedded, config="/nonexistent/config.json")
+    bad = default_config()
+    bad["topic"].update(heads=[], embedding_weight=0.5)
+    with pytest.raises(HeadsimError, match="no heads"):
+        segment(PARAGRAPH, embedded, config=bad)
+    del bad["topic"]["k"]
+    with pytest.raises(HeadsimError, match="topic section"):
+        segment(PARAGRAPH, embedded, config=bad)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -39,6 +39,10 @@ def check_config(config: Any) -> dict[str, Any]:
     require(isinstance(topic, dict) and all(k in topic for k in TOPIC_KEYS),
             f"the configuration's topic section lacks one of {', '.join(TOPIC_KEYS)}",
             "use a configuration written by Segmenter.save or selection.fit_topic")
+    w = topic["embedding_weight"]
+    require(isinstance(w, (int, float)) and 0 <= w <= 1, f"embedding_weight {w!r} is outside [0, 1]", "use 0..1")
+    require(bool(topic["heads"]) or w >= 1, "the configuration has no heads but gives them weight",
+            "list heads, or set embedding_weight to 1")
     return config
 
 
