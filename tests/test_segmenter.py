@@ -75,6 +75,13 @@ def test_pick_boundaries_count_and_threshold():
     assert len(pick_boundaries(score, 6)) == 6  # topped up beyond the local peaks
     assert pick_boundaries(score, None, threshold=1.0) == [4, 7]
     assert pick_boundaries(np.zeros(0), None, threshold=0.5) == []
+    # peaks 3.0, 2.0, 1.0 (gaps 4, 7, 1): the largest drop in the sorted depths is after 3.0
+    assert pick_boundaries(score, None, rule="elbow") == [4]
+    assert pick_boundaries(score, None, rule="relative", threshold=0.5) == [4, 7]
+    even = np.array([0.0, 1.0, 0.0, 1.0, 0.0, 0.9, 0.0, 0.1])
+    assert pick_boundaries(even, None, rule="elbow") == [1, 3, 5]  # equal strong peaks: all kept
+    with pytest.raises(HeadsimError, match="rule"):
+        pick_boundaries(score, None, rule="median", threshold=1.0)
     with pytest.raises(HeadsimError):
         pick_boundaries(score, 20)
 

@@ -64,7 +64,7 @@ def _local_peaks(score: np.ndarray, radius: int) -> np.ndarray:
     return np.asarray(out, dtype=np.int64)
 
 
-THRESHOLD_RULES = ("z", "relative")
+THRESHOLD_RULES = ("z", "relative", "elbow")
 
 
 def pick_boundaries(score: np.ndarray, n_boundaries: int | None, *, threshold: float | None = None,
@@ -73,9 +73,12 @@ def pick_boundaries(score: np.ndarray, n_boundaries: int | None, *, threshold: f
 
     With ``n_boundaries``: the strongest local peaks (ties: earlier first), topped up with the
     strongest remaining gaps if there are too few peaks. Without, the peaks that stand out within
-    the text: ``rule="z"``: whose standardised score ``(score - mean) / std`` exceeds
-    ``threshold``; ``rule="relative"``: whose score is at least ``threshold`` times the text's
-    highest score (the count then does not grow with the text's length).
+    the text: ``rule="elbow"`` (no threshold): the peaks sorted by score are cut before the largest
+    drop between consecutive ones (the strong boundaries, however many; at least one if there is a
+    peak); ``rule="relative"``:
+    peaks of at least ``threshold`` times the text's highest score; ``rule="z"``: peaks whose
+    standardised score ``(score - mean) / std`` exceeds ``threshold``. The first two do not make
+    the count grow with the text's length.
     """
     score = np.asarray(score, dtype=np.float64)
     n_gaps = len(score)
@@ -83,8 +86,15 @@ def pick_boundaries(score: np.ndarray, n_boundaries: int | None, *, threshold: f
         return []
     peaks = _local_peaks(score, radius)
     if n_boundaries is None:
-        require(threshold is not None, "no boundary count and no threshold", "pass n_boundaries or a threshold")
         require(rule in THRESHOLD_RULES, f"unknown threshold rule {rule!r}", f"use one of {', '.join(THRESHOLD_RULES)}")
+        if rule == "elbow":
+            depth = np.sort(score[peaks])[::-1]
+            if len(depth) < 2 or depth[0] <= 0:
+                return sorted(int(i) for i in peaks)
+            drops = (depth[:-1] - depth[1:]) / depth[0]
+            n = int(np.argmax(drops)) + 1
+            return sorted(int(i) for i in peaks[np.argsort(-score[peaks], kind="stable")][:n])
+        require(threshold is not None, "no boundary count and no threshold", "pass n_boundaries or a threshold")
         if rule == "relative":
             top = score.max()
             return sorted(int(i) for i in peaks if top > 0 and score[i] >= threshold * top)

@@ -17,10 +17,10 @@ Topic level (:func:`fit_topic`, or :func:`fit_topic_from_features` on precompute
    gold number of boundaries (ties: the earlier in the grid: fewer heads, smaller ``k``, smaller
    ``w``).
 4. Without a count, boundaries are the local peaks of the depth score that stand out within
-   their own document: by default those at least a fraction of the document's deepest peak
-   (``threshold_rule="relative"``: the count does not grow with the document's length), or those
-   whose z-score exceeds a threshold (``"z"``); the threshold is the one with the lowest training
-   Pk.
+   their own document: by default (``threshold_rule="elbow"``) the peaks above the largest drop in
+   the document's sorted peak depths, a rule with nothing to fit; or those at least a fraction of
+   the deepest peak (``"relative"``), or whose z-score exceeds a threshold (``"z"``), with the
+   threshold of lowest training Pk.
 
 Sentence level (:func:`fit_sentence`): every layer's column attention score is compared with
 pySBD's sentence ends on development text, for three candidate sets and a grid of thresholds;
@@ -52,7 +52,7 @@ K_GRID = (0.03, 0.05, 0.08, 0.12)  # fractions of the document's units (blocks g
 WEIGHT_GRID = (0.0, 0.25, 0.5, 0.75, 1.0)
 Z_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0)
 RELATIVE_GRID = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
-THRESHOLD_GRIDS = {"z": Z_GRID, "relative": RELATIVE_GRID}
+THRESHOLD_GRIDS = {"z": Z_GRID, "relative": RELATIVE_GRID, "elbow": (0.0,)}
 SENTENCE_THRESHOLDS = (0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
 MIN_SENTENCE_F1 = 0.8
 SEQ_LEN, STRIDE = 256, 192
@@ -108,7 +108,7 @@ def fit_topic_from_features(head_docs: Sequence[np.ndarray], embeddings: Sequenc
                             criterion: str = "content", n_heads: Sequence[int] = N_HEADS_GRID,
                             k: Sequence[float] = K_GRID, embedding_weight: Sequence[float] = WEIGHT_GRID,
                             threshold: Sequence[float] | None = None,
-                            threshold_rule: Sequence[str] = ("relative",)) -> dict[str, Any]:
+                            threshold_rule: Sequence[str] = ("elbow",)) -> dict[str, Any]:
     """The topic configuration chosen on training documents from their features.
 
     Args:
@@ -120,8 +120,8 @@ def fit_topic_from_features(head_docs: Sequence[np.ndarray], embeddings: Sequenc
         criterion: how heads are ranked (:func:`rank_heads`).
         n_heads, k, embedding_weight, threshold: the grids searched (one value fixes it);
             ``threshold=None``: the grid of each rule (:data:`THRESHOLD_GRIDS`).
-        threshold_rule: the rules tried for deciding the count (``"z"``, ``"relative"``; see
-            :func:`headsim.segmentation.scoring.pick_boundaries`).
+        threshold_rule: the rules tried for deciding the count (``"elbow"``, ``"relative"``,
+            ``"z"``; see :func:`headsim.segmentation.scoring.pick_boundaries`).
     """
     require(len(head_docs) > 0, "fit needs at least one training document", "pass documents with gold boundaries")
     require(len(head_docs) == len(golds), "one gold boundary list per document is needed", "pass them in the same order")
