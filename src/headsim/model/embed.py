@@ -47,10 +47,12 @@ def max_length(loaded: LoadedModel) -> int:
     return limit
 
 
-def tokenize(loaded: LoadedModel, texts: list[str]) -> Tokenized:
-    """Tokenise once (with [CLS]/[SEP], truncated at :func:`max_length`)."""
+def tokenize(loaded: LoadedModel, texts: list[str], max_tokens: int | None = None) -> Tokenized:
+    """Tokenise once (with the model's special tokens, truncated at ``max_tokens``, default
+    :func:`max_length`)."""
     require(len(texts) > 0, "no texts to embed", "pass at least one text")
-    enc = loaded.tokenizer(list(texts), truncation=True, max_length=max_length(loaded), add_special_tokens=True)
+    limit = max_length(loaded) if max_tokens is None else min(int(max_tokens), loaded.max_seq_len)
+    enc = loaded.tokenizer(list(texts), truncation=True, max_length=limit, add_special_tokens=True)
     return Tokenized(tuple(tuple(int(t) for t in ids) for ids in enc["input_ids"]))
 
 
@@ -91,6 +93,6 @@ def embed(loaded: LoadedModel, tokens: Tokenized, *, batch_size: int = 16, grad:
     return out.index_select(0, inverse)
 
 
-def embed_texts(loaded: LoadedModel, texts: list[str], *, batch_size: int = 16) -> np.ndarray:
-    """:func:`embed` of ``texts`` (tokenised here) as a float32 numpy array."""
-    return embed(loaded, tokenize(loaded, texts), batch_size=batch_size).cpu().numpy()
+def embed_texts(loaded: LoadedModel, texts: list[str], *, batch_size: int = 16, max_tokens: int | None = None) -> np.ndarray:
+    """:func:`embed` of ``texts`` (tokenised here) as a float32 numpy array ``[len(texts), hidden]``."""
+    return embed(loaded, tokenize(loaded, texts, max_tokens), batch_size=batch_size).cpu().numpy()
