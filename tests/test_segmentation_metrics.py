@@ -7,7 +7,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from headsim.errors import HeadsimError
-from headsim.segmentation.metrics import boundary_f1, default_k, pk, to_boundary_vector, windowdiff
+from headsim.segmentation.metrics import (
+    boundary_f1,
+    boundary_similarity,
+    bootstrap_ci,
+    default_k,
+    paired_comparison,
+    pk,
+    to_boundary_vector,
+    windowdiff,
+)
 from headsim.segmentation.types import Segment, boundaries_to_segments
 from headsim.segmentation.units import sentence_units
 from headsim.sentences import MAX_BLOCK
@@ -147,3 +156,142 @@ def test_sentence_units_forced_breaks_and_long_paragraphs():
     units = sentence_units(long)
     assert "".join(u.text for u in units) == long
     assert max(len(u.text) for u in units) <= MAX_BLOCK + 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Boundary similarity B, bootstrap intervals, paired comparison
+# ---------------------------------------------------------------------------------------------
+
+
+def _vec(n_units: int, gaps: list[int]) -> list[int]:
+    return to_boundary_vector(n_units, gaps)
+
+
+@pytest.mark.parametrize(
+    "ref, hyp, expected",
+    [
+        # masses (3,2,4) vs (3,2,4): identical
+        ([2, 4], [2, 4], 1.0),
+        # (3,2,4) vs (3,3,3): one match, one near miss one unit off (weight 1/2): 1 - 0.5 / 2
+        ([2, 4], [2, 5], 0.75),
+        # (2,2,2,3) vs (3,3,3): match at 6, one near miss (0.5) and one addition: 1 - 1.5 / 3
+        ([1, 3, 5], [2, 5], 0.5),
+        # (5,4) vs (3,6): two units off is beyond n_t = 2: a miss and an addition: 1 - 2 / 2
+        ([4], [2], 0.0),
+        # a boundary found where there is none: 1 - 1 / 1
+        ([], [3], 0.0),
+        # nothing to find, nothing found
+        ([], [], 1.0),
+    ],
+)
+def test_boundary_similarity_hand_computed(ref, hyp, expected):
+    assert boundary_similarity(_vec(9, ref), _vec(9, hyp)) == pytest.approx(expected)
+
+
+@given(st.lists(st.integers(0, 1), min_size=1, max_size=30), st.lists(st.integers(0, 1), min_size=1, max_size=30))
+def test_boundary_similarity_bounded_and_symmetric(a, b):
+    n = min(len(a), len(b))
+    a, b = a[:n], b[:n]
+    value = boundary_similarity(a, b)
+    assert 0.0 <= value <= 1.0
+    assert value == pytest.approx(boundary_similarity(b, a))
+    assert boundary_similarity(a, a) == 1.0
+
+
+def test_bootstrap_ci_contains_the_mean_and_shrinks():
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    small, large = rng.normal(0.3, 0.1, 20), rng.normal(0.3, 0.1, 2000)
+    lo, hi = bootstrap_ci(small)
+    assert lo < small.mean() < hi
+    lo2, hi2 = bootstrap_ci(large)
+    assert hi2 - lo2 < (hi - lo) / 4
+    assert bootstrap_ci([0.5, 0.5, 0.5]) == (0.5, 0.5)
+    with pytest.raises(HeadsimError):
+        bootstrap_ci([])
+
+
+def test_paired_comparison_counts_and_sign_test():
+    result = paired_comparison([0.1, 0.2, 0.3, 0.4], [0.2, 0.2, 0.5, 0.6])
+    assert (result["wins"], result["ties"], result["losses"]) == (3, 1, 0)
+    assert result["mean_diff"] == pytest.approx(-0.125)
+    assert result["ci_low"] <= result["mean_diff"] <= result["ci_high"] <= 0
+    assert result["sign_p"] == pytest.approx(0.25)  # 3 of 3 untied: 2 * (1/2)^3
+    with pytest.raises(HeadsimError):
+        paired_comparison([0.1], [0.1, 0.2])
+
+
+# ---------------------------------------------------------------------------------------------
+# Benchmark sources
+# ---------------------------------------------------------------------------------------------
+
+
+def test_lee_source_regimes_and_disjoint_pools():
+    from headsim.segmentation.datasets import CHOI_REGIMES, lee_source
+
+    source = lee_source(docs_per_subset=1)
+    regimes = [d for d in source.test + source.dev if source.subset[d.doc_id] in CHOI_REGIMES]
+    assert len(regimes) == 2 * len(CHOI_REGIMES)
+    for doc in regimes:
+        assert len(doc.gold) == 9  # ten segments
+        lo, hi = CHOI_REGIMES[source.subset[doc.doc_id]]
+        lengths = [b - a for a, b in zip([-1, *doc.gold], [*doc.gold, len(doc.units) - 1])]
+        assert all(lo - 1 <= n <= hi + 1 for n in lengths)  # pySBD may re-split a joined story
+    dev_text = "\n".join(d.text for d in source.dev)
+    for doc in source.test:
+        for segment in doc.text.split("\n\n"):
+            assert segment[:80] not in dev_text  # no story on both sides
+
+
+SCENES_MD = """# A Play
+
+## ACT I
+
+## SCENE I. A room.
+
+_Enter A and B_
+
+**A**
+First words of the play.
+Still the first speech.
+
+**B**
+A reply here.
+
+### SCENE II. Elsewhere.
+
+**C**
+The second scene begins.
+
+_Exeunt_
+
+## ACT II
+
+## SCENE I. Alone.
+
+**A**
+Only one scene in this act.
+"""
+
+
+def test_shakespeare_acts_keep_speech_and_cut_at_scenes():
+    from headsim.segmentation.datasets import shakespeare_acts
+
+    docs = shakespeare_acts("test/play", SCENES_MD)
+    assert len(docs) == 1  # act II has a single scene
+    doc = docs[0]
+    assert doc.unit_texts == ["First words of the play.", "Still the first speech.", "A reply here.",
+                              "The second scene begins."]
+    assert doc.gold == [2]
+    assert "Enter" not in doc.text and "**" not in doc.text and "SCENE" not in doc.text
+
+
+def test_awscli_literal_blocks_become_one_line():
+    from headsim.segmentation.datasets import CODE_CHARS, _collapse_literal_blocks
+
+    rst = "The following example lists things. ::\n\n    aws thing list \\\n        --all\n\nOutput::\n\n    {\n        \"A\": 1\n    }\n\nDone."
+    lines = _collapse_literal_blocks(rst).split("\n")
+    assert "aws thing list \\ --all" in lines and '{ "A": 1 }' in lines and lines[-1] == "Done."
+    long = "Intro::\n\n    " + "x " * 400
+    assert max(len(line) for line in _collapse_literal_blocks(long).split("\n")) <= CODE_CHARS

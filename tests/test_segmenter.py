@@ -11,11 +11,13 @@ import pytest
 import headsim.cli.segment_cmd  # noqa: F401  (registers `segment` until cli/__init__ imports it)
 from headsim.cli import run_app
 from headsim.errors import HeadsimError
+import headsim
+from headsim.segmentation.config import DEFAULT_CONFIG_PATH
+from headsim.segmentation.features import sentence_embeddings
+from headsim.segmentation.scoring import combined_similarity, content_scores, prepare_units
 from headsim.segmentation.segmenter import (
-    HeadsimSegmenter,
     PassSpec,
-    benchmark_method,
-    benchmark_sentence_method,
+    Segmenter,
     default_config,
     depth_scores,
     encoder_pass,
@@ -23,16 +25,12 @@ from headsim.segmentation.segmenter import (
     pick_boundaries,
     segment,
 )
-from headsim.segmentation.selection import (
-    DEFAULT_CONFIG,
-    fit_topic_from_vectors,
-    prepare_units,
-)
+from headsim.segmentation.selection import fit_topic_from_features
+from headsim.segmentation.units import sentence_units
 
 PARAGRAPH = ("The storm reached the coast on Monday night. Thousands of homes lost power within hours. "
              "Rescue teams worked until dawn to clear the roads! Did anyone expect the damage to be this bad? "
              "Officials said repairs would take weeks.")
-PARAGRAPH_SENTENCES = 5
 
 ODD_TEXTS = [
     "Hello world.",
@@ -77,6 +75,13 @@ def test_pick_boundaries_count_and_threshold():
     assert len(pick_boundaries(score, 6)) == 6  # topped up beyond the local peaks
     assert pick_boundaries(score, None, threshold=1.0) == [4, 7]
     assert pick_boundaries(np.zeros(0), None, threshold=0.5) == []
+    # peaks 3.0, 2.0, 1.0 (gaps 4, 7, 1): the largest drop in the sorted depths is after 3.0
+    assert pick_boundaries(score, None, rule="elbow") == [4]
+    assert pick_boundaries(score, None, rule="relative", threshold=0.5) == [4, 7]
+    even = np.array([0.0, 1.0, 0.0, 1.0, 0.0, 0.9, 0.0, 0.1])
+    assert pick_boundaries(even, None, rule="elbow") == [1, 3, 5]  # equal strong peaks: all kept
+    with pytest.raises(HeadsimError, match="rule"):
+        pick_boundaries(score, None, rule="median", threshold=1.0)
     with pytest.raises(HeadsimError):
         pick_boundaries(score, 20)
 
@@ -90,19 +95,51 @@ def test_gap_similarity_separates_two_topics(rng):
     assert np.allclose(np.linalg.norm(prepared, axis=-1), 1.0)
 
 
-def test_fit_topic_from_vectors_prefers_the_informative_head(rng):
-    vectors, golds = [], []
-    for _ in range(4):
-        topics = rng.normal(size=(3, 4))
-        seg = np.repeat(np.arange(3), 6)
-        informative = topics[seg] + 0.2 * rng.normal(size=(18, 4))
-        noise = rng.normal(size=(18, 4))
-        vectors.append(np.concatenate([noise, informative], axis=1))
-        golds.append([5, 11])
-    config = fit_topic_from_vectors(vectors, golds, [(0, 0), (0, 1)])
+def _synthetic_docs(rng, n_docs=4, n_seg=3, seg_len=6, d=4):
+    """Per document: [n, 2 heads, d] vectors (head 0 noise, head 1 topic) and [n, d] embeddings."""
+    heads, embs, golds = [], [], []
+    for _ in range(n_docs):
+        topics = rng.normal(size=(n_seg, d))
+        seg = np.repeat(np.arange(n_seg), seg_len)
+        informative = topics[seg] + 0.2 * rng.normal(size=(len(seg), d))
+        heads.append(np.stack([rng.normal(size=(len(seg), d)), informative], axis=1))
+        embs.append(rng.normal(size=(len(seg), d)))  # uninformative embeddings
+        golds.append([seg_len * (i + 1) - 1 for i in range(n_seg - 1)])
+    return heads, embs, golds
+
+
+@pytest.mark.parametrize("criterion", ["boundary", "content"])
+def test_fit_topic_from_features_prefers_the_informative_head(rng, criterion):
+    heads, embs, golds = _synthetic_docs(rng)
+    config = fit_topic_from_features(heads, embs, golds, [(0, 0), (0, 1)], criterion=criterion)
     assert config["heads"][0] == [0, 1]
-    assert config["dev"]["oracle_k_pk"] < 0.2
+    assert config["embedding_weight"] < 1.0  # the embeddings carry nothing here
+    assert config["fit"]["oracle_count_pk"] < 0.2
     json.dumps(config)  # serialisable
+
+
+def test_content_scores_ignore_position_and_see_content(rng):
+    n, d = 12, 8
+    position = rng.normal(size=(n, d))  # the same in every document: a positional head
+    docs = []
+    for _ in range(5):
+        topic = rng.normal(size=d)
+        content = topic + 0.3 * rng.normal(size=(n, d))
+        docs.append(np.stack([position + 0.05 * rng.normal(size=(n, d)), content], axis=1))
+    scores = content_scores(docs)
+    assert scores[1] > 0.9 and abs(scores[0] - 0.5) < 0.15
+
+
+def test_combined_similarity_mixes_standardised_curves(rng):
+    heads = rng.normal(size=(10, 2, 4))
+    emb = rng.normal(size=(10, 6))
+    only_heads = combined_similarity(heads, None, 2, 0.0)
+    only_emb = combined_similarity(None, emb, 2, 1.0)
+    both = combined_similarity(heads, emb, 2, 0.25)
+    assert np.allclose(both, 0.75 * only_heads + 0.25 * only_emb)
+    assert abs(only_heads.mean()) < 1e-9 and only_heads.std() == pytest.approx(1.0)
+    with pytest.raises(HeadsimError):
+        combined_similarity(heads, None, 2, 0.5)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -130,12 +167,59 @@ def test_encoder_pass_covers_every_token_once_and_is_batch_independent(embedded)
 # ---------------------------------------------------------------------------------------------
 
 
-def test_default_config_is_shipped_and_serialisable():
+def test_default_config_is_package_data_json():
     config = default_config()
-    assert config is DEFAULT_CONFIG
-    assert config["topic"]["heads"] and config["topic"]["k"] >= 1
+    assert config == json.loads(DEFAULT_CONFIG_PATH.read_text(encoding="utf-8"))
+    assert config["topic"]["k"] > 0 and 0 <= config["topic"]["embedding_weight"] <= 1
     assert "layer" in config["sentence"]
-    json.loads(json.dumps(config))
+    config["topic"]["k"] = -1  # a copy: the shipped one is untouched
+    assert default_config()["topic"]["k"] > 0
+
+
+def test_segment_and_segmenter_are_top_level():
+    assert headsim.segment is segment and headsim.Segmenter is Segmenter
+    assert "segment" in headsim.__all__ and "Segmenter" in headsim.__all__
+
+
+def test_segmenter_init_is_light_and_unfitted_use_is_an_error():
+    s = Segmenter("no/such/model", k=3)
+    assert s.model == "no/such/model" and s.k == 3  # nothing loaded, nothing checked yet
+    assert not hasattr(s, "config_") and not hasattr(s, "heads_")
+    with pytest.raises(HeadsimError, match="not fitted"):
+        s.predict(["a.", "b."])
+    with pytest.raises(HeadsimError, match="list of documents"):
+        s.fit("one string")
+
+
+def test_sentence_embeddings_match_sentence_transformers(embedded):
+    from headsim.segmentation.baselines import embedded_encoder
+
+    texts = ["The storm reached the coast.", "Officials said repairs would take weeks and cost millions.", "Hi"]
+    ours = sentence_embeddings(embedded, texts, batch=2)
+    reference = embedded_encoder().encode(texts, normalize_embeddings=True)
+    assert np.allclose(ours, reference, atol=1e-5)
+    assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+
+
+def test_segmenter_fit_predict_save_round_trip(embedded, tmp_path):
+    first, second = _two_stories()
+    from headsim.corpus import lee_documents
+
+    stories = [d.text.strip() for d in lee_documents()[10:16]]
+    docs = [[stories[0], stories[1], stories[2]], [stories[3], stories[4], stories[5]]]
+    seg = Segmenter(embedded, n_heads=2, k=3, embedding_weight=0.5)
+    assert seg.fit(docs) is seg
+    assert len(seg.heads_) == 2 and seg.k_ == 3 and seg.embedding_weight_ == 0.5
+    units = [u.text.strip() for u in sentence_units(first + "\n\n" + second)]
+    gaps = seg.predict(units, n_boundaries=1)
+    assert len(gaps) == 1 and 0 <= gaps[0] < len(units) - 1
+    path = seg.save(tmp_path / "seg.json")
+    again = Segmenter.from_config(path, embedded)
+    assert again.config_ == seg.config_
+    assert again.predict(units, n_boundaries=1) == gaps
+    assert np.allclose(again.gap_scores(units), seg.gap_scores(units))
+    text = first + "\n\n" + second
+    _check_tiling(text, again.segment(text, n_segments=2))
 
 
 @pytest.mark.parametrize("text", ODD_TEXTS)
@@ -220,22 +304,18 @@ def test_bad_arguments_are_errors(embedded):
         segment(PARAGRAPH, embedded, units="spacy")
     with pytest.raises(HeadsimError, match="configuration"):
         segment(PARAGRAPH, embedded, config="/nonexistent/config.json")
+    bad = default_config()
+    bad["topic"].update(heads=[], embedding_weight=0.5)
+    with pytest.raises(HeadsimError, match="no heads"):
+        segment(PARAGRAPH, embedded, config=bad)
+    del bad["topic"]["k"]
+    with pytest.raises(HeadsimError, match="topic section"):
+        segment(PARAGRAPH, embedded, config=bad)
 
 
 # ---------------------------------------------------------------------------------------------
-# Benchmark hooks and CLI
+# CLI
 # ---------------------------------------------------------------------------------------------
-
-
-def test_benchmark_hooks(embedded):
-    method = benchmark_method()
-    assert isinstance(method, HeadsimSegmenter) and method.name == "headsim"
-    units = [u.strip() for u in PARAGRAPH.replace("! ", "!|").replace("? ", "?|").replace(". ", ".|").split("|")] * 3
-    assert len(method.predict(units, 2)) == 2
-    assert all(0 <= g < len(units) - 1 for g in method.predict(units, None))
-    assert method.predict(["one unit"], None) == []
-    split = benchmark_sentence_method()
-    assert len(split(PARAGRAPH)) == PARAGRAPH_SENTENCES
 
 
 def test_cli_segment_writes_jsonl(embedded, tmp_path, capsys):
@@ -274,7 +354,7 @@ def test_ten_megabytes_stream_in_bounded_memory(tiny_bert):
     stories = " ".join(d.text.strip() for d in lee_documents())
     text = (stories + "\n\n") * (10_000_000 // (len(stories) + 2) + 1)
     config = {
-        "topic": {"heads": [[1, 0], [1, 2]], "k": 5, "threshold": 1.0, "mean_segment_units": 10.0,
+        "topic": {"heads": [[1, 0], [1, 2]], "k": 5, "embedding_weight": 0.0, "threshold": 1.0,
                   "seq_len": 128, "stride": 96},
         "sentence": {"layer": 1, "candidates": "punctuation", "threshold": 0.3, "fallback": False},
     }

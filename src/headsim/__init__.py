@@ -27,6 +27,9 @@ _LAZY = {
     "make_windows": "headsim.windows",
     "inspect_text": "headsim.inspection",
     "example_text": "headsim.inspection",
+    "ablate": "headsim.ablation",
+    "segment": "headsim.segmentation.segmenter",
+    "Segmenter": "headsim.segmentation.segmenter",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

@@ -519,7 +519,15 @@ def _resume_flags(changed: dict[str, tuple], old: dict) -> str:
 
 
 def _execute(plan: _Plan, meta: dict, run_dir: rundir.RunDir | None) -> Result:
-    """Run the model over the windows into the statistics (checkpointed into ``run_dir``), then finish."""
+    """Run the model over the windows into the statistics (checkpointed into ``run_dir``), then finish.
+
+    From here on a first SIGINT/SIGTERM only asks the loop to stop after the batch in hand (with a
+    checkpoint and the line that says how to resume), whenever it arrives."""
+    with StopRequests() as stop:
+        return _execute_steps(plan, meta, run_dir, stop)
+
+
+def _execute_steps(plan: _Plan, meta: dict, run_dir: rundir.RunDir | None, stop: StopRequests) -> Result:
     loaded, corp, fresh, target, bs = plan.loaded, plan.corpus, plan.fresh, plan.target, plan.batch_size
     checkpoint_every, workers, sentence_splitter = plan.checkpoint_every, plan.workers, plan.sentence_splitter
     seq_len, threshold, progress = plan.seq_len, plan.threshold, plan.progress
@@ -541,7 +549,7 @@ def _execute(plan: _Plan, meta: dict, run_dir: rundir.RunDir | None) -> Result:
     part_start = done
     position = 0
     shown = _progress(progress, target, done)
-    with shown as advance, closing(prefetch(source)) as batches, StopRequests() as stop:
+    with shown as advance, closing(prefetch(source)) as batches:
         for batch in batches:
             if position >= target:
                 break

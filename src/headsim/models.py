@@ -272,7 +272,14 @@ def from_pretrained_objects(model: nn.Module, tokenizer, name: str = "custom") -
 
 def _checked(loaded: LoadedModel) -> LoadedModel:
     """An entry read off the model's modules is used only once the tap reproduces the model's own
-    attention and head outputs on a few random tokens (:func:`headsim.model.verify.self_check`)."""
+    attention and head outputs on a few random tokens (:func:`headsim.model.verify.self_check`).
+    An encoder-decoder says that its encoder is what headsim analyses (a warning; run.json's
+    ``model.analysed`` records it too)."""
+    if loaded.arch.stack:
+        import warnings
+
+        warnings.warn(f"{type(loaded.model).__name__} is an encoder-decoder: headsim analyses its encoder "
+                      f"({loaded.n_layers} layers x {loaded.n_heads} heads)", stacklevel=3)
     if loaded.arch.inferred:
         from .model.verify import self_check
 

@@ -9,12 +9,23 @@ All positions are 0-based here; tables and figures show layers and heads 1-based
 from __future__ import annotations
 
 import numpy as np
+import torch
 import pandas as pd
 
 from .errors import require
 from .context_similarity import check_threshold
 
 PAIR_COLUMNS = ["layer", "head", "token_i", "token_j", "index_i", "index_j", "similarity"]
+
+
+def causal_chance(valid: torch.Tensor) -> torch.Tensor:
+    """``[B, T]``: the attention each key column would receive, summed over valid query rows, if
+    every row of a causal map spread its mass evenly over the valid keys it sees (``valid`` ``[B, T]``)."""
+    v = valid.bool()
+    t = v.shape[-1]
+    sees = v[:, :, None] & v[:, None, :] & torch.ones(t, t, dtype=torch.bool, device=v.device).tril()
+    visible = sees.sum(-1, keepdim=True).clamp_min(1)
+    return (sees / visible).sum(-2).to(torch.float64)
 
 
 def column_scores(attention: np.ndarray, valid: np.ndarray, *, exclude: np.ndarray | None = None,
@@ -41,9 +52,7 @@ def column_scores(attention: np.ndarray, valid: np.ndarray, *, exclude: np.ndarr
     valid = np.asarray(valid, dtype=bool)
     cols = (a * valid[None, :, None]).sum(axis=(0, 1))
     if causal:
-        sees = valid[:, None] & valid[None, :] & np.tril(np.ones((len(valid), len(valid)), dtype=bool))
-        visible = np.maximum(sees.sum(axis=1, keepdims=True), 1)
-        chance = (sees / visible).sum(axis=0) * a.shape[0]
+        chance = causal_chance(torch.as_tensor(valid)[None]).numpy()[0] * a.shape[0]
         cols = np.divide(cols, chance, out=np.zeros_like(cols), where=chance > 0)
     keep = valid & ~(np.zeros_like(valid) if exclude is None else np.asarray(exclude, dtype=bool))
     cols = np.where(keep, cols, 0.0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -31,11 +33,17 @@ def fail(error: HeadsimError) -> None:
     raise typer.Exit(code=2)
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings reach the user as one yellow line each (no file, line or source echo)."""
+    err_console.print(f"[yellow]warning:[/] {escape(str(message))}", highlight=False, soft_wrap=True)
+
+
 def run_app(argv: list[str] | None = None) -> int:
     """Invoke the app: :class:`HeadsimError` → one line, exit code 2; SIGINT/SIGTERM → one line,
     exit code 130/143 (a long run first saves a checkpoint); never a traceback for either."""
     try:
-        with interrupts.raising():
+        with interrupts.raising(), warnings.catch_warnings():
+            warnings.showwarning = _show_warning
             code = app(args=argv, standalone_mode=False)
     except HeadsimError as exc:
         try:

