@@ -443,6 +443,7 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
     from .analysis import AnalysisConfig, CorpusCount, finish_run, load_result, new_meta, start_run, window_target
     from .context_similarity import check_threshold
     from .corpus_uri import load_corpus_any
+    from .interrupts import StopRequests
     from .sentences import check_splitter
     from .stats import CorpusStats
     from .windows import check_seq_len
@@ -458,7 +459,9 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
     texts = [d.text for d in corp]
     if out_path is not None:  # refuse another run's directory before the cluster starts
         rundir.RunDir(out_path).check_target(resume=resume, overwrite=overwrite)
-    with _writing(out_path, resume, overwrite) as run_dir, Cluster(address, model, device, dtype, resources, seq_len) as cluster:
+    # from here on a first SIGINT/SIGTERM stops the run after the share in hand, with a checkpoint
+    with _writing(out_path, resume, overwrite) as run_dir, StopRequests() as stop, \
+            Cluster(address, model, device, dtype, resources, seq_len) as cluster:
         info, n = cluster.info, len(cluster.actors)
         seq_len = check_seq_len(seq_len, info["max_seq_len"])
         content = seq_len - info["specials"]
@@ -492,7 +495,8 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
         settings = Settings(seq_len, threshold, top_k_columns, bs, sentence_splitter, bool(fused))
         resumed = sum(s.windows for s in shares if s.index in done)
         started = time.perf_counter()
-        driven = _drive(cluster, shares, texts, settings, total, done, run_dir, checkpoint_every, progress, target, resumed)
+        driven = _drive(cluster, shares, texts, settings, total, done, run_dir, checkpoint_every, progress, target,
+                        resumed, stop)
         elapsed = time.perf_counter() - started
         meta["ray"].update({"address": address, "workers": n, "cpus_per_worker": cpus_per_worker,
                             "gpus_per_worker": gpus_per_worker, "ray_version": cluster.ray.__version__,
@@ -522,12 +526,12 @@ class _Driven:
 
 
 def _drive(cluster: Cluster, shares: list[Share], texts: list[str], settings: Settings, total, done: set[int],
-           run_dir: rundir.RunDir | None, checkpoint_every: int | None, progress, target: int, resumed: int) -> _Driven:
+           run_dir: rundir.RunDir | None, checkpoint_every: int | None, progress, target: int, resumed: int,
+           stop) -> _Driven:
     """Run every share not in ``done`` on the workers, adding each state into ``total`` as it arrives
-    and checkpointing into ``run_dir`` when due (or when SIGINT/SIGTERM asks to stop: then it raises
-    :class:`~headsim.interrupts.Interrupted`); shows one progress bar."""
+    and checkpointing into ``run_dir`` when due, or when ``stop`` (:class:`~headsim.interrupts.StopRequests`)
+    records a signal: then it raises :class:`~headsim.interrupts.Interrupted`. Shows one progress bar."""
     from .analysis import CHECKPOINT_SECONDS, _progress, _stopped
-    from .interrupts import StopRequests
     from .stats import CorpusStats
 
     ray = cluster.ray
@@ -538,7 +542,7 @@ def _drive(cluster: Cluster, shares: list[Share], texts: list[str], settings: Se
     finished, shown, since_save, last_save = resumed, resumed, 0, time.perf_counter()
     attempts: dict[int, int] = {}
     driven = _Driven(0, [], None, [])
-    with _progress(progress, target, resumed) as advance, StopRequests() as stop:
+    with _progress(progress, target, resumed) as advance:
 
         def refresh() -> None:
             nonlocal shown
