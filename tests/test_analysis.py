@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +14,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
+from cli_processes import spawn, wait_for
 from headsim.analysis import analyze
 from headsim.errors import HeadsimError
 from headsim.merging import merge_runs
@@ -90,14 +90,8 @@ def test_sigkill_and_resume_give_identical_results(tmp_path, tiny_dir):
     whole = _run([*common, "--out", str(tmp_path / "whole")])
     assert whole.returncode == 0, whole.stderr
     out = tmp_path / "killed"
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
-    proc = subprocess.Popen([sys.executable, "-m", "headsim.cli", *common, "--out", str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    state = out / "checkpoint" / "manifest.json"
-    deadline = time.time() + 120
-    while not state.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.01)
-    assert proc.poll() is None, "the run finished before it could be killed"
+    proc = spawn([*common, "--out", str(out)])
+    wait_for(out / "checkpoint" / "manifest.json", proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (out / "heads.parquet").exists()

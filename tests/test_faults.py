@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import xarray as xr
 
+from cli_processes import spawn, wait_for
 from headsim.analysis import analyze
 from headsim.cli import run_app
 from headsim.errors import HeadsimError
@@ -115,19 +116,6 @@ def interrupted_run(env, out: Path, windows: int, after: int) -> None:
     with pytest.raises(KeyboardInterrupt):
         analyze(str(model), str(corpus), windows=windows, out=out, seq_len=32, batch_size=4, checkpoint_every=8,
                 progress=stop)
-
-
-def spawn(args: list, **kw) -> subprocess.Popen:
-    envv = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
-    return subprocess.Popen([sys.executable, "-m", "headsim.cli", *map(str, args)], env=envv, text=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
-
-
-def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
-    deadline = time.time() + timeout
-    while not path.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.01)
-    assert proc.poll() is None, "the run ended before it could be interrupted"
 
 
 # -- case 1: --overwrite deletes only headsim's own files -------------------------------------

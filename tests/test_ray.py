@@ -9,7 +9,6 @@ import functools
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 import xarray as xr
 
 import headsim
+from cli_processes import spawn, wait_for
 from headsim.analysis import analyze
 from headsim.corpus import lee_documents, load_corpus
 from headsim.corpus_uri import load_corpus_any
@@ -246,14 +246,8 @@ def test_a_killed_driver_resumes_from_its_checkpointed_shares(cluster, tmp_path,
     args = ["analyze", "--engine", "ray", "--address", cluster, "--workers", "2", "--share-windows", "8",
             "--checkpoint-every", "1", "--model", str(tiny_bert_dir), "--corpus", str(corpus), "--seq-len", "32",
             "--batch-size", "8", "--out", str(out)]
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
-    proc = subprocess.Popen([sys.executable, "-m", "headsim.cli", *args], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    state = out / CHECKPOINT / MANIFEST
-    deadline = time.time() + 120
-    while not state.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.01)
-    assert proc.poll() is None, "the run ended before it could be killed"
+    proc = spawn(args)
+    wait_for(out / CHECKPOINT / MANIFEST, proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (out / "heads.parquet").exists()

@@ -170,8 +170,6 @@ def infer_arch(model: nn.Module) -> Arch | None:
     whose modelling file defines the eager function the tap reads probabilities from); a linear
     output projection under a conventional name. Encoder-decoders are read at their encoder.
     """
-    from .tap import _eager_function  # noqa: F401  (the tap's requirement, checked below)
-
     config = model.config
     stack_path = "encoder" if getattr(config, "is_encoder_decoder", False) and hasattr(model, "encoder") else ""
     stack = model.get_submodule(stack_path) if stack_path else model
