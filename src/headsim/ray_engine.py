@@ -205,6 +205,9 @@ class Worker:
         engine = self._engine(settings)
         tracker = ray.get_actor(self.progress)
         attempt, done, tables = uuid.uuid4().hex, 0, []
+        # the attempt is registered before any work (and waited for): an actor killed mid-share may drop
+        # its later, unawaited reports, but its attempt is already counted (run.json: shares_redone)
+        ray.get(tracker.report.remote(share.index, attempt, 0))
         source = share_batches(texts, share, self.loaded.tokenizer, settings.seq_len, settings.batch_size,
                                settings.sentence_splitter, self.loaded.framing)
         with closing(prefetch(source)) as batches:
