@@ -180,11 +180,11 @@ class Engine:
             self._tap.run_computing(info.input_ids, mask,
                                     lambda layer, q, k, v, scale: stats.update_qkv(layer, q, k, v, info, scale))
         elif self.own_attention:
-            self._tap.run(info.input_ids, mask,
-                          lambda cap: stats.update_captured(cap.layer, cap.query, cap.key, cap.head_outputs, info))
+            self._tap.run(info.input_ids, mask, right_padded=True,  # windows are built right-padded
+                          on_layer=lambda cap: stats.update_captured(cap.layer, cap.query, cap.key, cap.head_outputs, info))
         else:
-            self._tap.run(info.input_ids, mask,
-                          lambda cap: stats.update_layer(cap.layer, cap.attention, cap.head_outputs, info))
+            self._tap.run(info.input_ids, mask, right_padded=True,
+                          on_layer=lambda cap: stats.update_layer(cap.layer, cap.attention, cap.head_outputs, info))
 
     def process_safely(self, w: Windows) -> None:
         """:meth:`process`, halving the batch on out-of-memory when :attr:`backoff` is on."""

@@ -80,12 +80,20 @@ def _eager_function(module: nn.Module) -> Callable:
     return fn
 
 
+_REGISTERED: list[bool] = []
+
+
 def _register() -> None:
+    """Register headsim's attention functions (and the tap's mask) with transformers, once."""
+    if _REGISTERED:
+        return
+    _REGISTERED.append(True)
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
-    AttentionInterface.register(_TAP, _tap_attention)
-    AttentionInterface.register(_PLAIN, _plain_attention)
+    # looked up at call time, so the module's functions stay the ones that run (and can be patched in tests)
+    AttentionInterface.register(_TAP, lambda *args, **kwargs: _tap_attention(*args, **kwargs))
+    AttentionInterface.register(_PLAIN, lambda *args, **kwargs: _plain_attention(*args, **kwargs))
     AttentionMaskInterface.register(_TAP, eager_mask)
 
 
@@ -180,10 +188,10 @@ def _configs(model: nn.Module) -> list:
 
 
 @contextmanager
-def _implementation(model: nn.Module, name: str):
-    """Switch every config of ``model`` to attention implementation ``name`` for one pass (``None``:
-    leave them as they are)."""
-    configs = _configs(model) if name is not None else []
+def _implementation(model: nn.Module, name: str | None, configs: list | None = None):
+    """Switch every config of ``model`` (``configs``, when the caller has them) to attention
+    implementation ``name`` for one pass (``None``: leave them as they are)."""
+    configs = [] if name is None else (_configs(model) if configs is None else configs)
     previous = {id(c): c._attn_implementation for c in configs}
     for c in configs:
         c._attn_implementation_internal = name  # no propagation: each config is switched itself
@@ -236,36 +244,40 @@ class Tap:
         self.last_layer = max(chosen) if chosen else -1
         self.attention, self.head_outputs, self.qkv = bool(attention), bool(head_outputs), bool(qkv)
         self.stop_early = bool(stop_early) and bool(chosen)
+        self._configs = _configs(loaded.model) if self.arch.interface else []
 
     # ------------------------------------------------------------------ passes
     def run(self, input_ids, attention_mask, on_layer: Callable[[LayerCapture], None] | None = None, *,
-            grad: bool = False) -> TapOutput:
+            grad: bool = False, right_padded: bool = False) -> TapOutput:
         """One forward pass; each captured layer goes to ``on_layer`` as soon as it is complete (or
-        into the returned :class:`TapOutput`). ``grad=True`` keeps the autograd graph (ablation)."""
-        return self._pass(input_ids, attention_mask, on_layer, grad=grad)
+        into the returned :class:`TapOutput`). ``grad=True`` keeps the autograd graph (ablation).
+        ``right_padded=True`` (the caller built the rows so) skips the padding check, which would make
+        the host wait for an accelerator once per pass."""
+        return self._pass(input_ids, attention_mask, on_layer, grad=grad, right_padded=right_padded)
 
     def run_computing(self, input_ids, attention_mask,
                       compute: Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor, float | None], torch.Tensor]) -> None:
         """One pass in which ``compute(layer, query, key, value, scale)`` computes every layer's
         attention output ``[B, H, T, d]`` (softmax over the valid keys of the batch's mask) that the
-        model continues with. Only for ``plain`` families, and right-padded batches."""
+        model continues with. Only for ``plain`` families, and right-padded batches (not checked: the
+        consumer's softmax masks the keys the batch's mask marks)."""
         require(self.arch.plain, f"{self.arch.family} attention is not plain softmax(QK^T) over valid keys",
                 "use Tap.run, which reads the model's own attention")
-        self._pass(input_ids, attention_mask, None, compute=compute)
+        self._pass(input_ids, attention_mask, None, compute=compute, right_padded=True)
 
-    def _pass(self, input_ids, attention_mask, on_layer, *, grad: bool = False, compute=None) -> TapOutput:
+    def _pass(self, input_ids, attention_mask, on_layer, *, grad: bool = False, compute=None,
+              right_padded: bool = False) -> TapOutput:
         loaded = self.loaded
         ids = torch.as_tensor(input_ids, device=loaded.device)
         mask = torch.as_tensor(attention_mask, device=loaded.device)
         require(ids.ndim == 2 and ids.shape == mask.shape, f"input_ids {tuple(ids.shape)} and attention_mask "
                 f"{tuple(mask.shape)} must both be [batch, seq]", "pass two matching 2-D arrays")
-        ids, mask, shift = _right_align(ids, mask)
-        require(compute is None or shift is None, "run_computing needs right-padded rows", "pad on the right")
+        ids, mask, shift = (ids, mask, None) if right_padded else _right_align(ids, mask)
         model = loaded.model
         stack = self.arch.stack_of(model)
         name = _PLAIN if compute is not None else _TAP
         _register()
-        with _implementation(model, name if self.arch.interface else None) as original:
+        with _implementation(model, name if self.arch.interface else None, self._configs) as original:
             run = _Pass(self, on_layer, shift, original)
             run.compute = compute
             handles = self._hooks(run, stack)
