@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import pickle
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import torch
@@ -72,9 +73,9 @@ class LoadedModel:
         d = config_value(self.stack_config, self.arch.head_dim_attr)
         return int(d) if d else int(config_value(self.stack_config, self.arch.hidden_attr)) // self.n_heads
 
-    @property
+    @cached_property
     def framing(self):
-        """How windows are framed for this model (:class:`headsim.windows.Framing`)."""
+        """How windows are framed for this model (:class:`headsim.windows.Framing`), read once."""
         from .windows import Framing
 
         return Framing.for_model(self.arch, self.tokenizer)
