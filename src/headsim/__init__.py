@@ -2,7 +2,8 @@
 
 Implements the context similarity analysis of Halevi, Tzach, Gross, Rosner & Kanter,
 "Self-attention vector output similarities reveal how machines pay attention" (Physica A 686,
-2026) for any BERT-layout Hugging Face encoder.
+2026) for the encoders and decoders of every family in :mod:`headsim.model.arch`. The names below
+are the public API the README shows; everything else is importable from its module.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ _LAZY = {
     "HeadsimError": "headsim.errors",
     "load_model": "headsim.models",
     "analyze": "headsim.analysis",
+    "load_run": "headsim.rundir",
     "LoadedModel": "headsim.models",
     "extract": "headsim.extraction",
     "Extraction": "headsim.extraction",
