@@ -114,6 +114,19 @@ def base_pair(tokenizer) -> tuple[LoadedModel, LoadedModel]:
 
 
 @pytest.fixture(scope="session")
+def tiny_llama_pair(tokenizer) -> tuple[LoadedModel, torch.nn.Module]:
+    """A tiny random Llama decoder (causal, grouped-query, BOS framing with [CLS] as its BOS token, the
+    embedded vocabulary) and the same weights as a plain model running eager attention (for
+    :func:`headsim.model.verify.eager_attentions`)."""
+    from headsim.model.verify import tiny_model
+
+    tok = copy.deepcopy(tokenizer)
+    tok.bos_token = tok.cls_token
+    model, eager = tiny_model("llama", vocab_size=len(tok))
+    return from_pretrained_objects(model, tok, name="tiny-llama"), eager
+
+
+@pytest.fixture(scope="session")
 def tiny_bert_dir(tmp_path_factory, tiny_bert: LoadedModel) -> Path:
     """The tiny BERT and the embedded tokenizer written with ``save_pretrained``."""
     path = tmp_path_factory.mktemp("tiny-bert")

@@ -170,6 +170,42 @@ def test_head_payload_equals_core(client, tiny, reference):
     np.testing.assert_allclose(sep["block_average"], block_average(expected, block_ids(seps, valid)), atol=2e-4)
 
 
+@pytest.fixture(scope="module", params=["bert", "llama"])
+def any_model(request, tiny, tiny_llama_pair):
+    """The explorer's tiny BERT, and a tiny causal Llama (BOS framing, no closing token)."""
+    return tiny if request.param == "bert" else tiny_llama_pair[0]
+
+
+def test_explorer_shows_what_inspect_shows(any_model):
+    """The same text, window and head through the explorer's endpoints and through `inspect_text`: one
+    TextView behind both, so every number agrees (to the payloads' rounding)."""
+    from headsim.inspection import inspect_text
+
+    layer, head, w = 2, 3, 1
+    ins = inspect_text(TEXT, any_model, layer=layer, head=head, threshold=0.3, sep_layer=1, seq_len=SEQ, window=w)
+    with TestClient(create_app(any_model), base_url=BASE) as c:
+        d = analyze(c, window=w)
+        h = c.post("/api/head", json={"id": d["id"], "window": w, "layer": layer, "head": head, "sep_layer": 1}).json()
+    n = ins.valid_len
+    assert d["tokens"] == h["tokens"] == ins.tokens and d["n_windows"] == ins.meta["windows"] and d["n_tokens"] == n
+    assert d["special"] == ins.view.special.tolist() and d["special"][0] and not any(d["special"][1:-1])
+    assert d["special"][-1] == (not any_model.arch.causal)  # [SEP] closes an encoder's window, nothing a decoder's
+    np.testing.assert_array_equal(d["heads"]["n_high"], np.triu(ins.mask, 1).sum(axis=(-1, -2)))
+    pairs = ins.pairs.groupby(["layer", "head"]).size()
+    assert all(d["heads"]["n_high"][li - 1][hi - 1] == k for (li, hi), k in pairs.items())
+    for key, value in ins.view.focus.items():
+        np.testing.assert_allclose(d["heads"][key], value, atol=1e-4, err_msg=key)
+    np.testing.assert_allclose(h["attention"], ins.attention[layer - 1, head - 1], atol=1e-4)
+    np.testing.assert_allclose(h["similarity"], ins.normalized[layer - 1, head - 1], atol=1e-4)
+    sep = h["separators"]
+    np.testing.assert_allclose(sep["scores"], ins.column_scores, atol=1e-4)
+    assert sep["columns"] == ins.meta["separators"] == ins.separators.tolist()
+    assert sep["blocks"] == ins.blocks.tolist()
+    if any_model.arch.causal:
+        assert np.abs(np.triu(np.array(h["attention"]), 1)).max() == 0
+        assert not any(map(any, d["heads"]["attn_next"]))
+
+
 def test_head_by_get_text_and_options(client, reference):
     d = analyze(client)
     by_id = client.get("/api/head", params={"id": d["id"], "layer": 1, "head": 1}).json()

@@ -8,10 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import INSPECT_FILES, SENTENCES, reference_similarity
+import torch
+
+from conftest import INSPECT_FILES, SENTENCES, reference_attentions, reference_head_outputs, reference_similarity
 from headsim.errors import HeadsimError
 from headsim.inspection import inspect_text
-from headsim.views import PAIR_COLUMNS, block_average, block_ids, column_scores, pair_table, separator_columns
+from headsim.tokens import is_punctuation_token
+from headsim.views import (PAIR_COLUMNS, block_average, block_ids, column_scores, cut_text, pair_table, separator_columns,
+                           text_view, window_view)
 
 # ---------------------------------------------------------------------------------------------
 # Separator columns on a hand-made attention matrix
@@ -146,18 +150,23 @@ def inspection(embedded):
     return inspect_text(SENTENCES, embedded, layer=5, head=3, threshold=0.3)
 
 
-def test_inspect_matches_independent_similarity(inspection, embedded):
+def test_inspect_matches_independent_similarity(inspection, embedded, embedded_eager):
+    """Inspection on MiniLM against the model run directly: eager ``output_attentions`` and a float64
+    Z = softmax(QKᵀ/√d)·V from the layer weights, then the definitions of S, the mask and Fig 9's pairs."""
     ins = inspection
     n = ins.valid_len
-    ex = ins.extraction
-    assert n == int(ex.attention_mask[0].sum())
+    ids = ins.view.ids[None]
     assert (ins.layer, ins.head, ins.sep_layer) == (4, 2, embedded.n_layers - 1)
-    assert ins.tokens[0] == "[CLS]" and ins.tokens[-1] == "[SEP]" and len(ins.tokens) == n
+    assert ins.tokens == ["[CLS]", *embedded.tokenizer.tokenize(SENTENCES), "[SEP]"] and len(ins.tokens) == n
+    z = reference_head_outputs(embedded, ids, np.ones_like(ids))[0]  # [L, H, n, d] float64
+    attention = reference_attentions(embedded_eager, ids, np.ones_like(ids))[0]
+    np.testing.assert_allclose(ins.view.head_outputs, z, atol=1e-5)
+    np.testing.assert_allclose(ins.attention, attention, atol=1e-5)
     assert ins.normalized.shape == ins.mask.shape == (6, 12, n, n)
     expected_rows = []
     for li in range(6):
         for hi in range(12):
-            _, norm, high = reference_similarity(ex.head_outputs[0, li, hi, :n], np.ones(n, dtype=bool), 0.3)
+            _, norm, high = reference_similarity(z[li, hi], np.ones(n, dtype=bool), 0.3)
             np.testing.assert_allclose(ins.normalized[li, hi], norm, atol=1e-5)
             expected_rows += [(li + 1, hi + 1, i, j) for i in range(n) for j in range(i + 1, n) if ins.mask[li, hi, i, j]]
             close = np.abs(norm - 0.3) < 1e-5
@@ -168,12 +177,90 @@ def test_inspect_matches_independent_similarity(inspection, embedded):
     assert (head["layer"] == 5).all() and (head["head"] == 3).all()
     assert len(head) == int(np.triu(ins.mask[4, 2], 1).sum())
     # separators: [CLS]/[SEP] excluded, scores computed over the separator layer's heads
-    special = np.isin(ex.input_ids[0, :n], [embedded.tokenizer.cls_token_id, embedded.tokenizer.sep_token_id])
-    cols = ex.attention[0, embedded.n_layers - 1, :, :n, :n].sum(axis=(0, 1))
+    special = np.isin(ids[0], [embedded.tokenizer.cls_token_id, embedded.tokenizer.sep_token_id])
+    np.testing.assert_array_equal(ins.view.special, special)
+    cols = attention[embedded.n_layers - 1].sum(axis=(0, 1))
     cols[special] = 0
     np.testing.assert_allclose(ins.column_scores, cols / cols.max(), atol=1e-5)
     np.testing.assert_array_equal(ins.separators, np.flatnonzero(ins.column_scores > 0.5))
     np.testing.assert_array_equal(ins.blocks, block_ids(ins.separators, np.ones(n, dtype=bool)))
+
+
+# ---------------------------------------------------------------------------------------------
+# TextView: one window built once, against independent computations
+# ---------------------------------------------------------------------------------------------
+
+LONG = SENTENCES + " The river rose after the rain; farmers moved cattle, sheep and goats to higher ground."
+
+
+def focus_by_definition(attention: np.ndarray, tokens: list[str], first: bool, last: bool) -> dict[str, np.ndarray]:
+    """Attention mass per query token on the opening/closing framing token, punctuation and the
+    neighbouring keys, by the definition (docs/statistics.md ``attn_focus``), float64."""
+    a = np.asarray(attention, dtype=np.float64)
+    n = a.shape[-1]
+    punct = np.array([is_punctuation_token(t) for t in tokens])
+    punct[[0, n - 1]] &= ~np.array([first, last])
+    zero = np.zeros(a.shape[:2])
+    return {
+        "attn_cls": a[..., 0].sum(-1) / n if first else zero,
+        "attn_sep": a[..., n - 1].sum(-1) / n if last else zero,
+        "attn_punct": a[..., punct].sum(axis=(-1, -2)) / n,
+        "attn_prev": sum(a[..., i, i - 1] for i in range(1, n)) / n,
+        "attn_next": sum(a[..., i, i + 1] for i in range(n - 1)) / n,
+    }
+
+
+def test_text_view_of_a_padded_window_equals_the_model_run_directly(tiny_bert, tiny_bert_eager):
+    """The last window of a long text (padded when cut): the view runs its valid tokens only and equals
+    the eager model on the padded window, Z from the weights in float64, S = Z·Zᵀ by the definition."""
+    windows = cut_text(LONG, tiny_bert, 14)
+    w = len(windows) - 1
+    n = int(windows.attention_mask[w].sum())
+    assert len(windows) >= 3 and 5 < n < 14  # a padded last window
+    view = window_view(tiny_bert, windows, w, LONG)
+    assert (view.window, view.n_windows, view.n, view.seq_len) == (w, len(windows), n, 14)
+    ids, mask = windows.input_ids[w: w + 1], windows.attention_mask[w: w + 1]
+    np.testing.assert_allclose(view.attention, reference_attentions(tiny_bert_eager, ids, mask)[0, :, :, :n, :n], atol=1e-5)
+    z = reference_head_outputs(tiny_bert, ids, mask)[0, :, :, :n]
+    np.testing.assert_allclose(view.head_outputs, z, atol=1e-5)
+    for li in range(2):
+        for hi in range(4):
+            np.testing.assert_allclose(view.normalized[li, hi], reference_similarity(z[li, hi], view.valid, 0.3)[1], atol=1e-5)
+    np.testing.assert_array_equal(view.special, np.arange(n) % (n - 1) == 0)  # [CLS] … [SEP]
+    assert view.tokens[0] == "[CLS]" and view.tokens[-1] == "[SEP]"
+    want = focus_by_definition(view.attention, view.tokens, first=True, last=True)
+    assert set(view.focus) == set(want)
+    for key in want:
+        np.testing.assert_allclose(view.focus[key], want[key], atol=1e-6, err_msg=key)
+    text, start = view.window_text()
+    assert LONG.endswith(text) and start == len(LONG) - len(text) and text.endswith("higher ground.")
+    np.testing.assert_array_equal(view.mask(0.3), view.normalized > np.float32(0.3))
+    with pytest.raises(HeadsimError, match="window 9 does not exist"):
+        window_view(tiny_bert, windows, 9)
+
+
+def test_text_view_of_a_causal_model(tiny_llama_pair):
+    """A tiny Llama (BOS framing): attention equals the eager model's, nothing above the diagonal, only
+    BOS is a framing token, separator scores are relative to causal chance, and the focus has no
+    [SEP] (the window has no closing token) and no next-token mass."""
+    from headsim.model.verify import eager_attentions
+
+    llama, eager = tiny_llama_pair
+    view = text_view(LONG, llama, seq_len=24, window=1)
+    n = view.n
+    ids = torch.as_tensor(view.ids)[None]
+    want = torch.stack(eager_attentions(llama, eager, ids, torch.ones_like(ids)), dim=1)[0].numpy()
+    np.testing.assert_allclose(view.attention, want, atol=1e-5)
+    assert np.abs(np.triu(view.attention, 1)).max() == 0
+    assert view.causal and view.tokens[0] == "[CLS]" and view.tokens[-1] != "[SEP]"
+    np.testing.assert_array_equal(view.special, np.arange(n) == 0)
+    np.testing.assert_allclose(view.column_scores(1), column_scores(view.attention[1], view.valid, exclude=view.special,
+                                                                    causal=True))
+    focus = focus_by_definition(view.attention, view.tokens, first=True, last=False)
+    for key in focus:
+        np.testing.assert_allclose(view.focus[key], focus[key], atol=1e-6, err_msg=key)
+    assert (view.focus["attn_sep"] == 0).all() and (view.focus["attn_next"] == 0).all()
+    assert (view.focus["attn_cls"] > 0).all()
 
 
 def test_inspect_write(embedded, tmp_path):

@@ -6,18 +6,18 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from .context_similarity import check_threshold
 from .errors import require
-from .extraction import Extraction, extract
 from .models import LoadedModel, as_loaded
-from .context_similarity import check_threshold, similarity
-from .views import block_average, block_ids, column_scores, pair_table, separator_lines, separators_from_scores
+from .views import TextView, block_average, separator_lines, text_view
 
 EXAMPLES = ("gerstenslager", "airport_policing")
 
@@ -42,34 +42,58 @@ def check_index(value: int, n: int, what: str) -> int:
 
 @dataclass
 class Inspection:
-    """Everything `headsim inspect` shows for one window; layer/head fields are 0-based."""
+    """Everything `headsim inspect` shows for one window (a :class:`~headsim.views.TextView` and the
+    chosen head, thresholds and layers); layer/head fields are 0-based."""
 
-    extraction: Extraction
-    window: int
+    view: TextView
     layer: int
     head: int
     threshold: float
     sep_layer: int
     sep_threshold: float
     figure_layers: list[int]
-    valid_len: int
-    normalized: np.ndarray  # [L, H, n, n] of the window's valid tokens
-    mask: np.ndarray  # [L, H, n, n]
-    separators: np.ndarray  # positions
-    column_scores: np.ndarray  # [n]
-    blocks: np.ndarray  # [n]
-    pairs: pd.DataFrame  # all heads, all layers
-    meta: dict = field(default_factory=dict)
 
-    @property
-    def tokens(self) -> list[str]:
-        return self.extraction.tokens[self.window][: self.valid_len]
+    model = property(lambda self: self.view.model)
+    window = property(lambda self: self.view.window)
+    valid_len = property(lambda self: self.view.n)
+    tokens = property(lambda self: self.view.tokens)
+    attention = property(lambda self: self.view.attention, doc="``[L, H, n, n]`` attention of the window's valid tokens.")
+    normalized = property(lambda self: self.view.normalized, doc="``[L, H, n, n]`` normalised similarity.")
 
-    @property
-    def attention(self) -> np.ndarray:
-        """``[L, H, n, n]`` attention of the window's valid tokens."""
-        n = self.valid_len
-        return self.extraction.attention[self.window][:, :, :n, :n]
+    @cached_property
+    def mask(self) -> np.ndarray:
+        """``[L, H, n, n]`` high-similarity elements at :attr:`threshold`."""
+        return self.view.mask(self.threshold)
+
+    @cached_property
+    def column_scores(self) -> np.ndarray:
+        """``[n]`` normalised column attention of the separator layer."""
+        return self.view.column_scores(self.sep_layer)
+
+    @cached_property
+    def separators(self) -> np.ndarray:
+        return self.view.separators(self.sep_layer, self.sep_threshold)
+
+    @cached_property
+    def blocks(self) -> np.ndarray:
+        return self.view.blocks(self.separators)
+
+    @cached_property
+    def pairs(self) -> pd.DataFrame:
+        """Fig 9's pair table of every head, all layers."""
+        return self.view.pairs(self.threshold)
+
+    @cached_property
+    def meta(self) -> dict:
+        """The settings and findings written to ``inspect.json`` (layers and heads 1-based)."""
+        v = self.view
+        return {
+            "model": v.model.describe(), "seq_len": v.seq_len, "window": v.window, "windows": v.n_windows,
+            "valid_tokens": v.n, "layer": self.layer + 1, "head": self.head + 1, "threshold": self.threshold,
+            "separator_layer": self.sep_layer + 1, "separator_threshold": self.sep_threshold,
+            "separators": [int(s) for s in self.separators], "figure_layers": [x + 1 for x in self.figure_layers],
+            "numbering": "layers and heads from 1; token positions from 0 ([CLS] = 0)",
+        }
 
     def head_pairs(self, layer: int | None = None, head: int | None = None) -> pd.DataFrame:
         """Pair table of one head (default: the inspected one)."""
@@ -80,12 +104,11 @@ class Inspection:
 
     def token_table(self) -> pd.DataFrame:
         """Index, token, character span and sentence of each valid token."""
-        n, w = self.valid_len, self.window
-        ex = self.extraction
+        n, v = self.valid_len, self.view
         return pd.DataFrame({
             "index": np.arange(n), "token": self.tokens,
-            "start": ex.offsets[w, :n, 0], "end": ex.offsets[w, :n, 1],
-            "sentence": ex.sentence_ids[w, :n], "column_score": self.column_scores,
+            "start": v.offsets[:, 0], "end": v.offsets[:, 1],
+            "sentence": v.sentences, "column_score": self.column_scores,
             "separator": np.isin(np.arange(n), self.separators), "block": self.blocks,
         })
 
@@ -98,7 +121,7 @@ class Inspection:
         out = Path(out_dir)
         require(not out.exists() or out.is_dir(), f"output path {str(out)!r} is a file, not a directory",
                 "pass a directory for --out (it is created if missing)")
-        model = self.extraction.model.name
+        model = self.model.name
         labels = token_labels(self.tokens)
         attention, l, h = self.attention, self.layer, self.head
         lines = separator_lines(self.separators, self.valid_len)
@@ -161,26 +184,4 @@ def inspect_text(
     threshold = check_threshold(threshold)
     sep_threshold = check_threshold(sep_threshold, "separator threshold")
     shown = default_figure_layers(n_layers) if figure_layers is None else [check_index(x, n_layers, "layer") for x in figure_layers]
-    ex = extract(text, loaded, seq_len=seq_len)
-    require(0 <= window < ex.n_windows, f"window {window} does not exist", f"this text has windows 0..{ex.n_windows - 1}")
-    n = int(ex.attention_mask[window].sum())
-    valid = np.ones(n, dtype=bool)
-    sim = similarity(ex.head_outputs[window][:, :, :n], threshold, kind="dot")
-    ids = ex.input_ids[window, :n]
-    tok = loaded.tokenizer
-    special = np.isin(ids, [i for i in (tok.cls_token_id, tok.sep_token_id, tok.bos_token_id, tok.eos_token_id) if i is not None])
-    attn = ex.attention[window][sl, :, :n, :n]
-    scores = column_scores(attn, valid, exclude=special, causal=loaded.arch.causal)
-    seps = separators_from_scores(scores, sep_threshold)
-    tokens = ex.tokens[window][:n]
-    pairs = pd.concat([pair_table(sim.normalized[li, hi], sim.mask[li, hi], tokens, layer=li, head=hi)
-                       for li in range(n_layers) for hi in range(n_heads)], ignore_index=True)
-    meta = {
-        "model": loaded.describe(), "seq_len": seq_len, "window": window, "windows": ex.n_windows,
-        "valid_tokens": n, "layer": l + 1, "head": h + 1, "threshold": threshold,
-        "separator_layer": sl + 1, "separator_threshold": sep_threshold,
-        "separators": [int(s) for s in seps], "figure_layers": [x + 1 for x in shown],
-        "numbering": "layers and heads from 1; token positions from 0 ([CLS] = 0)",
-    }
-    return Inspection(ex, window, l, h, threshold, sl, sep_threshold, shown, n, sim.normalized, sim.mask,
-                      seps, scores, block_ids(seps, valid), pairs, meta)
+    return Inspection(text_view(text, loaded, seq_len=seq_len, window=window), l, h, threshold, sl, sep_threshold, shown)

@@ -1,12 +1,12 @@
 """Payloads of the explorer's JSON API, as plain functions (no HTTP in here).
 
 The server (:mod:`headsim.explorer.app`) only validates requests, caches and locks; everything a
-response contains is built here from the core: windows from :func:`headsim.windows.make_windows`,
-attention and head outputs from the model tap (:func:`headsim.model.tap.capture`, the same tensors
-:func:`headsim.extraction.extract` returns), normalised similarity from
-:func:`headsim.context_similarity.similarity`, separator columns and block averages from
-:mod:`headsim.views`. Layers and heads are 1-based in every payload (as in every figure and table);
-token positions are 0-based ([CLS] = 0).
+response contains is built here from the core: one window of a text is a
+:class:`headsim.views.TextView` (built once by the model tap, exactly what ``headsim inspect``
+shows: attention, normalised similarity, separator columns, blocks, and each head's attention
+focus by the corpus statistics' own function), block averages come from :mod:`headsim.views`.
+Layers and heads are 1-based in every payload (as in every figure and table); token positions are
+0-based ([CLS] = 0).
 
 A run directory (written by the corpus statistics) is read-only input:
 
@@ -29,13 +29,11 @@ import pandas as pd
 
 from ..errors import HeadsimError, require
 from ..inspection import EXAMPLES, check_index, example_text
-from ..model.tap import capture
 from ..models import LoadedModel
 from ..rundir import RunDir
-from ..tokens import is_punctuation_token
-from ..context_similarity import check_threshold, similarity
-from ..views import block_average, block_ids, column_scores, separators_from_scores
-from ..windows import Windows, check_seq_len, check_texts, make_windows
+from ..context_similarity import check_threshold
+from ..views import TextView, block_average, cut_text, separators_from_scores, window_view
+from ..windows import Windows
 
 DEFAULT_THRESHOLD = 0.3
 DEFAULT_SEP_THRESHOLD = 0.5
@@ -101,13 +99,6 @@ def check_text_size(text: str, max_bytes: int) -> str:
     return text
 
 
-def check_window(window: int, n_windows: int) -> int:
-    """0-based window index, with the same message as ``headsim inspect``."""
-    require(isinstance(window, (int, np.integer)) and 0 <= window < n_windows, f"window {window} does not exist",
-            f"this text has windows 0..{n_windows - 1}")
-    return int(window)
-
-
 def rounded(a: np.ndarray, decimals: int = DECIMALS) -> list:
     """Nested lists of rounded floats (``-0.0`` → ``0.0``) for JSON."""
     return (np.round(np.asarray(a, dtype=np.float64), decimals) + 0.0).tolist()
@@ -155,69 +146,13 @@ class Prepared:
 
 def prepare(text: str, loaded: LoadedModel, seq_len: int = DEFAULT_SEQ_LEN) -> Prepared:
     """Validate ``text`` and ``seq_len`` and cut the text into windows (same windows as ``extract``)."""
-    check_texts(text)
-    seq_len = check_seq_len(seq_len, loaded.max_seq_len)
-    return Prepared(analysis_id(text, seq_len), text, seq_len, make_windows(text, loaded.tokenizer, seq_len, framing=loaded.framing))
+    windows = cut_text(text, loaded, seq_len)
+    return Prepared(analysis_id(text, windows.seq_len), text, windows.seq_len, windows)
 
 
-@dataclass
-class WindowData:
-    """One window's valid tokens and every head's matrices over them.
-
-    ``attention`` and ``normalized`` are ``[L, H, n, n]`` float32 (0-based layer/head axes):
-    attention probabilities and the normalised context similarity (``similarity(...).normalized``).
-    """
-
-    window: int
-    tokens: list[str]
-    offsets: np.ndarray  # [n, 2] character spans in the text; -1 for [CLS]/[SEP]
-    sentences: np.ndarray  # [n] sentence number within the window; -1 for [CLS]/[SEP]
-    special: np.ndarray  # [n] bool: [CLS]/[SEP] (and BOS/EOS)
-    attention: np.ndarray
-    normalized: np.ndarray
-    causal: bool = False  # the model attends to earlier keys only (column scores use chance level)
-
-    @property
-    def n(self) -> int:
-        return len(self.tokens)
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.attention.nbytes + self.normalized.nbytes)
-
-
-def special_positions(ids: np.ndarray, tokenizer) -> np.ndarray:
-    """Boolean mask of [CLS]/[SEP]/BOS/EOS positions (the columns separators never include)."""
-    specials = [i for i in (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.bos_token_id,
-                            tokenizer.eos_token_id) if i is not None]
-    return np.isin(np.asarray(ids), specials)
-
-
-def compute_window(loaded: LoadedModel, prepared: Prepared, window: int = 0) -> WindowData:
-    """Run the model on one window and return its attention maps and normalised similarity.
-
-    Only the window's valid tokens go through the model (padding removed): the numbers equal those
-    of :func:`headsim.extraction.extract` on the same text and ``seq_len`` up to float rounding.
-    """
-    w = check_window(window, prepared.n_windows)
-    win = prepared.windows
-    n = int(win.attention_mask[w].sum())
-    ids = win.input_ids[w: w + 1, :n]
-    mask = np.ones_like(ids)
-    got = capture(loaded, ids, mask)
-    attention = got["attention"][0].cpu().numpy()  # [L, H, n, n]
-    outputs = got["head_outputs"][0].float().cpu().numpy()  # [L, H, n, d]
-    normalized = np.asarray(similarity(outputs, DEFAULT_THRESHOLD, kind="dot").normalized, dtype=np.float32)
-    return WindowData(
-        window=w,
-        tokens=list(win.tokens[w][:n]),
-        offsets=win.offsets[w, :n].copy(),
-        sentences=win.sentence_ids[w, :n].copy(),
-        special=special_positions(ids[0], loaded.tokenizer),
-        attention=attention,
-        normalized=normalized,
-        causal=loaded.arch.causal,
-    )
+def compute_window(loaded: LoadedModel, prepared: Prepared, window: int = 0) -> TextView:
+    """Run the model on one window: its :class:`~headsim.views.TextView` (what ``inspect`` shows)."""
+    return window_view(loaded, prepared.windows, window, prepared.text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,39 +198,14 @@ def thumbnails(matrices: np.ndarray, size: int = THUMB_SIZE) -> list:
     return q.reshape(q.shape[0], q.shape[1], -1).tolist()
 
 
-def text_head_stats(wd: WindowData) -> dict[str, np.ndarray]:
-    """Per-head attention fractions in this window (``[L, H]`` each, means over query tokens)."""
-    a = wd.attention
-    n = wd.n
-    stats = {
-        "attn_cls": a[..., :, 0].mean(axis=-1),
-        "attn_sep": a[..., :, n - 1].mean(axis=-1) if n > 1 else np.zeros(a.shape[:2]),
-    }
-    punct = np.array([is_punctuation_token(t) and not s for t, s in zip(wd.tokens, wd.special)])
-    stats["attn_punct"] = a[..., :, punct].sum(axis=-1).mean(axis=-1) if punct.any() else np.zeros(a.shape[:2])
-    stats["attn_prev"] = np.diagonal(a, offset=-1, axis1=-2, axis2=-1).mean(axis=-1) if n > 1 else np.zeros(a.shape[:2])
-    stats["attn_next"] = np.diagonal(a, offset=1, axis1=-2, axis2=-1).mean(axis=-1) if n > 1 else np.zeros(a.shape[:2])
-    return stats
-
-
-def window_text(prepared: Prepared, wd: WindowData) -> tuple[str, int]:
-    """The part of the text a window covers, and the character position it starts at."""
-    real = wd.offsets[:, 0] >= 0
-    if not real.any():
-        return "", 0
-    start, end = int(wd.offsets[real, 0].min()), int(wd.offsets[real, 1].max())
-    return prepared.text[start:end], start
-
-
-def analyze_payload(prepared: Prepared, wd: WindowData, loaded: LoadedModel,
+def analyze_payload(prepared: Prepared, wd: TextView, loaded: LoadedModel,
                     threshold: float = DEFAULT_THRESHOLD) -> dict:
-    """Tokens, model dimensions and per-head summaries (counts, thumbnails) of one window."""
+    """Tokens, model dimensions and per-head summaries (counts, focus, thumbnails) of one window."""
     threshold = check_threshold(threshold)
-    text, start = window_text(prepared, wd)
+    text, start = wd.window_text()
     offsets = np.where(wd.offsets >= 0, wd.offsets - start, -1)
     counts = high_counts(wd.normalized)
-    n_high = (upper_values(wd.normalized) > np.float32(threshold)).sum(axis=-1)
-    stats = text_head_stats(wd)
+    n_high = upper_values(wd.mask(threshold)).sum(axis=-1)
     return {
         "id": prepared.id,
         "seq_len": prepared.seq_len,
@@ -314,7 +224,7 @@ def analyze_payload(prepared: Prepared, wd: WindowData, loaded: LoadedModel,
             "n_high": n_high.tolist(),
             "high_counts": counts.tolist(),
             "count_steps": COUNT_STEPS,
-            **{k: rounded(v) for k, v in stats.items()},
+            **{k: rounded(v) for k, v in wd.focus.items()},
         },
         "text_stats": TEXT_STATS,
         "thumbnails": {
@@ -330,16 +240,15 @@ def analyze_payload(prepared: Prepared, wd: WindowData, loaded: LoadedModel,
 # /api/head
 
 
-def separator_payload(wd: WindowData, head_matrix: np.ndarray, sep_layer: int, sep_threshold: float) -> dict:
+def separator_payload(wd: TextView, head_matrix: np.ndarray, sep_layer: int, sep_threshold: float) -> dict:
     """Fig 5: separator columns of a layer's summed attention and the block-averaged similarity.
 
-    ``sep_layer`` is 0-based; [CLS]/[SEP] are excluded from the column scores (as in ``inspect``).
+    ``sep_layer`` is 0-based; framing tokens ([CLS]/[SEP], BOS, EOS) are excluded from the column
+    scores (as in ``inspect``).
     """
-    valid = np.ones(wd.n, dtype=bool)
-    attn = wd.attention[sep_layer]
-    scores = column_scores(attn, valid, exclude=wd.special, causal=wd.causal)
+    scores = wd.column_scores(sep_layer)
     seps = separators_from_scores(scores, sep_threshold)
-    blocks = block_ids(seps, valid)
+    blocks = wd.blocks(seps)
     return {
         "layer": sep_layer + 1,
         "threshold": sep_threshold,
@@ -350,14 +259,14 @@ def separator_payload(wd: WindowData, head_matrix: np.ndarray, sep_layer: int, s
     }
 
 
-def head_payload(prepared: Prepared, wd: WindowData, loaded: LoadedModel, layer: int, head: int, *,
+def head_payload(prepared: Prepared, wd: TextView, loaded: LoadedModel, layer: int, head: int, *,
                  sep_layer: int | None = None, sep_threshold: float = DEFAULT_SEP_THRESHOLD) -> dict:
     """One head of one window: attention map, normalised similarity and Fig 5 separators.
 
     ``layer``, ``head`` and ``sep_layer`` are 1-based (``sep_layer`` defaults to the last layer).
     Matrices cover the window's valid tokens only, rounded to :data:`DECIMALS` decimals.
     """
-    n_layers, n_heads = wd.attention.shape[:2]
+    n_layers, n_heads = wd.n_layers, wd.n_heads
     l = check_index(layer, n_layers, "layer")
     h = check_index(head, n_heads, "head")
     sl = check_index(sep_layer if sep_layer is not None else n_layers, n_layers, "layer")

@@ -31,6 +31,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from ..errors import HeadsimError, require
 from ..models import LoadedModel, as_loaded
+from ..views import TextView, check_window
 from . import api
 
 log = logging.getLogger("headsim.explorer")
@@ -109,7 +110,7 @@ class Explorer:
         self.model_lock = threading.Lock()  # model and tokenizer
         self.cache_lock = threading.Lock()
         self.prepared: OrderedDict[str, api.Prepared] = OrderedDict()
-        self.results: OrderedDict[tuple[str, int], api.WindowData] = OrderedDict()
+        self.results: OrderedDict[tuple[str, int], TextView] = OrderedDict()
         self.model_runs = 0  # forward passes so far (the tests read it to check the cache)
 
     # -- cache -------------------------------------------------------------------------------
@@ -142,9 +143,9 @@ class Explorer:
                 "POST the text to /api/analyze again, or send the text with this request", status=404)
         return found
 
-    def window(self, prepared: api.Prepared, window: int) -> api.WindowData:
+    def window(self, prepared: api.Prepared, window: int) -> TextView:
         """One window's tensors: from the cache, or by running the model under the lock."""
-        window = api.check_window(window, prepared.n_windows)
+        window = check_window(window, prepared.n_windows)
         key = (prepared.id, window)
         with self.cache_lock:
             if key in self.results:

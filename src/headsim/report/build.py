@@ -275,7 +275,7 @@ def _example_section(example, out: Path) -> dict:
     layer, head, thr = meta.get("layer"), meta.get("head"), meta.get("threshold")
     shown = meta.get("figure_layers", [])
     sep_layer = meta.get("separator_layer")
-    model = example.extraction.model.name if hasattr(example, "extraction") else "model"
+    model = example.model.name if hasattr(example, "model") else "model"
     specs = [
         ("fig04_attention", "Fig 4", "attention maps of one input",
          f"One input window ({meta.get('valid_tokens', '?')} tokens). Per layer ({_layers_text(shown)}), the attention "

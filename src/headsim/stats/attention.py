@@ -87,6 +87,25 @@ def top_columns(column_sums: torch.Tensor, valid: torch.Tensor, k: int,
     return settle_columns(rank_columns(column_sums, valid, k), valid, exact)
 
 
+def diagonal_sums(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Float64 ``[H]`` sums over windows and query rows of masked attention ``a`` ``[B, H, T, T]`` on
+    the key before (``key = query − 1``) and after (``key = query + 1``) each query."""
+    return tuple(a.diagonal(offset=o, dim1=-2, dim2=-1).to(torch.float64).sum(dim=(0, 2)) for o in (-1, 1))
+
+
+def attention_focus(column_sums: torch.Tensor, diagonals: tuple[torch.Tensor, torch.Tensor],
+                    key_targets: torch.Tensor) -> torch.Tensor:
+    """``[H, 5]`` float64: the attention mass on each of :data:`TARGETS`, summed over windows and
+    valid query rows (``attn_focus``; divided by the query rows it is each head's mean per query).
+
+    ``column_sums`` ``[B, H, T]`` attention summed over query rows (zero at padding);
+    ``diagonals`` from :func:`diagonal_sums`; ``key_targets`` ``[B, T, 3]`` the [CLS], [SEP] and
+    punctuation key columns (:attr:`headsim.stats.batch.BatchTensors.key_targets`).
+    """
+    by_kind = torch.bmm(column_sums.to(torch.float64), key_targets.to(torch.float64)).sum(dim=0)  # [H, 3]
+    return torch.cat([by_kind, diagonals[0].to(torch.float64)[:, None], diagonals[1].to(torch.float64)[:, None]], dim=1)
+
+
 def attention_batch(attention: torch.Tensor, bt: BatchTensors, top_k: int, into: dict[str, torch.Tensor], *,
                     owned: bool = False) -> None:
     """Add one layer's attention ``[B, H, T, T]`` (softmax probabilities) to ``into`` (in place).
@@ -117,7 +136,7 @@ def add_attention(a: torch.Tensor, column_sums: torch.Tensor, bt: BatchTensors, 
     """
     b, h, t, _ = a.shape
     if diagonals is None:
-        diagonals = tuple(a.diagonal(offset=o, dim1=-2, dim2=-1).to(torch.float64).sum(dim=(0, 2)) for o in (-1, 1))
+        diagonals = diagonal_sums(a)
     top = top_columns(column_sums, bt.valid, top_k, lambda bi, hi: a[bi, hi].to(torch.float64).sum(dim=-2))
     where = top[:, :, None, :].expand(b, h, t, top.shape[-1])
     columns = a.gather(-1, where)  # [B, H, T(query), k] the attention the zeroing removes
@@ -136,11 +155,7 @@ def add_reduced_attention(column_sums: torch.Tensor, diagonals: tuple[torch.Tens
     top columns zeroed) ``[H, T, T]``.
     """
     b, h, t = column_sums.shape
-    by_kind = torch.bmm(column_sums.to(torch.float64), bt.key_targets.to(torch.float64)).sum(dim=0)  # [H, 3]
-    focus = into["attn_focus"]
-    focus[:, :3] += by_kind
-    focus[:, 3] += diagonals[0].to(torch.float64)  # key = query − 1
-    focus[:, 4] += diagonals[1].to(torch.float64)  # key = query + 1
+    into["attn_focus"] += attention_focus(column_sums, diagonals, bt.key_targets)
     # the removed columns summed at (head, key) in a [H·T(key), T(query)] view
     back = torch.zeros(h * t, t, dtype=columns.dtype, device=columns.device)
     slot = (torch.arange(h, device=columns.device)[None, :, None] * t + top).reshape(-1)

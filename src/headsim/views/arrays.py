@@ -12,10 +12,22 @@ import numpy as np
 import torch
 import pandas as pd
 
-from .errors import require
-from .context_similarity import check_threshold
+from ..errors import require
+from ..context_similarity import check_threshold
 
 PAIR_COLUMNS = ["layer", "head", "token_i", "token_j", "index_i", "index_j", "similarity"]
+
+
+def framing_positions(framing, n: int) -> np.ndarray:
+    """``[n]`` boolean: the positions of a window's ``n`` valid tokens that its framing added (the
+    opening token first, the closing token last; :class:`headsim.windows.Framing`). Separator
+    columns never include them."""
+    special = np.zeros(int(n), dtype=bool)
+    if n > 0 and framing.open is not None:
+        special[0] = True
+    if n > 0 and framing.close is not None:
+        special[n - 1] = True
+    return special
 
 
 def causal_chance(valid: torch.Tensor) -> torch.Tensor:
