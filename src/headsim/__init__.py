@@ -28,6 +28,8 @@ _LAZY = {
     "Similarity": "headsim.context_similarity",
     "make_windows": "headsim.windows",
     "inspect_text": "headsim.inspection",
+    "text_view": "headsim.views",
+    "TextView": "headsim.views",
     "example_text": "headsim.inspection",
     "ablate": "headsim.ablation",
     "segment": "headsim.segmentation.segmenter",
