@@ -164,3 +164,27 @@ def test_analyze_records_the_backend_and_refuses_one_that_cannot_run(tiny_bert, 
         headsim.analysis.analyze(tiny_bert, "default", windows=4, seq_len=32, backend="triton", out=tmp_path / "run",
                                  progress=False)
     assert not (tmp_path / "run").exists()  # refused before anything was written
+
+
+def test_resume_keeps_the_backend_the_run_asked_for(tiny_bert, tmp_path):
+    import json
+
+    from headsim.analysis import analyze
+    from headsim.corpus import lee_documents
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(d.text for d in lee_documents()[:4]), encoding="utf-8")
+    run_dir = tmp_path / "run"
+
+    def stop(done, total):
+        if done >= 8:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        analyze(tiny_bert, str(corpus), windows=12, out=run_dir, seq_len=32, batch_size=4, checkpoint_every=4,
+                backend="eager", progress=stop)
+    started = json.loads((run_dir / "run.json").read_text())
+    assert not started["complete"] and started["statistics_backend"] == {"requested": "eager", "chosen": "eager"}
+    meta = analyze(tiny_bert, str(corpus), out=run_dir, seq_len=32, resume=True, progress=False).meta
+    assert meta["complete"] and meta["windows"] == 12
+    assert meta["statistics_backend"] == {"requested": "eager", "chosen": "eager", "ran": "eager", "fallbacks": []}
