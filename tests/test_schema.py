@@ -78,3 +78,11 @@ def test_a_fake_dataset_is_generated_from_the_schema():
         schema.build_dataset({}, layout, threshold=0.3, top_k_columns=2)
     with pytest.raises(HeadsimError, match="'tokens' has shape"):
         schema.build_dataset({"tokens": np.zeros(2)}, layout, threshold=0.3, top_k_columns=2, fill=rng)
+
+
+def test_every_row_is_well_formed():
+    for v in schema.VARIABLES:
+        assert v.kind in ("count", "sum") and v.group in (*schema.GROUPS, None), v.name
+        assert (v.group is not None) or (v.derive is not None and v.sources), f"{v.name} is neither stored nor derived"
+        assert set(v.dims) <= set(schema.DIM_NOTES), v.name
+    assert len(schema.BY_NAME) == len(schema.VARIABLES)

@@ -8,7 +8,9 @@ Counts add and sums add, so accumulators of disjoint parts of a corpus :meth:`~C
 into exactly the accumulator of the whole, and :meth:`~CorpusStats.state_dict` /
 :meth:`~CorpusStats.from_state_dict` checkpoint and resume bit for bit.
 :meth:`~CorpusStats.to_dataset` labels everything as an :class:`xarray.Dataset`
-(layers and heads 1-based, as in the paper); ``docs/statistics.md`` defines every variable.
+(layers and heads 1-based, as in the paper). What is stored and how the Dataset is made from it is
+:mod:`headsim.stats.schema`; how each step is computed is the backend chosen once at construction
+(:mod:`headsim.stats.backends`).
 """
 
 from __future__ import annotations

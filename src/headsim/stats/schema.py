@@ -94,8 +94,8 @@ class Variable:
 
     Attributes:
         name: the Dataset variable.
-        dims: its Dataset dims (also the stored accumulator's, per layer first where ``layer`` leads).
-        count: int64 count (else float64 sum).
+        dims: its Dataset dims (also the shape of its stored accumulator).
+        kind: ``"count"`` (int64) or ``"sum"`` (float64).
         figure: paper figure(s); with ``description`` written as the variable's attributes.
         description: one line (the ``description`` attribute).
         definition: the doc's definition (markdown); ``description`` where empty.
@@ -108,7 +108,7 @@ class Variable:
 
     name: str
     dims: tuple[str, ...]
-    count: bool
+    kind: str
     figure: str
     description: str
     definition: str = ""
@@ -124,6 +124,10 @@ class Variable:
         if self.group is None:
             return None
         return self.store or self.name
+
+    @property
+    def count(self) -> bool:
+        return self.kind == "count"
 
     @property
     def dtype(self) -> type:
@@ -161,81 +165,81 @@ _LH = ("layer", "head")
 
 #: every statistic, in the Dataset's order
 VARIABLES: tuple[Variable, ...] = (
-    Variable("attn_sum", _LHQK, False, "2, 3 left", "sum over windows of attention probabilities at valid (query, key)",
+    Variable("attn_sum", _LHQK, "sum", "2, 3 left", "sum over windows of attention probabilities at valid (query, key)",
              "Σ over windows of `A[q, k]` at valid (q, k)", group="attention"),
-    Variable("attn_sum_top_zeroed", _LHQK, False, "3 middle",
+    Variable("attn_sum_top_zeroed", _LHQK, "sum", "3 middle",
              "attn_sum with each window's and head's top_k_columns largest key columns zeroed",
              "as `attn_sum`, but in each window and head the `top_k_columns` valid key columns with the largest column "
              "sums `Σ_q A[q, k]` (valid q) are zeroed first; ties → smaller key position", group="attention",
              note="`top_columns`"),
-    Variable("attn_sum_top_diag_zeroed", _LHQK, False, "3 right", "attn_sum_top_zeroed with |query - key| <= 1 zeroed",
+    Variable("attn_sum_top_diag_zeroed", _LHQK, "sum", "3 right", "attn_sum_top_zeroed with |query - key| <= 1 zeroed",
              "`attn_sum_top_zeroed` with `|query − key| ≤ 1` set to 0", sources=("attn_sum_top_zeroed",),
              derive=_off_near_diagonal),
-    Variable("pair_count_valid", ("query", "key"), True, "2, 3",
+    Variable("pair_count_valid", ("query", "key"), "count", "2, 3",
              "windows in which both positions are valid (denominator for averages)",
              "windows in which both positions are valid (diagonal: windows where the position is valid); mean "
              "attention map = `attn_sum / pair_count_valid`", group="batch"),
-    Variable("attn_pair_count", ("layer", "query", "key"), True, "2, 3",
+    Variable("attn_pair_count", ("layer", "query", "key"), "count", "2, 3",
              "windows whose attention entered the layer with both positions valid",
              "the same, over the windows whose attention entered that layer (equals `pair_count_valid` when attention "
              "is given for every batch)", group="layer"),
-    Variable("attn_windows", ("layer",), True, "2, 3", "windows whose attention entered the layer", group="layer"),
-    Variable("attn_focus", ("layer", "head", "target"), False, "4, §2",
+    Variable("attn_windows", ("layer",), "count", "2, 3", "windows whose attention entered the layer", group="layer"),
+    Variable("attn_focus", ("layer", "head", "target"), "sum", "4, §2",
              "sum over valid query rows of the attention mass on [CLS], [SEP], punctuation, key i-1, key i+1",
              "Σ over valid query rows `q` of the attention mass on [CLS] keys, [SEP] keys, punctuation keys, key "
              "`q − 1`, key `q + 1` (`target` = cls, sep, punct, prev, next; only valid keys)", group="attention"),
-    Variable("attn_queries", (), True, "4, §2", "valid query rows summed into attn_focus (largest over layers)",
+    Variable("attn_queries", (), "count", "4, §2", "valid query rows summed into attn_focus (largest over layers)",
              "valid query rows summed into `attn_focus` (the largest over layers; equal for all layers when attention "
              "is given every time)", sources=("attn_queries_layer",),
              derive=lambda acc: np.int64(acc["attn_queries_layer"].max() if acc["attn_queries_layer"].size else 0)),
-    Variable("attn_queries_layer", ("layer",), True, "4, §2", "valid query rows summed into attn_focus, per layer",
+    Variable("attn_queries_layer", ("layer",), "count", "4, §2", "valid query rows summed into attn_focus, per layer",
              "valid query rows summed into `attn_focus`, per layer; share = `attn_focus / attn_queries_layer`",
              group="layer"),
-    Variable("n_pairs", _LH, True, "6, 7, 8", "high-similarity pairs i < j", "high-similarity pairs `i < j`",
+    Variable("n_pairs", _LH, "count", "6, 7, 8", "high-similarity pairs i < j", "high-similarity pairs `i < j`",
              sources=("location_upper",), derive=lambda acc: acc["location_upper"].sum(axis=(2, 3))),
-    Variable("n_repeat", _LH, True, "6a", "high-similarity pairs with equal token ids", group="pairs"),
-    Variable("n_same_sentence", _LH, True, "6b, 8",
+    Variable("n_repeat", _LH, "count", "6a", "high-similarity pairs with equal token ids", group="pairs"),
+    Variable("n_same_sentence", _LH, "count", "6b, 8",
              "high-similarity pairs inside one sentence (sentence ids >= 0 and equal)",
              "high-similarity pairs inside one sentence", group="pairs"),
-    Variable("n_repeat_same_sentence", _LH, True, "6b", "high-similarity pairs with equal token ids inside one sentence",
+    Variable("n_repeat_same_sentence", _LH, "count", "6b", "high-similarity pairs with equal token ids inside one sentence",
              "high-similarity pairs with equal ids inside one sentence", group="pairs"),
-    Variable("distance_hist", ("layer", "head", "distance"), True, "7, 13", "high-similarity pairs by distance j - i",
+    Variable("distance_hist", ("layer", "head", "distance"), "count", "7, 13", "high-similarity pairs by distance j - i",
              "high-similarity pairs by `j − i` (1..T−1; distance 0 stays 0); per layer = sum over heads",
              sources=("location_upper",), derive=_distances),
-    Variable("valid_pairs", (), True, "8 chance", "valid pairs i < j over all windows",
+    Variable("valid_pairs", (), "count", "8 chance", "valid pairs i < j over all windows",
              "valid pairs `i < j` over all windows (`Σ n(n−1)/2`, `n` valid tokens)", group="batch"),
-    Variable("valid_pairs_same_sentence", (), True, "8 chance", "valid pairs i < j inside one sentence over all windows",
+    Variable("valid_pairs_same_sentence", (), "count", "8 chance", "valid pairs i < j inside one sentence over all windows",
              "valid pairs `i < j` inside one sentence; chance level = `valid_pairs_same_sentence / valid_pairs`",
              group="batch"),
-    Variable("location_counts", _LHQK, True, "10", "windows with a high-similarity pair at (query, key), symmetric",
+    Variable("location_counts", _LHQK, "count", "10", "windows with a high-similarity pair at (query, key), symmetric",
              "windows with a high-similarity pair at (i, j), added at both (i, j) and (j, i): symmetric, zero "
              "diagonal, total `2 · n_pairs`", group="pairs", store="location_upper", sources=("location_upper",),
              derive=lambda acc: acc["location_upper"] + acc["location_upper"].transpose(0, 1, 3, 2),
              note="mirrored"),
-    Variable("sim_sum", _LHQK, False, "12", "sum over windows of normalised similarity matrices",
+    Variable("sim_sum", _LHQK, "sum", "12", "sum over windows of normalised similarity matrices",
              "Σ over windows of the normalised similarity matrix; per layer = sum over heads", group="pairs"),
-    Variable("sim_value_hist", ("layer", "head", "sim_bin"), True, "§3",
+    Variable("sim_value_hist", ("layer", "head", "sim_bin"), "count", "§3",
              "normalised similarity values of valid pairs i < j by bin",
              "normalised values of valid pairs `i < j` by bin (below)", group="pairs"),
-    Variable("anchor_fraction_hist", ("layer", "head", "fraction_bin"), True, "11a",
+    Variable("anchor_fraction_hist", ("layer", "head", "fraction_bin"), "count", "11a",
              "windows by the fraction of high-similarity pairs containing the anchor token",
              "windows (with ≥ 1 pair for the head) by anchor fraction (below)", group="pairs"),
-    Variable("anchor_fraction_sum", _LH, False, "11a", "sum over windows with pairs of the anchor fraction",
+    Variable("anchor_fraction_sum", _LH, "sum", "11a", "sum over windows with pairs of the anchor fraction",
              "Σ of anchor fractions over those windows", group="pairs"),
-    Variable("anchor_windows", _LH, True, "11a", "windows with at least one high-similarity pair",
+    Variable("anchor_windows", _LH, "count", "11a", "windows with at least one high-similarity pair",
              "windows with ≥ 1 high-similarity pair for the head", group="pairs"),
-    Variable("anchor_kind_counts", ("layer", "head", "anchor_kind"), True, "11a",
+    Variable("anchor_kind_counts", ("layer", "head", "anchor_kind"), "count", "11a",
              "windows whose anchor token is [CLS], [SEP], punctuation or other",
              "those windows by the kind of their anchor token: cls, sep, punct, other (first matching, in that order)",
              group="pairs", store="anchor_kind"),
-    Variable("anchor_distinct_hist", ("layer", "n_anchors"), True, "11b",
+    Variable("anchor_distinct_hist", ("layer", "n_anchors"), "count", "11b",
              "windows by the number of distinct anchor token ids across the layer's heads",
              "windows by the number of distinct anchor token ids across the layer's heads that have an anchor "
              "(`n_anchors` = 0..H)", group="pairs"),
-    Variable("layer_windows", ("layer",), True, "6-13", "windows whose head outputs entered the layer",
+    Variable("layer_windows", ("layer",), "count", "6-13", "windows whose head outputs entered the layer",
              group="layer"),
-    Variable("windows", (), True, "all", "windows seen (begin_batch)", "windows seen", group="batch"),
-    Variable("tokens", (), True, "all", "valid tokens seen", group="batch"),
+    Variable("windows", (), "count", "all", "windows seen (begin_batch)", "windows seen", group="batch"),
+    Variable("tokens", (), "count", "all", "valid tokens seen", group="batch"),
 )
 BY_NAME = {v.name: v for v in VARIABLES}
 
