@@ -170,8 +170,8 @@ class Engine:
         For ``plain`` families (:mod:`headsim.model.arch`) the statistics compute each layer's
         attention once, for themselves and for the model (:meth:`headsim.model.tap.Tap.run_computing`);
         a backend that does not compute head outputs (compiled) takes the queries, keys and head outputs
-        the model computed instead. Every other family hands the
-        statistics its own attention probabilities and head outputs.
+        the model computed instead. Every other family hands the statistics its own attention
+        probabilities and head outputs.
         """
         stats = self.stats if stats is None else stats
         info = self.batch_info(w)
