@@ -127,14 +127,13 @@ def _bare(loaded, w) -> None:
                                            attention_mask=torch.as_tensor(w.attention_mask, device=loaded.device))
 
 
-FUSED = False  # set by --fused
-KERNELS = None  # set by --kernels / --no-kernels (None: headsim's default, Triton kernels on CUDA)
+BACKEND = "auto"  # set by --backend (or its old spellings --fused, --kernels / --no-kernels)
 ROUNDS = 1  # set by --rounds
 
 
 def new_stats(loaded, seq_len) -> CorpusStats:
     return CorpusStats(loaded.n_layers, loaded.n_heads, seq_len, threshold=THRESHOLD, top_k_columns=TOP_K,
-                       device=loaded.device, fused=FUSED, kernels=KERNELS)
+                       device=loaded.device, backend=BACKEND)
 
 
 def time_side_by_side(loaded, batches, device, seq_len) -> tuple[float, float, CorpusStats]:
@@ -299,11 +298,11 @@ def end_to_end(loaded, n: int, seq_len: int, batch: int | None, workers: int, se
     with tempfile.TemporaryDirectory() as tmp, model_step_skipped(around_model):
         t0 = time.perf_counter()
         analyze(loaded, corpus, windows=small, out=f"{tmp}/warmup", seq_len=seq_len, batch_size=batch or small,
-                workers=0, sentence_splitter=sentences, fused=FUSED, progress=False)
+                workers=0, sentence_splitter=sentences, backend=BACKEND, progress=False)
         warm = time.perf_counter() - t0
         t0 = time.perf_counter()
         res = analyze(loaded, corpus, windows=n, out=f"{tmp}/run", seq_len=seq_len, batch_size=batch,
-                      workers=workers, sentence_splitter=sentences, fused=FUSED, progress=False)
+                      workers=workers, sentence_splitter=sentences, backend=BACKEND, progress=False)
         wall = time.perf_counter() - t0
     return {"windows": res.meta["windows"], "batch_size": res.meta["batch_size"], "seconds": wall, "windows_per_s": res.meta["windows"] / wall,
             "analysis_seconds": res.meta["seconds"], "workers": workers, "sentences": sentences, "corpus": corpus.name,
@@ -378,9 +377,11 @@ def main(argv=None) -> dict:
     ap.add_argument("--workers", type=int, default=None, help="windowing processes, 0 = in-process (default: as headsim analyze)")
     ap.add_argument("--corpus", default="default", help="corpus spec as for headsim analyze (default: the embedded one)")
     ap.add_argument("--tokenizer", default=None, help="CUDA mode: tokenizer directory (default: the embedded model's)")
-    ap.add_argument("--fused", action="store_true", help="headsim with torch.compile'd steps (headsim.stats.fused)")
+    ap.add_argument("--backend", default="auto", choices=["auto", "eager", "compiled", "triton"],
+                    help="headsim's statistics backend (default auto: Triton kernels on CUDA where Triton runs, else eager)")
+    ap.add_argument("--fused", action="store_true", help="old spelling of --backend compiled")
     ap.add_argument("--kernels", action=argparse.BooleanOptionalAction, default=None,
-                    help="headsim's Triton kernels on or off (default: on with CUDA and Triton)")
+                    help="old spelling of --backend triton (--no-kernels: --backend eager)")
     ap.add_argument("--rounds", type=int, default=None, help="passes over the windows for (a) and (b) (default: 1 on CPU, 3 on CUDA)")
     ap.add_argument("--sentences", default="pysbd", help="sentence splitter for windowing: pysbd, punkt or newline")
     ap.add_argument("--end-to-end", type=int, default=0, metavar="N", help="also time headsim.analyze on N windows")
@@ -403,8 +404,9 @@ def main(argv=None) -> dict:
     n_naive = args.naive_windows or (16 if cuda else 4)
     sizes = [int(x) for x in str(args.batch_size).split(",")] if args.batch_size else [256 if cuda else 32]
     bs = sizes[0]
-    global CORPUS, FUSED, KERNELS, ROUNDS
-    CORPUS, FUSED, KERNELS, ROUNDS = args.corpus, args.fused, args.kernels, args.rounds or (3 if cuda else 1)
+    global CORPUS, BACKEND, ROUNDS
+    BACKEND = "compiled" if args.fused else {True: "triton", False: "eager"}.get(args.kernels, args.backend)
+    CORPUS, ROUNDS = args.corpus, args.rounds or (3 if cuda else 1)
     which = args.model or ("bert-base-random" if cuda else "embedded")
     launches = set_launches(args.launch)
     loaded, model_note = build_model(args.device, dtype, tokenizer=args.tokenizer, model=which)
@@ -438,7 +440,7 @@ def main(argv=None) -> dict:
     t_bare, t_head, stats = time_side_by_side(loaded, batches, args.device, args.seq_len)
     t_bare, t_head = t_bare / ROUNDS, t_head / ROUNDS
     print(f"bare {n / t_bare:.1f} windows/s, headsim {n / t_head:.1f} windows/s: ratio {t_bare / t_head:.3f} "
-          f"(kernels {stats.kernels}, fused {stats.fused})", flush=True)
+          f"(statistics backend {stats.backend_record()})", flush=True)
     sweep = {}
     every = Windows.concat(batches) if sizes[1:] else None
     for size in sizes[1:]:
@@ -464,7 +466,7 @@ def main(argv=None) -> dict:
         sub_engine.process(subset)
     result = {
         "device": torch.cuda.get_device_name() if cuda else f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)",
-        "model": model_note, "corpus": args.corpus, "fused": args.fused, "kernels": stats.kernels, "rounds": ROUNDS, "dtype": dtype, "windows": n, "seq_len": args.seq_len, "batch_size": bs,
+        "model": model_note, "corpus": args.corpus, "statistics_backend": stats.backend_record(), "rounds": ROUNDS, "dtype": dtype, "windows": n, "seq_len": args.seq_len, "batch_size": bs,
         "bare_windows_per_s": n / t_bare, "headsim_windows_per_s": n / t_head, "naive_windows_per_s": 1.0 / t_naive if n_naive else None,
         "naive_windows_measured": n_naive, "windowing_windows_per_s": windowing_rate,
         "windowing_windows_measured": n_win, "sentences": args.sentences, "windowing_workers": workers, "windowing_parallel_windows_per_s": parallel_rate,

@@ -1,5 +1,8 @@
 """A synthetic, schema-exact `headsim analyze` run directory for report tests.
 
+The Dataset's variables, dims, dtypes, coordinates and attributes come from the statistics schema
+(:mod:`headsim.stats.schema`), so a fake run cannot drift from a real one.
+
 :func:`make_fake_run` writes ``stats.nc``, ``heads.parquet``, ``layers.parquet``, ``run.json`` and
 ``windows.parquet`` the way the statistics contract describes them, from small synthetic windows
 (default L=3 layers, H=4 heads, T=16 positions). The numbers are not random noise: every variable is
@@ -18,9 +21,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from headsim.stats import ANCHOR_KINDS, TARGETS
+from headsim.stats.schema import Layout
+from headsim.stats.schema import build_dataset as build
+
 CLS, SEP, PAD, PERIOD, COMMA = 101, 102, 0, 1012, 1010
-TARGETS = ["cls", "sep", "punct", "prev", "next"]
-ANCHOR_KINDS = ["cls", "sep", "punct", "other"]
 SIM_EDGES = np.linspace(-0.2, 1.0, 121)  # as headsim.stats: 120 bins over [-0.2, 1.0], 0.1 and 0.6 are edges
 FRACTION_EDGES = np.linspace(0.0, 1.0, 21)
 
@@ -173,50 +178,22 @@ def build_dataset(windows: pd.DataFrame, n_layers: int = 3, n_heads: int = 4, *,
                     anchor_kind[li, hi, kind] += 1
         for li in range(L):
             anchor_distinct_hist[li, len(set(anchors[li]))] += 1
-    ds = xr.Dataset(
-        {
-            "attn_sum": (("layer", "head", "query", "key"), attn_sum),
-            "attn_sum_top_zeroed": (("layer", "head", "query", "key"), top_zeroed),
-            "attn_sum_top_diag_zeroed": (("layer", "head", "query", "key"), top_diag_zeroed),
-            "pair_count_valid": (("query", "key"), pair_count_valid),
-            "attn_pair_count": (("layer", "query", "key"), np.repeat(pair_count_valid[None], L, axis=0)),
-            "attn_windows": (("layer",), np.full(L, len(windows), dtype=np.int64)),
-            "attn_focus": (("layer", "head", "target"), attn_focus),
-            "attn_queries": ((), np.int64(queries)),
-            "attn_queries_layer": (("layer",), np.full(L, queries, dtype=np.int64)),
-            "n_pairs": (("layer", "head"), n_pairs),
-            "n_repeat": (("layer", "head"), n_repeat),
-            "n_same_sentence": (("layer", "head"), n_same),
-            "n_repeat_same_sentence": (("layer", "head"), n_rep_same),
-            "distance_hist": (("layer", "head", "distance"), distance_hist),
-            "valid_pairs": ((), np.int64(valid_pairs)),
-            "valid_pairs_same_sentence": ((), np.int64(valid_pairs_same)),
-            "location_counts": (("layer", "head", "query", "key"), location_counts),
-            "sim_sum": (("layer", "head", "query", "key"), sim_sum),
-            "sim_value_hist": (("layer", "head", "sim_bin"), sim_value_hist),
-            "anchor_fraction_hist": (("layer", "head", "fraction_bin"), anchor_fraction_hist),
-            "anchor_fraction_sum": (("layer", "head"), anchor_fraction_sum),
-            "anchor_windows": (("layer", "head"), anchor_windows),
-            "anchor_kind_counts": (("layer", "head", "anchor_kind"), anchor_kind),
-            "anchor_distinct_hist": (("layer", "n_anchors"), anchor_distinct_hist),
-            "layer_windows": (("layer",), np.full(L, len(windows), dtype=np.int64)),
-            "windows": ((), np.int64(len(windows))),
-            "tokens": ((), np.int64(tokens)),
-        },
-        coords={
-            "layer": np.arange(1, L + 1), "head": np.arange(1, H + 1),
-            "query": np.arange(T), "key": np.arange(T), "distance": np.arange(T),
-            "target": TARGETS, "anchor_kind": ANCHOR_KINDS,
-            "sim_bin": (SIM_EDGES[:-1] + SIM_EDGES[1:]) / 2,
-            "fraction_bin": (FRACTION_EDGES[:-1] + FRACTION_EDGES[1:]) / 2,
-            "n_anchors": np.arange(H + 1),
-        },
-        attrs={"schema": "headsim.stats/1", "threshold": threshold, "top_k_columns": top_k, "seq_len": T,
-               "n_layers": L, "n_heads": H, "sim_bins": len(SIM_EDGES) - 1,
-               "sim_range": np.asarray([SIM_EDGES[0], SIM_EDGES[-1]]), "sim_bin_edges": SIM_EDGES,
-               "fraction_bins": len(FRACTION_EDGES) - 1, "fraction_bin_edges": FRACTION_EDGES},
-    )
-    return ds
+    values = {
+        "attn_sum": attn_sum, "attn_sum_top_zeroed": top_zeroed, "attn_sum_top_diag_zeroed": top_diag_zeroed,
+        "pair_count_valid": pair_count_valid, "attn_pair_count": np.repeat(pair_count_valid[None], L, axis=0),
+        "attn_windows": np.full(L, len(windows)), "attn_focus": attn_focus, "attn_queries": queries,
+        "attn_queries_layer": np.full(L, queries), "n_pairs": n_pairs, "n_repeat": n_repeat,
+        "n_same_sentence": n_same, "n_repeat_same_sentence": n_rep_same, "distance_hist": distance_hist,
+        "valid_pairs": valid_pairs, "valid_pairs_same_sentence": valid_pairs_same, "location_counts": location_counts,
+        "sim_sum": sim_sum, "sim_value_hist": sim_value_hist, "anchor_fraction_hist": anchor_fraction_hist,
+        "anchor_fraction_sum": anchor_fraction_sum, "anchor_windows": anchor_windows,
+        "anchor_kind_counts": anchor_kind, "anchor_distinct_hist": anchor_distinct_hist,
+        "layer_windows": np.full(L, len(windows)), "windows": len(windows), "tokens": tokens,
+    }
+    # dims, dtypes, coordinates and attributes from the schema; a variable the schema gains and this
+    # fake does not model yet gets random values of its dims and dtype
+    layout = Layout(L, H, T, len(SIM_EDGES) - 1, (SIM_EDGES[0], SIM_EDGES[-1]), len(FRACTION_EDGES) - 1)
+    return build(values, layout, threshold=threshold, top_k_columns=top_k, fill=rng)
 
 
 def summary_tables(ds: xr.Dataset) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -154,6 +154,8 @@ def test_peak_memory_does_not_grow_with_windows(tmp_path, tiny_dir):
     (["--windows", "0"], "windows"),
     (["--workers", "-1"], "workers -1"),
     (["--sentences", "bogus", "--workers", "2"], "unknown sentence splitter 'bogus'"),
+    (["--backend", "bogus"], "unknown statistics backend 'bogus'"),
+    (["--fused", "--backend", "triton"], "--fused contradicts --backend triton"),
 ])
 def test_bad_input_exits_2_and_writes_nothing(tmp_path, args, needle):
     out = tmp_path / "run"

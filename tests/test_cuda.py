@@ -44,13 +44,12 @@ def windows(models):
     return make_windows(texts, models[0].tokenizer, SEQ, pack=True)
 
 
-def _engine(loaded, log: list, *, backoff: bool | None = None, fused: bool = False, kernels: bool | None = None):
+def _engine(loaded, log: list, *, backoff: bool | None = None, backend: str = "auto"):
     """An engine whose statistics record the head outputs they use into ``log`` (for :func:`_assert_agree`)."""
     from headsim.analysis import Engine
 
     def fresh():
-        return RecordingStats(loaded.n_layers, loaded.n_heads, SEQ, device=loaded.device, fused=fused, kernels=kernels,
-                              log=log)
+        return RecordingStats(loaded.n_layers, loaded.n_heads, SEQ, device=loaded.device, backend=backend, log=log)
 
     return Engine(loaded, fresh(), fresh, backoff=backoff)
 
@@ -89,9 +88,9 @@ def test_cuda_statistics_match_cpu(models, windows):
 def test_real_out_of_memory_halves_the_batch_and_loses_nothing(models, windows):
     # the eager path, whose T×T temporaries grow with the batch (the kernels' partial sums do not)
     _, gpu, _ = models
-    _, whole, whole_log = _run(gpu, windows, batch=len(windows), kernels=False)
+    _, whole, whole_log = _run(gpu, windows, batch=len(windows), backend="eager")
     halved_log = []  # the abandoned attempt's layers are recorded too; agreement.recorded leaves them out
-    engine = _engine(gpu, halved_log, backoff=True, kernels=False)  # accumulators exist before memory is capped
+    engine = _engine(gpu, halved_log, backoff=True, backend="eager")  # accumulators exist before memory is capped
     torch.cuda.empty_cache()
     total = torch.cuda.get_device_properties(0).total_memory
     # room for several windows' T×T temporaries (~5 MB each) and allocator rounding, not for 36. The cap
@@ -122,9 +121,9 @@ def test_fused_steps_match_eager_on_cuda(models, windows):
     what the compiled reductions' summation order can flip at the threshold (seen: 1 pair in 40,000)."""
     _, gpu, _ = models
     # the statistics used directly: no back-off scratch
-    engine, fused, fused_log = _run(gpu, windows, batch=16, fused=True, backoff=False, kernels=False)
-    assert engine.stats.fused, "the fused path fell back to eager"
-    _, eager, eager_log = _run(gpu, windows, batch=16, kernels=False)
+    engine, fused, fused_log = _run(gpu, windows, batch=16, backend="compiled", backoff=False)
+    assert engine.stats.backend == "compiled", "the compiled backend fell back to eager"
+    _, eager, eager_log = _run(gpu, windows, batch=16, backend="eager")
     assert int(fused["sim_value_hist"].sum()) == int(eager["sim_value_hist"].sum())
     _assert_agree(fused, fused_log, eager, eager_log)
 
@@ -139,7 +138,7 @@ def test_a_kernel_layer_step_never_waits_for_the_gpu(models, windows):
     w = windows.select(slice(0, 16))
     info = batch_info(w.input_ids, w.attention_mask, w.sentence_ids, loaded.tokenizer, "cuda")
     stats = CorpusStats(loaded.n_layers, loaded.n_heads, SEQ, device="cuda")
-    assert stats.kernels
+    assert stats.backend == "triton"
     g = torch.Generator(device="cuda").manual_seed(0)
     shape = (len(w), loaded.n_heads, SEQ, loaded.model.config.hidden_size // loaded.n_heads)
     qkv = [torch.randn(shape, generator=g, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
@@ -151,4 +150,4 @@ def test_a_kernel_layer_step_never_waits_for_the_gpu(models, windows):
         stats.update_qkv(1, *qkv, info)
     finally:
         torch.cuda.set_sync_debug_mode("default")
-    assert stats._pending is not None
+    assert stats.impl.pending is not None

@@ -109,23 +109,23 @@ def test_automatic_cuda_batch_follows_free_memory(monkeypatch, kernels):
     from types import SimpleNamespace
 
     from headsim.analysis import default_batch_size
-    from headsim.stats import triton_kernels
 
     loaded = SimpleNamespace(device=torch.device("cuda"), n_heads=12)
-    monkeypatch.setattr(triton_kernels, "available", lambda device: kernels)
+    backend = "triton" if kernels else "eager"
     # 1 GiB free: a quarter is 256 MiB, 32 windows at 8 MiB each; the eager statistics add twelve
     # float32 [12, 128, 128] tensors (9 MiB) per window: 15 windows
     for free, want in ((80 << 30, 2048 if kernels else 512), (1 << 30, 32 if kernels else 15), (1 << 20, 8)):
         monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device, free=free: (free, 80 << 30))
-        assert default_batch_size(loaded, 128) == want
+        assert default_batch_size(loaded, 128, backend) == want
     cpu = SimpleNamespace(device=torch.device("cpu"), n_heads=12)
-    assert default_batch_size(cpu, 128) == 32
+    assert default_batch_size(cpu, 128, "eager") == 32
 
 
-def test_a_statistics_path_that_fails_is_recorded_never_silent(tiny_bert, windows, monkeypatch):
-    """A compile failure switches to the eager path with a warning, and the run's record names the
-    switch and why (run.json's statistics_backend)."""
+def test_a_statistics_backend_that_fails_is_recorded_never_silent(tiny_bert, windows, monkeypatch):
+    """Under ``auto`` a compile failure switches to eager with a warning, and the run's record names the
+    switch and why (run.json's statistics_backend), through the back-off's scratch statistics too."""
     from headsim.stats import fused
+    from headsim.stats.backends import Choice
 
     def broken(fn):
         def fail(*args, **kwargs):
@@ -133,10 +133,10 @@ def test_a_statistics_path_that_fails_is_recorded_never_silent(tiny_bert, window
         return fail
 
     monkeypatch.setattr(fused, "compiled", broken)
-    fresh = lambda: CorpusStats(tiny_bert.n_layers, tiny_bert.n_heads, 32, fused=True)  # noqa: E731
-    engine = Engine(tiny_bert, fresh(), fresh)
-    assert engine.backend_record() == {"ran": "compiled", "fallbacks": []}
-    with pytest.warns(UserWarning, match="fused statistics unavailable"):
+    fresh = lambda: CorpusStats(tiny_bert.n_layers, tiny_bert.n_heads, 32, backend=Choice("auto", "compiled"))  # noqa: E731
+    engine = Engine(tiny_bert, fresh(), fresh, backoff=True)
+    assert engine.backend_record() == {"requested": "auto", "chosen": "compiled", "ran": "compiled", "fallbacks": []}
+    with pytest.warns(UserWarning, match="statistics backend 'compiled' failed"):
         engine.process_safely(windows)
     record = engine.backend_record()
     assert record["ran"] == "eager" and len(record["fallbacks"]) == 1

@@ -58,14 +58,14 @@ def windows(pretrained):
     return w.select(slice(len(w) - 6, len(w)))  # ends with a padded window
 
 
-def _run(loaded, windows, kernels: bool):
+def _run(loaded, windows, backend: str):
     """The statistics, and the log of the head outputs they used (:class:`agreement.RecordingStats`)."""
     log = []
     fresh = lambda: RecordingStats(loaded.n_layers, loaded.n_heads, SEQ, device=loaded.device,  # noqa: E731
-                                   kernels=kernels, log=log)
+                                   backend=backend, log=log)
     engine = Engine(loaded, fresh(), fresh, backoff=False)
     engine.process(windows)
-    assert engine.stats.kernels is kernels, "the kernels fell back to eager"
+    assert engine.stats.backend == backend, "the kernels fell back to eager"
     return engine.stats.to_dataset(), log
 
 
@@ -76,7 +76,7 @@ def test_kernels_equal_the_eager_statistics(model, windows, request):
     everything else: counts exactly, sums to float32 rounding."""
     loaded = request.getfixturevalue(model)
     assert windows.attention_mask[-1].sum() < SEQ
-    (fast, fast_log), (eager, eager_log) = _run(loaded, windows, True), _run(loaded, windows, False)
+    (fast, fast_log), (eager, eager_log) = _run(loaded, windows, "triton"), _run(loaded, windows, "eager")
     assert int(eager["n_pairs"].sum()) > 0 and int(eager["n_repeat"].sum()) > 0
     und = undecided(fast_log, eager_log, loaded.n_layers, eager.attrs["threshold"], int(eager.attrs["sim_bins"]),
                     tuple(eager.attrs["sim_range"]))
@@ -125,8 +125,8 @@ def test_deferred_attention_steps_are_settled_by_every_read():
     def pair():
         """(kernel, eager) statistics recording their head outputs, and the two logs."""
         logs = [], []
-        return (*(RecordingStats(2, h, t, device=DEVICE, kernels=kernels, log=log)
-                  for kernels, log in zip((True, False), logs)), logs)
+        return (*(RecordingStats(2, h, t, device=DEVICE, backend=backend, log=log)
+                  for backend, log in zip(("triton", "eager"), logs)), logs)
 
     def same(x: xr.Dataset, y: xr.Dataset, logs):
         """Equal up to the pairs within float rounding of the threshold (a bin edge) in the head outputs
@@ -140,19 +140,19 @@ def test_deferred_attention_steps_are_settled_by_every_read():
     for stats in (fast, eager):
         stats.begin_batch(info)
         stats.update_qkv(0, *layers[0], info)
-    assert fast._pending is not None  # layer 0's attention waits for the next step
-    assert bool(fast._pending[0].close.any())  # with near-ties to settle from exact sums
+    assert fast.impl.pending is not None  # layer 0's attention waits for the next step
+    assert bool(fast.impl.pending[0].close.any())  # with near-ties to settle from exact sums
     same(fast.to_dataset(), eager.to_dataset(), logs)
-    assert fast._pending is None and eager.to_dataset()["attn_sum_top_zeroed"].sum() > 0
+    assert fast.impl.pending is None and eager.to_dataset()["attn_sum_top_zeroed"].sum() > 0
     for stats in (fast, eager):
         stats.update_qkv(1, *layers[1], info)
-    assert fast._pending is None  # the batch's last layer is settled at once
+    assert fast.impl.pending is None  # the batch's last layer is settled at once
     same(dataset(fast.state_dict()), dataset(eager.state_dict()), logs)
     fast, eager, logs = pair()  # a merge settles the step the merged statistics left pending
     for stats in (fast, eager):
         stats.begin_batch(info)
         stats.update_qkv(0, *layers[0], info)
-    assert fast._pending is not None
+    assert fast.impl.pending is not None
     same(*(dataset(CorpusStats(2, h, t, device=DEVICE).merge(stats).state_dict()) for stats in (fast, eager)), logs)
 
 

@@ -96,7 +96,7 @@ def assert_same_meta(local: Path, ray: Path, *same: str) -> None:
     assert set(a) ^ set(b) == {"ray"} and (a["engine"], b["engine"]) == ("local", "ray")
     assert set(a["files"]) == set(b["files"])
     for key in ("model", "windows", "seq_len", "threshold", "top_k_columns", "batch_size", "dtype", "sentence_splitter",
-                "fused", "attention", "statistics_backend", *same):
+                "attention", "statistics_backend", *same):
         assert a[key] == b[key], key
 
 

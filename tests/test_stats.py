@@ -10,91 +10,18 @@ import torch
 import xarray as xr
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from random_windows import accumulate, assert_matches_reference, random_batch, to_info
 from reference_stats import reference_stats
 
 from headsim.errors import HeadsimError
 from headsim.stats import (
     HEADS_COLUMNS,
     LAYERS_COLUMNS,
-    BatchInfo,
     CorpusStats,
     batch_info,
     heads_table,
     layers_table,
 )
-
-CLS, SEP, PAD = 1, 2, 0
-PUNCT = (3, 4)
-
-COUNTS = ["windows", "tokens", "valid_pairs", "valid_pairs_same_sentence", "pair_count_valid", "n_pairs", "n_repeat",
-          "n_same_sentence", "n_repeat_same_sentence", "distance_hist", "location_counts", "sim_value_hist",
-          "anchor_fraction_hist", "anchor_windows", "anchor_kind_counts", "anchor_distinct_hist", "layer_windows",
-          "attn_queries", "attn_queries_layer", "attn_windows", "attn_pair_count"]
-SUMS = ["attn_sum", "attn_sum_top_zeroed", "attn_sum_top_diag_zeroed", "attn_focus", "sim_sum", "anchor_fraction_sum"]
-
-
-# ---------------------------------------------------------------------------------------------
-# Random windows
-# ---------------------------------------------------------------------------------------------
-
-
-def random_batch(rng: np.random.Generator, b: int, n_layers: int, n_heads: int, t: int, d: int = 8, vocab: int = 6,
-                 attention: bool = True, min_len: int = 2) -> dict:
-    """Windows with random padding, sentences and a small vocabulary (repeats and anchor ties)."""
-    lengths = rng.integers(min_len, t + 1, size=b)
-    lengths[0] = t  # one full window per batch
-    ids = np.full((b, t), PAD, np.int64)
-    sid = np.full((b, t), -1, np.int64)
-    for w, n in enumerate(lengths):
-        ids[w, 0], ids[w, n - 1] = CLS, SEP
-        ids[w, 1:n - 1] = rng.integers(3, 3 + vocab, size=n - 2)
-        cuts = np.sort(rng.integers(0, 3, size=n - 2)).cumsum() if rng.random() < 0.5 else np.zeros(n - 2, np.int64)
-        sid[w, 1:n - 1] = np.unique(cuts, return_inverse=True)[1]
-    valid = np.arange(t)[None, :] < lengths[:, None]
-    # head outputs: a per-head token embedding plus noise, so equal tokens tend to be similar
-    emb = rng.normal(size=(n_layers, n_heads, 3 + vocab, d))
-    z = emb[:, :, ids] + rng.normal(scale=0.7, size=(n_layers, n_heads, b, t, d))  # [L, H, B, T, d]
-    z[:, :, ~valid] = rng.normal(scale=50.0, size=(n_layers, n_heads, int((~valid).sum()), d))
-    z = np.ascontiguousarray(z.transpose(2, 0, 1, 3, 4))  # [B, L, H, T, d]
-    out = {"input_ids": ids, "valid": valid, "sentence_ids": sid, "is_cls": (ids == CLS) & valid,
-           "is_sep": (ids == SEP) & valid, "is_punct": np.isin(ids, PUNCT) & valid,
-           "head_outputs": z.astype(np.float32), "attention": None}
-    if attention:
-        logits = rng.normal(scale=2.0, size=(b, n_layers, n_heads, t, t))
-        logits[:, :, 0] = 0.0  # some heads attend uniformly: exactly tied column sums
-        logits = np.where(valid[:, None, None, None, :], logits, -np.inf)
-        a = np.exp(logits - logits.max(-1, keepdims=True))
-        a = a / a.sum(-1, keepdims=True)
-        pad_rows = ~valid[:, None, None, :, None] | ~valid[:, None, None, None, :]
-        a = np.where(pad_rows, rng.random(a.shape), a)  # garbage at padding, must never count
-        out["attention"] = a.astype(np.float32)
-    return out
-
-
-def to_info(batch: dict, device: str = "cpu") -> BatchInfo:
-    t = lambda name: torch.as_tensor(batch[name], device=device)
-    return BatchInfo(t("input_ids"), t("valid"), t("sentence_ids"), t("is_cls"), t("is_sep"), t("is_punct"))
-
-
-def accumulate(batches: list[dict], n_layers: int, n_heads: int, t: int, **kwargs) -> CorpusStats:
-    stats = CorpusStats(n_layers, n_heads, t, **kwargs)
-    for batch in batches:
-        info = to_info(batch)
-        stats.begin_batch(info)
-        for layer in range(n_layers):
-            att = None if batch["attention"] is None else torch.as_tensor(batch["attention"][:, layer])
-            stats.update_layer(layer, att, torch.as_tensor(batch["head_outputs"][:, layer]), info)
-    return stats
-
-
-def assert_matches_reference(ds: xr.Dataset, ref: dict) -> None:
-    for name in COUNTS:
-        got = ds[name].values
-        assert got.dtype == np.int64, name
-        np.testing.assert_array_equal(got, np.asarray(ref[name]), err_msg=name)
-    for name in SUMS:
-        np.testing.assert_allclose(ds[name].values, ref[name], rtol=1e-6, atol=1e-6, err_msg=name)
-
 
 # ---------------------------------------------------------------------------------------------
 # (1) random windows against the reference
@@ -111,15 +38,6 @@ def random_run():
     stats = accumulate(batches, n_layers, n_heads, t, chunk_windows=3, **kwargs)  # batches of 8 in steps of 3
     ref = reference_stats(batches, n_layers, n_heads, t, **kwargs)
     return stats, ref, batches
-
-
-def test_fused_steps_match_reference(random_run):
-    """torch.compile'd similarity steps (headsim.stats.fused) on random windows with padding and NaN."""
-    _, ref, batches = random_run
-    kwargs = {"threshold": 0.3, "top_k_columns": 3, "sim_bins": 40, "sim_range": (-0.2, 1.0), "fraction_bins": 10}
-    stats = accumulate(batches, 2, 4, 20, chunk_windows=3, fused=True, **kwargs)
-    assert stats.fused, "the fused path fell back to eager"
-    assert_matches_reference(stats.to_dataset(), ref)
 
 
 def test_random_windows_match_reference(random_run):
@@ -271,15 +189,6 @@ def test_tiny_bert_matches_reference():
             captured.update_captured(layer, batch["query"][:, layer], batch["key"][:, layer],
                                      torch.as_tensor(batch["head_outputs"][:, layer]), batch["info"])
     assert_matches_reference(captured.to_dataset(), ref)
-    # the same through torch.compile (headsim.stats.fused): identical counts, sums to float rounding
-    compiled = CorpusStats(2, 4, 24, chunk_windows=3, fused=True)
-    for batch in batches:
-        compiled.begin_batch(batch["info"])
-        for layer in range(2):
-            compiled.update_captured(layer, batch["query"][:, layer], batch["key"][:, layer],
-                                     torch.as_tensor(batch["head_outputs"][:, layer]), batch["info"])
-    assert compiled.fused, "the fused path fell back to eager"
-    assert_matches_reference(compiled.to_dataset(), ref)
     with pytest.raises(HeadsimError, match="query has shape"):
         captured.begin_batch(batches[0]["info"])
         captured.update_captured(0, batches[0]["query"][:, 0, :, :5], batches[0]["key"][:, 0],

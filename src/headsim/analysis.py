@@ -34,6 +34,7 @@ from .models import LoadedModel, as_loaded
 from .sentences import check_splitter
 from .context_similarity import check_threshold
 from .stats import BatchInfo, CorpusStats, batch_info, heads_table, layers_table
+from .stats.backends import check_name, choose_backend, is_out_of_memory
 from .windows import Windows, check_seq_len, check_workers, iter_windows, token_counts
 from .workpool import available_cpus
 
@@ -118,12 +119,6 @@ def prefetch(items: Iterator, depth: int = 4) -> Iterator:
         thread.join(timeout=30)
 
 
-def is_out_of_memory(exc: BaseException) -> bool:
-    """An accelerator out-of-memory error (CUDA's, or the generic one other backends raise)."""
-    return isinstance(exc, torch.cuda.OutOfMemoryError) or (
-        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
-
-
 class Engine:
     """Feeds window batches through the model into a :class:`CorpusStats`.
 
@@ -151,15 +146,20 @@ class Engine:
         """Where the attention the statistics add comes from (recorded in run.json)."""
         stats = self.stats if stats is None else stats
         if self.own_attention:
-            how = "queries and keys as the model passes them" if stats.fused else "computed once for the statistics and the model"
+            how = ("computed once for the statistics and the model" if stats.impl.computes_head_outputs
+                   else "queries and keys as the model passes them")
             return f"headsim: softmax(QK^T*scale) over valid keys ({how}); equal to the family's eager attention"
         return ("the model's own eager attention function (transformers AttentionInterface)" if self.loaded.arch.interface
                 else "the model's output_attentions")
 
     def backend_record(self) -> dict:
-        """Which statistics path ran and every switch it made (never silent: also in run.json)."""
-        fallbacks = self.stats.fallbacks + (self._scratch.fallbacks if self._scratch is not None else [])
-        return {"ran": self.stats.backend, "fallbacks": fallbacks}
+        """The statistics backend requested and chosen, the one running now and every fallback it made
+        (never silent: run.json's ``statistics_backend``)."""
+        working = self._scratch if self._scratch is not None else self.stats  # the one process_safely feeds
+        record = working.backend_record()
+        if working is not self.stats:
+            record["fallbacks"] = self.stats.fallbacks + record["fallbacks"]
+        return record
 
     def batch_info(self, w: Windows) -> BatchInfo:
         return batch_info(w.input_ids, w.attention_mask, w.sentence_ids, self.loaded.tokenizer, self.loaded.device)
@@ -169,14 +169,15 @@ class Engine:
 
         For ``plain`` families (:mod:`headsim.model.arch`) the statistics compute each layer's
         attention once, for themselves and for the model (:meth:`headsim.model.tap.Tap.run_computing`);
-        fused statistics take the queries, keys and head outputs instead. Every other family hands the
-        statistics its own attention probabilities and head outputs.
+        a backend that does not compute head outputs (compiled) takes the queries, keys and head outputs
+        the model computed instead. Every other family hands the statistics its own attention
+        probabilities and head outputs.
         """
         stats = self.stats if stats is None else stats
         info = self.batch_info(w)
         stats.begin_batch(info)
         mask = info.valid.long()
-        if self.own_attention and not stats.fused:
+        if self.own_attention and stats.impl.computes_head_outputs:
             self._tap.run_computing(info.input_ids, mask,
                                     lambda layer, q, k, v, scale: stats.update_qkv(layer, q, k, v, info, scale))
         elif self.own_attention:
@@ -238,7 +239,7 @@ def mask_agreement(low: LoadedModel, reference: LoadedModel, windows: Windows, t
 CHECKPOINT_SECONDS = 30.0  # default checkpoint interval of analyze
 
 
-def default_batch_size(loaded: LoadedModel, seq_len: int) -> int:
+def default_batch_size(loaded: LoadedModel, seq_len: int, backend: str) -> int:
     """Windows per batch: 32 on CPU; on CUDA sized to about a quarter of free memory, by an estimate
     of 8 MiB per 128-token window with the Triton kernels (BERT-base, bf16, H100: the whole process
     peaked at 1.12 GB with 256 windows, weights and accumulators included, about 3.3 MB per window).
@@ -246,14 +247,13 @@ def default_batch_size(loaded: LoadedModel, seq_len: int) -> int:
     With the kernels no ``T×T`` tensor exists, and large batches spread the per-layer bookkeeping (a
     few hundred small tensor operations) over more windows: up to 2,048 windows then (BERT-base,
     bf16, H100: 0.21 of the bare forward's throughput at 256 windows, 0.46 at 1,024, 0.55 at 4,096).
-    An out-of-memory error halves the batch (:class:`Engine`).
+    An out-of-memory error halves the batch (:class:`Engine`). ``backend``: the statistics backend
+    chosen (:func:`headsim.stats.choose_backend`).
     """
     if loaded.device.type != "cuda":
         return 32
-    from .stats import triton_kernels
-
     free, _ = torch.cuda.mem_get_info(loaded.device)
-    kernels = triton_kernels.available(loaded.device)
+    kernels = backend == "triton"
     per_window = (0 if kernels else loaded.n_heads * seq_len * seq_len * 4 * 12) + seq_len * 4096 * 16
     return int(max(8, min(2048 if kernels else 512, free // 4 // per_window)))
 
@@ -304,7 +304,7 @@ def analyze(
     text_column: str = "text",
     sentence_splitter: str = "pysbd",
     workers: int | None = None,
-    fused: bool = False,
+    backend: str | None = None,
     progress: bool | Callable[[int, int], None] = True,
     engine: str = "local",
     address: str | None = None,
@@ -328,8 +328,13 @@ def analyze(
             end, so the corpus is not tokenised twice), else stop before starting (the corpus is counted
             first, as it is without ``windows``).
         sentence_splitter: sentence ids from ``"pysbd"``, ``"punkt"`` or ``"newline"``.
-        fused: compile each step's ``T×T`` work with ``torch.compile`` (:mod:`headsim.stats.fused`;
-            same counts, sums to float rounding; the first batch pays the compilation).
+        backend: the statistics backend (:mod:`headsim.stats.backends`): ``"auto"`` (the default: Triton
+            kernels on CUDA where Triton runs, eager elsewhere), ``"eager"``, ``"compiled"``
+            (``torch.compile``; the first batch pays the compilation) or ``"triton"``; the same counts up
+            to threshold flips from float summation order. A named backend that cannot run is refused
+            before the run; one that fails mid-run stops it (``--backend eager`` runs on), while under
+            ``auto`` a failure falls back to eager, recorded in run.json (``statistics_backend``).
+            ``None``: ``"auto"``, or on ``resume`` the backend the run asked for.
         workers: windowing processes, 0 for a thread (:func:`default_workers` when ``None``); results do not depend on it.
         progress: show a progress bar (or a callback ``(done, total)``).
         engine: ``"local"`` (this process) or ``"ray"`` (a Ray cluster, :mod:`headsim.ray_engine`, which
@@ -347,6 +352,8 @@ def analyze(
     require(batch_size is None or (isinstance(batch_size, int) and batch_size >= 1),
             f"batch_size {batch_size!r} must be at least 1", "pass a positive batch size, or leave it unset for the automatic one")
     check_splitter(sentence_splitter)  # before anything is written
+    if backend is not None:
+        check_name(backend)
     if workers is not None:
         check_workers(workers)
     out_path = Path(out) if out is not None else None
@@ -360,12 +367,15 @@ def analyze(
             windows = stored.get("windows") if windows is None else windows
             batch_size = stored.get("batch_size") if batch_size is None else batch_size
             dtype = stored.get("dtype") if dtype is None else dtype
+            backend = requested_backend(stored_meta) if backend is None else backend
+    backend = "auto" if backend is None else backend
     if resume and out_path is not None:
         check_engine(stored_meta, engine, out_path)
     if engine != "local":
         from .ray_engine import run_engine
-        return run_engine(**dict(params, windows=windows, batch_size=batch_size, dtype=dtype))
+        return run_engine(**dict(params, windows=windows, batch_size=batch_size, dtype=dtype, backend=backend))
     loaded = as_loaded(model, device=device, dtype=dtype)
+    choice = choose_backend(backend, loaded.device)  # a named backend that cannot run is refused here
     seq_len = check_seq_len(seq_len, loaded.max_seq_len)
     corp = corpus if isinstance(corpus, Corpus) else load_corpus(corpus, text_field=text_field, text_column=text_column)
     # The whole corpus is counted only where the number matters before the run: to analyse all of it, or
@@ -375,15 +385,15 @@ def analyze(
     count = count_windows(corp, loaded.tokenizer, seq_len, enough=None if windows is None or not allow_fewer else 1,
                           specials=specials)
     target = window_target(corp, count, windows, seq_len, specials, allow_fewer)
-    bs = int(batch_size) if batch_size is not None else default_batch_size(loaded, seq_len)
+    bs = int(batch_size) if batch_size is not None else default_batch_size(loaded, seq_len, choice.chosen)
     config = AnalysisConfig(loaded.source, corp.sha256, target, seq_len, threshold, top_k_columns, bs,
                             str(loaded.dtype).replace("torch.", ""), sentence_splitter)
 
     def fresh() -> CorpusStats:
         return CorpusStats(loaded.n_layers, loaded.n_heads, seq_len, threshold=threshold,
-                           top_k_columns=top_k_columns, device=loaded.device, fused=fused)
+                           top_k_columns=top_k_columns, device=loaded.device, backend=choice)
 
-    meta = new_meta(loaded.describe(), corp, corpus, count, config, device=str(loaded.device), fused=fused)
+    meta = new_meta(loaded.describe(), corp, corpus, count, config, device=str(loaded.device), backend=choice.record())
     plan = _Plan(loaded, corp, fresh, target, bs, checkpoint_every, workers, sentence_splitter, seq_len,
                  threshold, progress)
     if out_path is None:
@@ -411,21 +421,29 @@ def window_target(corp: Corpus, count: CorpusCount, windows: int | None, seq_len
 
 
 def new_meta(model: dict, corp: Corpus, spec: object, count: CorpusCount, config: AnalysisConfig, *, device: str,
-             fused: bool, engine: str = "local") -> dict:
-    """``run.json`` of a run about to start (``complete: false``); ``spec``: the corpus as given."""
+             backend: dict, engine: str = "local") -> dict:
+    """``run.json`` of a run about to start (``complete: false``); ``spec``: the corpus as given;
+    ``backend``: the statistics backend requested and chosen (the run's end adds what ran)."""
     meta = {
         "model": model, "corpus": {"name": corp.name, "sha256": corp.sha256, "documents": len(corp),
                                    "tokens": count.tokens if count.complete else None,
                                    "windows_available": count.windows if count.complete else None},
         "windows": config.windows, "seq_len": config.seq_len, "threshold": config.threshold,
         "top_k_columns": config.top_k_columns, "batch_size": config.batch_size, "dtype": config.dtype, "device": device,
-        "sentence_splitter": config.sentence_splitter, "fused": bool(fused), "versions": rundir.package_versions(),
+        "sentence_splitter": config.sentence_splitter, "statistics_backend": dict(backend), "versions": rundir.package_versions(),
         "git_commit": rundir.git_commit(), "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "complete": False, "config": asdict(config), "engine": engine,
     }
     if not isinstance(spec, Corpus):
         meta["corpus"]["spec"] = str(spec)  # what --resume passes again
     return meta
+
+
+def requested_backend(meta: dict | None) -> str:
+    """The statistics backend a run asked for (runs written before the choice was recorded: ``"compiled"``
+    where they ran with ``fused``, else ``"auto"``)."""
+    meta = meta or {}
+    return (meta.get("statistics_backend") or {}).get("requested") or ("compiled" if meta.get("fused") else "auto")
 
 
 def check_engine(old: dict | None, engine: str, out_path: Path) -> None:
@@ -534,7 +552,8 @@ def _execute_steps(plan: _Plan, meta: dict, run_dir: rundir.RunDir | None, stop:
     stats, done = fresh(), 0
     saved = run_dir.load_checkpoint() if run_dir is not None else None
     if saved is not None:
-        stats, done = CorpusStats.from_state_dict(saved[0], device=loaded.device), saved[1]
+        # fresh statistics (this run's backend) plus the checkpoint's, read on the host: an exact copy
+        stats, done = stats.merge(CorpusStats.from_state_dict(saved[0], backend="eager")), saved[1]
     engine = Engine(loaded, stats, fresh)
     meta.setdefault("attention", engine.attention_source())
     every = None if checkpoint_every is None else max(1, -(-checkpoint_every // bs)) * bs

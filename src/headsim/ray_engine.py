@@ -133,7 +133,7 @@ class Settings:
     top_k_columns: int
     batch_size: int
     sentence_splitter: str
-    fused: bool
+    backend: str
 
 
 class Worker:
@@ -162,17 +162,20 @@ class Worker:
         else:
             self.failure = None
 
-    def describe(self, seq_len: int) -> dict:
-        """The model as the run records it, and the batch size it would pick at ``seq_len``; raises
-        what loading the model raised."""
+    def describe(self, seq_len: int, backend: str = "auto") -> dict:
+        """The model as the run records it, the statistics ``backend`` chosen for its device and the
+        batch size it would pick at ``seq_len``; raises what loading the model raised, or the refusal
+        of a named backend that cannot run here."""
         from .analysis import default_batch_size
+        from .stats import choose_backend
 
         if self.failure is not None:
             raise self.failure
         m = self.loaded
-        return {"model": m.describe(), "name": m.name, "source": m.source, "max_seq_len": m.max_seq_len,
+        choice = choose_backend(backend, m.device)
+        return {"backend": choice.record(), "model": m.describe(), "name": m.name, "source": m.source, "max_seq_len": m.max_seq_len,
                 "dtype": str(m.dtype).replace("torch.", ""), "device": str(m.device), "specials": m.framing.specials,
-                "batch_size": default_batch_size(m, min(seq_len, m.max_seq_len))}
+                "batch_size": default_batch_size(m, min(seq_len, m.max_seq_len), choice.chosen)}
 
     def count(self, texts: list[str]) -> np.ndarray:
         """Tokens of each text, without special tokens."""
@@ -187,7 +190,7 @@ class Worker:
 
             def fresh() -> CorpusStats:
                 return CorpusStats(self.loaded.n_layers, self.loaded.n_heads, s.seq_len, threshold=s.threshold,
-                                   top_k_columns=s.top_k_columns, device=self.loaded.device, fused=s.fused)
+                                   top_k_columns=s.top_k_columns, device=self.loaded.device, backend=s.backend)
 
             self.engine, self.settings = Engine(self.loaded, fresh(), fresh), s
         self.engine.stats.reset()
@@ -280,10 +283,10 @@ class Cluster:
     ended on exit; :attr:`startup_seconds`: joining, spawning the workers and loading the model."""
 
     def __init__(self, address: str | None, model, device: str | None, dtype: str | None, resources: Resources,
-                 seq_len: int) -> None:
+                 seq_len: int, backend: str = "auto") -> None:
         self.ray = import_ray()
         self.address, self.model, self.device, self.dtype = address, model, device, dtype
-        self.resources, self.seq_len = resources, seq_len
+        self.resources, self.seq_len, self.backend = resources, seq_len, backend
         self.actors: list = []
         self.tracker = None
         self.started_here = False
@@ -309,7 +312,7 @@ class Cluster:
                                       name=f"headsim-worker-{i}-{run_id}")
                        .remote(self.model_ref, self.device, self.dtype, max(1, int(r.cpus)), progress)
                        for i in range(r.count(ray))]
-        self.info = self.get([a.describe.remote(self.seq_len) for a in self.actors])[0]
+        self.info = self.get([a.describe.remote(self.seq_len, self.backend) for a in self.actors])[0]
         self.startup_seconds = time.perf_counter() - t0
         return self
 
@@ -428,7 +431,7 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
                    checkpoint_every: int | None = None, resume: bool = False, overwrite: bool = False,
                    allow_fewer: bool = True, device: str | None = None, dtype: str | None = None,
                    text_field: str = "text", text_column: str = "text", sentence_splitter: str = "pysbd",
-                   workers: int | None = None, fused: bool = False, progress: bool | Callable[[int, int], None] = True,
+                   workers: int | None = None, backend: str = "auto", progress: bool | Callable[[int, int], None] = True,
                    address: str | None = None, gpus_per_worker: float = 0.0, cpus_per_worker: float = 1.0,
                    share_windows: int | None = None):
     """:func:`headsim.analysis.analyze` on a Ray cluster (see the module); the same arguments, and:
@@ -464,7 +467,7 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
         rundir.RunDir(out_path).check_target(resume=resume, overwrite=overwrite)
     # from here on a first SIGINT/SIGTERM stops the run after the share in hand, with a checkpoint
     with _writing(out_path, resume, overwrite) as run_dir, StopRequests() as stop, \
-            Cluster(address, model, device, dtype, resources, seq_len) as cluster:
+            Cluster(address, model, device, dtype, resources, seq_len, backend) as cluster:
         info, n = cluster.info, len(cluster.actors)
         seq_len = check_seq_len(seq_len, info["max_seq_len"])
         content = seq_len - info["specials"]
@@ -477,7 +480,8 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
         bs = int(batch_size) if batch_size else int(info["batch_size"])
         config = AnalysisConfig(info["source"], corp.sha256, target, seq_len, threshold, top_k_columns, bs,
                                 info["dtype"], sentence_splitter)
-        meta = new_meta(info["model"], corp, corpus, count, config, device=info["device"], fused=fused, engine="ray")
+        meta = new_meta(info["model"], corp, corpus, count, config, device=info["device"], backend=info["backend"],
+                        engine="ray")
         meta["ray"] = {"share_windows": _share_size(share_windows, target, bs, n)}
         total = CorpusStats(info["model"]["n_layers"], info["model"]["n_heads"], seq_len, threshold=threshold,
                             top_k_columns=top_k_columns)
@@ -495,7 +499,7 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
         if saved is not None:
             total = CorpusStats.from_state_dict(saved[0])
             done = _finished_shares(run_dir.checkpoint_parts(), shares, out_path)
-        settings = Settings(seq_len, threshold, top_k_columns, bs, sentence_splitter, bool(fused))
+        settings = Settings(seq_len, threshold, top_k_columns, bs, sentence_splitter, backend)
         resumed = sum(s.windows for s in shares if s.index in done)
         started = time.perf_counter()
         driven = _drive(cluster, shares, texts, settings, total, done, run_dir, checkpoint_every, progress, target,
@@ -523,9 +527,13 @@ class _Driven:
     backends: list[dict]
 
     def backend(self) -> dict:
-        """The workers' records as one, as :meth:`headsim.analysis.Engine.backend_record` has it."""
-        ran = sorted({b["ran"] for b in self.backends})
-        return {"ran": ran[0] if len(ran) == 1 else ran, "fallbacks": [f for b in self.backends for f in b["fallbacks"]]}
+        """The workers' records as one, as :meth:`headsim.analysis.Engine.backend_record` has it (a key
+        on which workers differ lists their values)."""
+        record = {}
+        for key in ("requested", "chosen", "ran"):
+            values = sorted({b[key] for b in self.backends})
+            record[key] = values[0] if len(values) == 1 else values
+        return {**record, "fallbacks": [f for b in self.backends for f in b["fallbacks"]]}
 
 
 def _drive(cluster: Cluster, shares: list[Share], texts: list[str], settings: Settings, total, done: set[int],

@@ -49,7 +49,8 @@ def analyze(
     text_field: str = typer.Option("text", "--text-field", help="Field holding the text in a .jsonl corpus."),
     text_column: str = typer.Option("text", "--text-column", help="Column holding the text in a .parquet corpus."),
     sentences: str = typer.Option("pysbd", "--sentences", help="Sentence splitter for sentence ids: pysbd, punkt (fast) or newline."),
-    fused: bool = typer.Option(False, "--fused/--eager", help="Compile each step's T×T work with torch.compile (same counts; pays off on long runs and GPUs)."),
+    backend: Optional[str] = typer.Option(None, "--backend", help="Statistics backend: auto (Triton kernels on CUDA where Triton runs, else eager), eager, compiled (torch.compile) or triton. Default: auto, or the run's own with --resume."),
+    fused: Optional[bool] = typer.Option(None, "--fused/--eager", hidden=True, help="Old spelling of --backend compiled / --backend eager."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Processes that tokenize and split sentences; 0 = in-process thread (default: automatic). With --engine ray: Ray workers, one model copy each (default: one per CPU/GPU of the cluster)."),
     engine: str = typer.Option("local", "--engine", help="local (this process) or ray (a Ray cluster; pip install \"headsim[ray]\"). Same results."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster: auto, ray://HOST:10001 (default: start a local one)."),
@@ -59,7 +60,13 @@ def analyze(
 ) -> None:
     """Corpus statistics of every head (Figs 2, 3, 6–8, 10–13) into a run directory."""
     from ..analysis import analyze as run_analysis
+    from ..errors import require
 
+    if fused is not None:
+        alias = "compiled" if fused else "eager"
+        require(backend in (None, alias), f"--{'fused' if fused else 'eager'} contradicts --backend {backend}",
+                "pass --backend alone")
+        backend = alias
     if resume:
         settings = _from_run(ctx, out, {"model": model, "corpus": corpus, "windows": windows, "seq_len": seq_len,
                                         "threshold": threshold, "top_k_columns": top_k_columns, "batch_size": batch_size,
@@ -72,7 +79,7 @@ def analyze(
                               top_k_columns=top_k_columns, batch_size=batch_size, checkpoint_every=checkpoint_every,
                               resume=resume, overwrite=overwrite, allow_fewer=allow_fewer, device=device, dtype=dtype,
                               text_field=text_field, text_column=text_column, sentence_splitter=sentences,
-                              workers=workers, fused=fused, engine=engine, address=address, gpus_per_worker=gpus_per_worker,
+                              workers=workers, backend=backend, engine=engine, address=address, gpus_per_worker=gpus_per_worker,
                               cpus_per_worker=cpus_per_worker, share_windows=share_windows)
     for w in caught:
         if issubclass(w.category, UserWarning):

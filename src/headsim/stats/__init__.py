@@ -2,12 +2,15 @@
 
 :class:`CorpusStats` accumulates exact counts and float64 sums batch by batch, merges, checkpoints
 and labels them as an :class:`xarray.Dataset`; :func:`heads_table` and :func:`layers_table`
-summarise that Dataset. ``docs/statistics.md`` defines every variable and column.
+summarise that Dataset. :mod:`.schema` declares every variable (``docs/statistics.md``'s table is
+generated from it); :mod:`.backends` computes each step (eager, compiled or Triton, chosen once).
 """
 
 from __future__ import annotations
 
-from .accumulators import SCHEMA, VARIABLES, CorpusStats
+from .accumulators import CorpusStats
+from .backends import choose_backend
+from .schema import SCHEMA, VARIABLES
 from .attention import TARGETS
 from ..tokens import is_punctuation_token, punctuation_ids
 from .batch import BatchInfo, batch_info
@@ -25,6 +28,7 @@ __all__ = [
     "CorpusStats",
     "SimBins",
     "batch_info",
+    "choose_backend",
     "heads_table",
     "is_punctuation_token",
     "layers_table",

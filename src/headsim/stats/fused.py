@@ -1,4 +1,4 @@
-"""The ``T×T`` work of one layer step as pure functions for ``torch.compile`` (opt-in: ``fused=True``).
+"""The ``T×T`` work of one layer step as pure functions for ``torch.compile`` (the ``compiled`` backend).
 
 The eager statistics (:mod:`.attention`, :mod:`.pairs`) make about twenty elementwise and reduction
 passes over each ``[B, H, T, T]`` tensor; on a GPU those passes, not the arithmetic, set the cost.

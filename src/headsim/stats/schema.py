@@ -1,0 +1,311 @@
+"""The one schema of the corpus statistics: every Dataset variable, its storage and its meaning.
+
+:data:`VARIABLES` is the only place a statistic is declared. From it come the accumulators
+:class:`~headsim.stats.CorpusStats` allocates and checkpoints (:func:`accumulators`,
+:func:`allocate`, :func:`check_state`), the labelled :class:`xarray.Dataset` (:func:`build_dataset`:
+dims, coordinates, attributes), the variable table of ``docs/statistics.md``
+(:mod:`headsim.stats.doctable`; a test fails when the doc and the schema differ) and the tests' fake
+runs (``tests/fake_run.py``).
+
+A row is either *stored* (its values are an accumulator, ``store``, allocated with the row's dims)
+or *derived* when the Dataset is built (``derive`` from the accumulators named in ``sources``);
+``location_counts`` is both (stored upper triangle, mirrored). Dataset dims name the sizes of
+:meth:`Layout.sizes`; counts are int64 and sums float64, in the accumulators and the Dataset alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import xarray as xr
+
+from ..errors import HeadsimError, require
+from .attention import TARGETS
+from .pairs import ANCHOR_KINDS, SimBins
+
+SCHEMA = "headsim.stats/1"
+#: the settings a checkpoint stores under ``config.*``
+CONFIG_KEYS = ("n_layers", "n_heads", "seq_len", "threshold", "top_k_columns", "sim_bins", "sim_range",
+               "fraction_bins")
+#: who adds to a stored accumulator: ``batch`` (window-level counts of ``begin_batch``), ``attention``
+#: (:func:`headsim.stats.attention.attention_batch` and the backends' attention steps), ``pairs``
+#: (:func:`headsim.stats.pairs.pair_batch` / ``add_pairs``), ``layer`` (the per-layer counters of ``update_layer``)
+GROUPS = ("batch", "attention", "pairs", "layer")
+CONVENTIONS = ("layer and head 1-based; query, key, distance 0-based positions; pairs i < j of valid "
+               "positions; padding excluded; sentence ids -1 for [CLS], [SEP] and padding")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The sizes a run's statistics have: model geometry and histogram bins."""
+
+    n_layers: int
+    n_heads: int
+    seq_len: int
+    sim_bins: int = 120
+    sim_range: tuple[float, float] = (-0.2, 1.0)
+    fraction_bins: int = 20
+
+    @property
+    def bins(self) -> SimBins:
+        return SimBins(self.sim_bins, float(self.sim_range[0]), float(self.sim_range[1]))
+
+    @property
+    def fraction_edges(self) -> np.ndarray:
+        return np.linspace(0.0, 1.0, self.fraction_bins + 1)
+
+    def sizes(self) -> dict[str, int]:
+        """Length of every Dataset dim."""
+        h, t = self.n_heads, self.seq_len
+        return {"layer": self.n_layers, "head": h, "query": t, "key": t, "distance": t, "target": len(TARGETS),
+                "anchor_kind": len(ANCHOR_KINDS), "sim_bin": self.sim_bins, "fraction_bin": self.fraction_bins,
+                "n_anchors": h + 1}
+
+    def coords(self) -> dict[str, object]:
+        """Coordinates of every Dataset dim."""
+        t, f = np.arange(self.seq_len), self.fraction_edges
+        return {"layer": np.arange(1, self.n_layers + 1), "head": np.arange(1, self.n_heads + 1), "query": t,
+                "key": t, "distance": t, "target": list(TARGETS), "anchor_kind": list(ANCHOR_KINDS),
+                "sim_bin": self.bins.centres, "fraction_bin": (f[:-1] + f[1:]) / 2,
+                "n_anchors": np.arange(self.n_heads + 1)}
+
+    def attrs(self, threshold: float, top_k_columns: int) -> dict[str, object]:
+        """The Dataset's attributes."""
+        return {"schema": SCHEMA, "threshold": threshold, "top_k_columns": top_k_columns, "seq_len": self.seq_len,
+                "n_layers": self.n_layers, "n_heads": self.n_heads, "sim_bins": self.sim_bins,
+                "sim_range": np.asarray([self.bins.lo, self.bins.hi]), "sim_bin_edges": self.bins.edges,
+                "fraction_bins": self.fraction_bins, "fraction_bin_edges": self.fraction_edges,
+                "conventions": CONVENTIONS}
+
+
+#: coordinate of each dim, as the doc states it
+DIM_NOTES = {"layer": "1..L", "head": "1..H", "query": "0..T−1", "key": "0..T−1", "distance": "0..T−1",
+             "target": "cls, sep, punct, prev, next", "anchor_kind": "cls, sep, punct, other",
+             "sim_bin": "bin centres", "fraction_bin": "bin centres", "n_anchors": "0..H"}
+
+Derive = Callable[[Mapping[str, np.ndarray]], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Variable:
+    """One Dataset variable.
+
+    Attributes:
+        name: the Dataset variable.
+        dims: its Dataset dims (also the shape of its stored accumulator).
+        kind: ``"count"`` (int64) or ``"sum"`` (float64).
+        figure: paper figure(s); with ``description`` written as the variable's attributes.
+        description: one line (the ``description`` attribute).
+        definition: the doc's definition (markdown); ``description`` where empty.
+        group: who adds to the stored accumulator (:data:`GROUPS`); ``None`` for a derived variable.
+        store: the accumulator holding a stored variable (default: ``name``).
+        sources: the accumulators a derived value is computed from.
+        derive: accumulators → Dataset values (``None``: the stored accumulator itself).
+        note: extra words for the doc's "computed by" column.
+    """
+
+    name: str
+    dims: tuple[str, ...]
+    kind: str
+    figure: str
+    description: str
+    definition: str = ""
+    group: str | None = None
+    store: str = ""
+    sources: tuple[str, ...] = ()
+    derive: Derive | None = None
+    note: str = ""
+
+    @property
+    def accumulator(self) -> str | None:
+        """The accumulator this variable is stored in, if any."""
+        if self.group is None:
+            return None
+        return self.store or self.name
+
+    @property
+    def count(self) -> bool:
+        return self.kind == "count"
+
+    @property
+    def dtype(self) -> type:
+        return np.int64 if self.count else np.float64
+
+    def computed_by(self) -> str:
+        """The doc's "computed by" column."""
+        parts = []
+        if self.group is not None:
+            own = "update_layer" if self.group == "layer" else self.group
+            parts.append(own + (f" (`{self.accumulator}`)" if self.accumulator != self.name else ""))
+        if self.derive is not None:
+            parts.append("to_dataset" + (f" (from `{'`, `'.join(self.sources)}`)" if self.group is None else ""))
+        return ", ".join(parts) + (f" ({self.note})" if self.note else "")
+
+
+def _distances(acc: Mapping[str, np.ndarray]) -> np.ndarray:
+    up = acc["location_upper"]
+    t = up.shape[-1]
+    out = np.zeros(up.shape[:2] + (t,), dtype=np.int64)
+    for d in range(1, t):
+        out[..., d] = up.diagonal(offset=d, axis1=2, axis2=3).sum(axis=-1)
+    return out
+
+
+def _off_near_diagonal(acc: Mapping[str, np.ndarray]) -> np.ndarray:
+    a = acc["attn_sum_top_zeroed"]
+    t = a.shape[-1]
+    near = np.abs(np.arange(t)[:, None] - np.arange(t)[None, :]) <= 1
+    return np.where(near, 0.0, a)
+
+
+_LHQK = ("layer", "head", "query", "key")
+_LH = ("layer", "head")
+
+#: every statistic, in the Dataset's order
+VARIABLES: tuple[Variable, ...] = (
+    Variable("attn_sum", _LHQK, "sum", "2, 3 left", "sum over windows of attention probabilities at valid (query, key)",
+             "Σ over windows of `A[q, k]` at valid (q, k)", group="attention"),
+    Variable("attn_sum_top_zeroed", _LHQK, "sum", "3 middle",
+             "attn_sum with each window's and head's top_k_columns largest key columns zeroed",
+             "as `attn_sum`, but in each window and head the `top_k_columns` valid key columns with the largest column "
+             "sums `Σ_q A[q, k]` (valid q) are zeroed first; ties → smaller key position", group="attention",
+             note="`top_columns`"),
+    Variable("attn_sum_top_diag_zeroed", _LHQK, "sum", "3 right", "attn_sum_top_zeroed with |query - key| <= 1 zeroed",
+             "`attn_sum_top_zeroed` with `|query − key| ≤ 1` set to 0", sources=("attn_sum_top_zeroed",),
+             derive=_off_near_diagonal),
+    Variable("pair_count_valid", ("query", "key"), "count", "2, 3",
+             "windows in which both positions are valid (denominator for averages)",
+             "windows in which both positions are valid (diagonal: windows where the position is valid); mean "
+             "attention map = `attn_sum / pair_count_valid`", group="batch"),
+    Variable("attn_pair_count", ("layer", "query", "key"), "count", "2, 3",
+             "windows whose attention entered the layer with both positions valid",
+             "the same, over the windows whose attention entered that layer (equals `pair_count_valid` when attention "
+             "is given for every batch)", group="layer"),
+    Variable("attn_windows", ("layer",), "count", "2, 3", "windows whose attention entered the layer", group="layer"),
+    Variable("attn_focus", ("layer", "head", "target"), "sum", "4, §2",
+             "sum over valid query rows of the attention mass on [CLS], [SEP], punctuation, key i-1, key i+1",
+             "Σ over valid query rows `q` of the attention mass on [CLS] keys, [SEP] keys, punctuation keys, key "
+             "`q − 1`, key `q + 1` (`target` = cls, sep, punct, prev, next; only valid keys)", group="attention"),
+    Variable("attn_queries", (), "count", "4, §2", "valid query rows summed into attn_focus (largest over layers)",
+             "valid query rows summed into `attn_focus` (the largest over layers; equal for all layers when attention "
+             "is given every time)", sources=("attn_queries_layer",),
+             derive=lambda acc: np.int64(acc["attn_queries_layer"].max() if acc["attn_queries_layer"].size else 0)),
+    Variable("attn_queries_layer", ("layer",), "count", "4, §2", "valid query rows summed into attn_focus, per layer",
+             "valid query rows summed into `attn_focus`, per layer; share = `attn_focus / attn_queries_layer`",
+             group="layer"),
+    Variable("n_pairs", _LH, "count", "6, 7, 8", "high-similarity pairs i < j", "high-similarity pairs `i < j`",
+             sources=("location_upper",), derive=lambda acc: acc["location_upper"].sum(axis=(2, 3))),
+    Variable("n_repeat", _LH, "count", "6a", "high-similarity pairs with equal token ids", group="pairs"),
+    Variable("n_same_sentence", _LH, "count", "6b, 8",
+             "high-similarity pairs inside one sentence (sentence ids >= 0 and equal)",
+             "high-similarity pairs inside one sentence", group="pairs"),
+    Variable("n_repeat_same_sentence", _LH, "count", "6b", "high-similarity pairs with equal token ids inside one sentence",
+             "high-similarity pairs with equal ids inside one sentence", group="pairs"),
+    Variable("distance_hist", ("layer", "head", "distance"), "count", "7, 13", "high-similarity pairs by distance j - i",
+             "high-similarity pairs by `j − i` (1..T−1; distance 0 stays 0); per layer = sum over heads",
+             sources=("location_upper",), derive=_distances),
+    Variable("valid_pairs", (), "count", "8 chance", "valid pairs i < j over all windows",
+             "valid pairs `i < j` over all windows (`Σ n(n−1)/2`, `n` valid tokens)", group="batch"),
+    Variable("valid_pairs_same_sentence", (), "count", "8 chance", "valid pairs i < j inside one sentence over all windows",
+             "valid pairs `i < j` inside one sentence; chance level = `valid_pairs_same_sentence / valid_pairs`",
+             group="batch"),
+    Variable("location_counts", _LHQK, "count", "10", "windows with a high-similarity pair at (query, key), symmetric",
+             "windows with a high-similarity pair at (i, j), added at both (i, j) and (j, i): symmetric, zero "
+             "diagonal, total `2 · n_pairs`", group="pairs", store="location_upper", sources=("location_upper",),
+             derive=lambda acc: acc["location_upper"] + acc["location_upper"].transpose(0, 1, 3, 2),
+             note="mirrored"),
+    Variable("sim_sum", _LHQK, "sum", "12", "sum over windows of normalised similarity matrices",
+             "Σ over windows of the normalised similarity matrix; per layer = sum over heads", group="pairs"),
+    Variable("sim_value_hist", ("layer", "head", "sim_bin"), "count", "§3",
+             "normalised similarity values of valid pairs i < j by bin",
+             "normalised values of valid pairs `i < j` by bin (below)", group="pairs"),
+    Variable("anchor_fraction_hist", ("layer", "head", "fraction_bin"), "count", "11a",
+             "windows by the fraction of high-similarity pairs containing the anchor token",
+             "windows (with ≥ 1 pair for the head) by anchor fraction (below)", group="pairs"),
+    Variable("anchor_fraction_sum", _LH, "sum", "11a", "sum over windows with pairs of the anchor fraction",
+             "Σ of anchor fractions over those windows", group="pairs"),
+    Variable("anchor_windows", _LH, "count", "11a", "windows with at least one high-similarity pair",
+             "windows with ≥ 1 high-similarity pair for the head", group="pairs"),
+    Variable("anchor_kind_counts", ("layer", "head", "anchor_kind"), "count", "11a",
+             "windows whose anchor token is [CLS], [SEP], punctuation or other",
+             "those windows by the kind of their anchor token: cls, sep, punct, other (first matching, in that order)",
+             group="pairs", store="anchor_kind"),
+    Variable("anchor_distinct_hist", ("layer", "n_anchors"), "count", "11b",
+             "windows by the number of distinct anchor token ids across the layer's heads",
+             "windows by the number of distinct anchor token ids across the layer's heads that have an anchor "
+             "(`n_anchors` = 0..H)", group="pairs"),
+    Variable("layer_windows", ("layer",), "count", "6-13", "windows whose head outputs entered the layer",
+             group="layer"),
+    Variable("windows", (), "count", "all", "windows seen (begin_batch)", "windows seen", group="batch"),
+    Variable("tokens", (), "count", "all", "valid tokens seen", group="batch"),
+)
+BY_NAME = {v.name: v for v in VARIABLES}
+
+
+def accumulators(group: str | None = None) -> dict[str, Variable]:
+    """Stored accumulator name → its variable (only ``group``'s where given), in schema order."""
+    return {v.accumulator: v for v in VARIABLES if v.accumulator is not None and group in (None, v.group)}
+
+
+def allocate(layout: Layout, device) -> dict:
+    """Zeroed accumulators (torch tensors on ``device``): int64 counts, float64 sums."""
+    import torch
+
+    sizes = layout.sizes()
+    return {name: torch.zeros(tuple(sizes[d] for d in v.dims), dtype=torch.int64 if v.count else torch.float64,
+                              device=device)
+            for name, v in accumulators().items()}
+
+
+def check_state(state: Mapping[str, object]) -> None:
+    """A checkpoint holds the settings, this schema's version and exactly this schema's accumulators."""
+    config = [f"config.{k}" for k in CONFIG_KEYS]
+    missing = [k for k in (*config, *accumulators()) if k not in state]
+    require(not missing, f"checkpoint state lacks {', '.join(missing[:5])}",
+            "resume from a state written by CorpusStats.state_dict of this headsim version")
+    schema = str(np.asarray(state["config.schema"])) if "config.schema" in state else SCHEMA
+    require(schema == SCHEMA, f"checkpoint schema {schema!r} is not {SCHEMA!r}", "start the run again")
+    extra = sorted(k for k in state if k not in accumulators() and not k.startswith("config."))
+    require(not extra, f"checkpoint state holds arrays this headsim version does not know: {', '.join(extra[:5])}",
+            "resume it with the headsim version that wrote it, or start the run again")
+
+
+def check_array(name: str, value: np.ndarray, shape: tuple[int, ...]) -> None:
+    """One checkpoint array has its accumulator's shape and kind (int or float)."""
+    count = accumulators()[name].count
+    if tuple(value.shape) != tuple(shape) or value.dtype.kind != ("i" if count else "f"):
+        raise HeadsimError(f"checkpoint array {name!r} has shape {value.shape} {value.dtype}, expected {tuple(shape)}",
+                           "resume from a matching checkpoint")
+
+
+def derived_values(acc: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every Dataset variable's values from the accumulators (numpy arrays)."""
+    return {v.name: (v.derive(acc) if v.derive is not None else acc[v.accumulator]) for v in VARIABLES}
+
+
+def build_dataset(values: Mapping[str, np.ndarray], layout: Layout, *, threshold: float, top_k_columns: int,
+                  fill: np.random.Generator | None = None) -> xr.Dataset:
+    """The labelled Dataset of every variable's ``values`` (Dataset dims, coordinates, attributes).
+
+    Every variable must be given with its dims' sizes, unless ``fill`` is given: missing ones then get
+    random values of the right dims and dtype (for fake runs of the tests)."""
+    sizes = layout.sizes()
+    data = {}
+    for v in VARIABLES:
+        shape = tuple(sizes[d] for d in v.dims)
+        if v.name not in values:
+            require(fill is not None, f"statistics variable {v.name!r} is missing", "give every schema variable")
+            values = {**values, v.name: random_values(v, shape, fill)}
+        array = np.asarray(values[v.name])
+        require(array.shape == shape, f"statistics variable {v.name!r} has shape {array.shape}, expected {shape}",
+                f"give it the dims {v.dims}")
+        data[v.name] = xr.Variable(v.dims, array.astype(v.dtype, copy=False),
+                                   attrs={"figure": v.figure, "description": v.description})
+    return xr.Dataset(data, coords=layout.coords(), attrs=layout.attrs(threshold, top_k_columns))
+
+
+def random_values(v: Variable, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Random non-negative values of ``v``'s dtype."""
+    return rng.integers(0, 100, size=shape, dtype=np.int64) if v.count else rng.random(shape)

@@ -1,0 +1,200 @@
+"""Every statistics backend (headsim.stats.backends) against the naive reference, and how one is chosen.
+
+The same random windows (padding, sentences, repeated tokens, heads with exactly tied attention
+columns) go through each backend, by captured queries and keys (the attention computed in the
+backend) and, for one batch, by head outputs alone. Counts must equal the reference's up to what the
+pairs within float32 rounding of the threshold or a bin edge can change (counted from the head
+outputs, tests/agreement.py: none for these windows), sums agree to float tolerance. The Triton
+kernels run in Triton's interpreter on a CPU (``TRITON_INTERPRET=1``, set before Triton is imported);
+with CUDA every backend runs on the GPU.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"
+
+from agreement import RecordingStats, assert_statistics_agree, undecided  # noqa: E402
+from random_windows import assert_matches_reference, random_batch, to_info  # noqa: E402
+from reference_stats import reference_stats  # noqa: E402
+
+from headsim.errors import HeadsimError  # noqa: E402
+from headsim.model.plain import attention_probs  # noqa: E402
+from headsim.stats import CorpusStats, schema  # noqa: E402
+from headsim.stats.backends import BACKENDS, Choice, choose_backend  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+L, H, T = 2, 4, 20  # 20 positions: not a power of two, so the kernels' masks are exercised
+SETTINGS = {"threshold": 0.3, "top_k_columns": 3, "sim_bins": 40, "sim_range": (-0.2, 1.0), "fraction_bins": 10}
+
+
+def _available(name: str) -> None:
+    ok, reason = BACKENDS[name].available(torch.device(DEVICE))
+    if not ok:
+        pytest.skip(f"backend {name} cannot run here: {reason}")
+
+
+@pytest.fixture(scope="module")
+def windows():
+    """Three batches of 6 windows with captured queries and keys; the last one without attention."""
+    rng = np.random.default_rng(11)
+    batches = [random_batch(rng, 6, L, H, T, attention=False) for _ in range(3)]
+    for i, batch in enumerate(batches):
+        q, k = (torch.as_tensor(rng.normal(size=(6, L, H, T, 8)), dtype=torch.float32) for _ in range(2))
+        q[:, :, 0] = 0.0  # head 1 attends uniformly: every column sum tied, settled from exact sums
+        if i < 2:
+            valid = torch.as_tensor(batch["valid"])
+            batch["qk"] = q, k
+            batch["attention"] = torch.stack([attention_probs(q[:, l], k[:, l], valid) for l in range(L)], dim=1).numpy()
+    ref = reference_stats(batches, L, H, T, **SETTINGS)
+    layout = schema.Layout(L, H, T, SETTINGS["sim_bins"], SETTINGS["sim_range"], SETTINGS["fraction_bins"])
+    ref_ds = schema.build_dataset({v.name: ref[v.name] for v in schema.VARIABLES}, layout,
+                                  threshold=SETTINGS["threshold"], top_k_columns=SETTINGS["top_k_columns"])
+    return batches, ref, ref_ds
+
+
+def run(batches, backend, log: list | None = None) -> CorpusStats:
+    """Feed ``batches`` through statistics on ``backend`` in steps of 4 windows (a shorter last step)."""
+    stats = RecordingStats(L, H, T, chunk_windows=4, backend=backend, device=DEVICE, log=[] if log is None else log,
+                           **SETTINGS)
+    for batch in batches:
+        info = to_info(batch, DEVICE)
+        stats.begin_batch(info)
+        for layer in range(L):
+            z = torch.as_tensor(batch["head_outputs"][:, layer], device=DEVICE)
+            if "qk" in batch:
+                q, k = (x[:, layer].to(DEVICE) for x in batch["qk"])
+                stats.update_captured(layer, q, k, z, info)
+            else:
+                stats.update_layer(layer, None, z, info)
+    return stats
+
+
+def check(stats: CorpusStats, log: list, windows) -> None:
+    """``stats`` agree with the reference up to what float rounding of the head outputs' similarity
+    can change; eager on the CPU (the reference's own float32 similarity) exactly in every count."""
+    _, ref, ref_ds = windows
+    ds = stats.to_dataset()
+    und = undecided(log, log, L, SETTINGS["threshold"], SETTINGS["sim_bins"], SETTINGS["sim_range"])
+    assert int(ref_ds["n_pairs"].sum()) > 0 and int(ref_ds["n_repeat"].sum()) > 0 and ref["_column_ties"] > 0
+    assert_statistics_agree(ds, ref_ds, und, rtol=1e-5, atol=1e-6, max_undecided=0.01)
+    if stats.backend == "eager" and DEVICE == "cpu":
+        assert_matches_reference(ds, ref)
+
+
+@pytest.mark.parametrize("name", list(BACKENDS))
+def test_backend_matches_the_reference(windows, name):
+    _available(name)
+    log: list = []
+    stats = run(windows[0], name, log)
+    assert stats.backend_record() == {"requested": name, "chosen": name, "ran": name, "fallbacks": []}
+    check(stats, log, windows)
+
+
+def _break(monkeypatch, name: str) -> None:
+    """Make every step of backend ``name`` fail as a compiler or kernel failure would."""
+    def fail(*args, **kwargs):
+        raise RuntimeError("injected failure")
+
+    if name == "compiled":
+        from headsim.stats import fused
+
+        monkeypatch.setattr(fused, "compiled", lambda fn: fail)
+    else:
+        from headsim.stats import triton_kernels
+
+        monkeypatch.setattr(triton_kernels, "similarity_pass", fail)
+
+
+@pytest.mark.parametrize("name", ["compiled", "triton"])
+def test_a_named_backend_that_fails_is_an_error(windows, name, monkeypatch):
+    _available(name)
+    _break(monkeypatch, name)
+    with pytest.raises(HeadsimError, match=f"statistics backend '{name}' failed after 0 windows") as err:
+        run(windows[0], name)
+    assert "--backend eager" in err.value.fix and "injected failure" in err.value.problem
+
+
+@pytest.mark.parametrize("name", ["compiled", "triton"])
+def test_auto_falls_back_to_eager_and_records_it(windows, name, monkeypatch):
+    """Under ``auto`` a failing backend hands the step to eager (the failed step added nothing):
+    the numbers are the eager ones, and the switch is recorded with its reason."""
+    _available(name)
+    _break(monkeypatch, name)
+    log: list = []
+    with pytest.warns(UserWarning, match=f"statistics backend '{name}' failed"):
+        stats = run(windows[0], Choice("auto", name), log)
+    record = stats.backend_record()
+    assert record["requested"] == "auto" and record["chosen"] == name and record["ran"] == "eager"
+    assert len(record["fallbacks"]) == 1 and record["fallbacks"][0].startswith(f"{name} -> eager after 0 windows")
+    assert "injected failure" in record["fallbacks"][0]
+    check(stats, log, windows)
+
+
+def test_auto_chooses_triton_only_on_cuda_where_triton_runs(monkeypatch):
+    from headsim.stats.backends import kernels
+
+    assert choose_backend("auto", "cpu") == Choice("auto", "eager")  # even where the interpreter could run them
+    for works, want in ((True, "triton"), (False, "eager")):
+        monkeypatch.setattr(kernels.Triton, "available", classmethod(lambda cls, device, ok=works: (ok, "no")))
+        assert choose_backend("auto", torch.device("cuda")) == Choice("auto", want)
+    assert choose_backend("eager", torch.device("cuda")) == Choice("eager", "eager")
+
+
+def test_a_named_backend_that_cannot_run_is_refused_at_once(monkeypatch):
+    from headsim.stats.backends import kernels
+
+    monkeypatch.setattr(kernels.Triton, "available", classmethod(lambda cls, device: (False, "Triton is not installed")))
+    with pytest.raises(HeadsimError, match="'triton' cannot run on cpu: Triton is not installed") as err:
+        CorpusStats(1, 2, 8, backend="triton")
+    assert "--backend auto" in err.value.fix
+    with pytest.raises(HeadsimError, match="unknown statistics backend 'fast'"):
+        CorpusStats(1, 2, 8, backend="fast")
+
+
+def test_analyze_records_the_backend_and_refuses_one_that_cannot_run(tiny_bert, tmp_path, monkeypatch):
+    import headsim
+    from headsim.analysis import requested_backend
+    from headsim.stats.backends import kernels
+
+    meta = headsim.analysis.analyze(tiny_bert, "default", windows=4, seq_len=32, backend="eager", progress=False).meta
+    assert meta["statistics_backend"] == {"requested": "eager", "chosen": "eager", "ran": "eager", "fallbacks": []}
+    assert "fused" not in meta
+    # --resume takes the backend the run asked for (older runs: fused → compiled)
+    assert requested_backend(meta) == "eager"
+    assert requested_backend({"fused": True}) == "compiled" and requested_backend({}) == "auto"
+    monkeypatch.setattr(kernels.Triton, "available", classmethod(lambda cls, device: (False, "no Triton")))
+    with pytest.raises(HeadsimError, match="'triton' cannot run"):
+        headsim.analysis.analyze(tiny_bert, "default", windows=4, seq_len=32, backend="triton", out=tmp_path / "run",
+                                 progress=False)
+    assert not (tmp_path / "run").exists()  # refused before anything was written
+
+
+def test_resume_keeps_the_backend_the_run_asked_for(tiny_bert, tmp_path):
+    import json
+
+    from headsim.analysis import analyze
+    from headsim.corpus import lee_documents
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(d.text for d in lee_documents()[:4]), encoding="utf-8")
+    run_dir = tmp_path / "run"
+
+    def stop(done, total):
+        if done >= 8:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        analyze(tiny_bert, str(corpus), windows=12, out=run_dir, seq_len=32, batch_size=4, checkpoint_every=4,
+                backend="eager", progress=stop)
+    started = json.loads((run_dir / "run.json").read_text())
+    assert not started["complete"] and started["statistics_backend"] == {"requested": "eager", "chosen": "eager"}
+    meta = analyze(tiny_bert, str(corpus), out=run_dir, seq_len=32, resume=True, progress=False).meta
+    assert meta["complete"] and meta["windows"] == 12
+    assert meta["statistics_backend"] == {"requested": "eager", "chosen": "eager", "ran": "eager", "fallbacks": []}
