@@ -64,7 +64,7 @@ def test_run_directory_contents(tmp_path):
     assert not (tmp_path / "run" / "checkpoint").exists()
     assert run.meta["windows"] == 12 and run.meta["complete"] and run.meta["corpus"]["sha256"]
     assert len(run.heads) == 6 * 12 and run.heads["layer"].min() == 1 and run.heads["head"].max() == 12
-    windows = run.windows()
+    windows = run.windows
     assert len(windows) == 12 and list(windows["window"]) == list(range(12))
     assert int(run.dataset["windows"]) == 12
     # the tokens recorded are exactly the valid tokens counted by the statistics
@@ -123,7 +123,7 @@ def test_merge_equals_one_run(tmp_path):
         np.testing.assert_array_equal(merged.dataset[name].values, ra.dataset[name].values + rb.dataset[name].values)
     np.testing.assert_allclose(merged.dataset["attn_sum"].values, ra.dataset["attn_sum"].values + rb.dataset["attn_sum"].values)
     assert merged.meta["windows"] == ra.meta["windows"] + rb.meta["windows"]
-    assert len(merged.windows()) == merged.meta["windows"]
+    assert len(merged.windows) == merged.meta["windows"]
     n = merged.heads["n_pairs"].to_numpy()
     np.testing.assert_array_equal(n, ra.heads["n_pairs"].to_numpy() + rb.heads["n_pairs"].to_numpy())
 
@@ -189,7 +189,7 @@ def test_windows_beyond_an_uncounted_corpus(tmp_path, tiny_dir):
                       progress=lambda done, total: seen.append((done, total)))
     assert seen[0][1] == 10_000 and seen[-1] == (full.windows, full.windows)  # the progress ends where the corpus did
     assert res.meta["windows"] == res.meta["corpus"]["windows_available"] == full.windows
-    assert int(res.dataset["windows"]) == full.windows == len(load_run(tmp_path / "run").windows())
+    assert int(res.dataset["windows"]) == full.windows == len(load_run(tmp_path / "run").windows)
     strict = analyze(tiny_dir, str(corpus), windows=full.windows, seq_len=32, batch_size=16, allow_fewer=False,
                      progress=False)  # counted first: the same statistics
     for name in res.dataset.data_vars:

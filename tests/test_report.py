@@ -435,14 +435,14 @@ def test_report_of_a_missing_run_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "half" / "run.json").write_text("{}")
     with pytest.raises(HeadsimError) as info:
         build_report(tmp_path / "half", tmp_path / "out")
-    assert "stats.nc" in info.value.problem
+    assert "written by another version of headsim" in info.value.problem
 
 
 def test_labels_do_not_collide(tmp_path: Path) -> None:
     from headsim.report.compare import _labels
-    from headsim.report.build import RunData
+    from headsim.rundir import Run
 
-    runs = [RunData(tmp_path / "a" / "run", {}, xr.Dataset(), pd.DataFrame(), pd.DataFrame()),
-            RunData(tmp_path / "b" / "run", {}, xr.Dataset(), pd.DataFrame(), pd.DataFrame())]
+    runs = [Run(tmp_path / "a" / "run", {}, pd.DataFrame(), pd.DataFrame()),
+            Run(tmp_path / "b" / "run", {}, pd.DataFrame(), pd.DataFrame())]
     labels = _labels(runs)
     assert labels == ["a/run", "b/run"]
