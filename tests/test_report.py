@@ -354,7 +354,7 @@ def test_shares_without_tokenizer_fall_back_to_one_cls_and_sep_per_window(run_a:
     run = load_run_data(run_a, use_tokenizer=False)
     assert run.shares["punct"] is None
     assert run.shares["sep"] == pytest.approx(8 / run.shares["tokens"])
-    c1 = next(c for c in compute_claims(run.ds, run.heads, run.layers, run.meta, shares=run.shares)
+    c1 = next(c for c in compute_claims(run.dataset, run.heads, run.layers, run.meta, shares=run.shares)
               if c.id == "c1_separators")
     assert c1.verdict in VERDICTS and "[SEP]" in c1.measure and not c1.numbers["punctuation_counted"]
 
