@@ -416,7 +416,7 @@ def test_9_small_validation_items(env, tmp_path, capsys, monkeypatch):
 
 #: each damage and the words of the one refusal every reader gives
 DAMAGES = {"unfinished": "is not finished", "no-run-json": "is not a headsim run", "missing-file": "is missing",
-           "checksum": "its checksum changed", "other-layout": "layout headsim.run/1", "unversioned": "layout unversioned"}
+           "checksum": "its checksum changed", "other-layout": "layout headsim.run/1", "unversioned": "no layout version"}
 
 
 def damage(run: Path, how: str) -> None:
@@ -471,3 +471,7 @@ def test_10_every_reader_refuses_a_broken_run_alike(env, reference, tmp_path, ho
         with pytest.raises(HeadsimError) as got:
             read()
         assert str(got.value) == str(expected.value), name
+    if how == "unversioned":  # the fix the refusal names works
+        assert "--overwrite" in expected.value.fix
+        analyze(str(model), str(corpus), windows=4, out=run, seq_len=32, overwrite=True, progress=False)
+        assert RunDir(run).check_finished()["windows"] == 4

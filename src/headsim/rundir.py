@@ -537,8 +537,8 @@ class RunDir:
     def check_layout(self, meta: dict) -> None:
         """Refuse a ``run.json`` written with another layout than :data:`LAYOUT` (another headsim version)."""
         got = meta.get("layout")
-        require(got == LAYOUT, f"run {str(self.path)!r} was written by another version of headsim (layout "
-                f"{got if got else 'unversioned'}; this version reads {LAYOUT})",
+        require(got == LAYOUT, f"run {str(self.path)!r} was written by another version of headsim "
+                f"({f'layout {got}' if got else 'no layout version'}; this version reads layout {LAYOUT})",
                 f"analyse it again with this version: headsim analyze --out {self.path} --overwrite "
                 "(with the run's --model, --corpus and settings)")
 
