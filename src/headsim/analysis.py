@@ -7,10 +7,13 @@ Every ``checkpoint_every`` windows (by default every 30 seconds) the accumulator
 atomically; ``resume=True`` continues from there and ends with results identical to an
 uninterrupted run (same batches, same order of additions).
 
-:func:`analyze` goes in three steps: :func:`plan` (the arguments checked, the model and corpus loaded,
-the windows counted, the batch size settled: a :class:`Plan` holding the run's
-:class:`~headsim.runspec.RunSpec` and ``run.json``), :func:`run` (the loop) and :func:`finalize`
-(agreement check, tables, commit). The run directory itself is :class:`headsim.rundir.RunDir`'s.
+:func:`analyze` goes in three steps after its quick checks (:func:`check_arguments`, and
+:func:`resume_settings` for the output directory and a resumed run's own settings): :func:`plan`
+(the model and corpus loaded, the windows counted, the batch size settled: a :class:`Plan` holding
+the run's :class:`~headsim.runspec.RunSpec` and ``run.json``), :func:`run` (the loop) and
+:func:`finalize` (agreement check, tables, commit). The run directory itself is
+:class:`headsim.rundir.RunDir`'s; the Ray engine (:mod:`headsim.ray_engine`) shares
+:func:`new_meta`, :func:`start_run`, :func:`finish_run` and :func:`check_engine`.
 """
 
 from __future__ import annotations
