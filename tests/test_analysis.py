@@ -64,7 +64,7 @@ def test_run_directory_contents(tmp_path):
     assert not (tmp_path / "run" / "checkpoint").exists()
     assert run.meta["windows"] == 12 and run.meta["complete"] and run.meta["corpus"]["sha256"]
     assert len(run.heads) == 6 * 12 and run.heads["layer"].min() == 1 and run.heads["head"].max() == 12
-    windows = run.windows()
+    windows = run.windows
     assert len(windows) == 12 and list(windows["window"]) == list(range(12))
     assert int(run.dataset["windows"]) == 12
     # the tokens recorded are exactly the valid tokens counted by the statistics
@@ -72,6 +72,12 @@ def test_run_directory_contents(tmp_path):
     # windows are packed full except possibly the last
     assert all(int(np.sum(m)) == 32 for m in windows["attention_mask"][:-1])
     assert res.heads.equals(run.heads)
+    # the run's spec: what it was asked for, as run.json stores it, in this version's layout
+    from headsim.rundir import LAYOUT, MARKER
+    from headsim.runspec import RunSpec
+
+    assert run.spec == RunSpec(run.meta["model"]["source"], run.meta["corpus"]["sha256"], 12, 32, 0.3, 3, 4, "float32", "pysbd")
+    assert run.meta["layout"] == LAYOUT == json.loads((tmp_path / "run" / MARKER).read_text())["layout"]
 
 
 def test_windowing_workers_change_nothing_and_stop_with_the_run(tmp_path, tiny_dir):
@@ -123,7 +129,8 @@ def test_merge_equals_one_run(tmp_path):
         np.testing.assert_array_equal(merged.dataset[name].values, ra.dataset[name].values + rb.dataset[name].values)
     np.testing.assert_allclose(merged.dataset["attn_sum"].values, ra.dataset["attn_sum"].values + rb.dataset["attn_sum"].values)
     assert merged.meta["windows"] == ra.meta["windows"] + rb.meta["windows"]
-    assert len(merged.windows()) == merged.meta["windows"]
+    assert len(merged.windows) == merged.meta["windows"] == merged.spec.windows
+    assert not merged.spec.differences(load_run(tmp_path / "ra").spec, merged.spec.NUMBERS)
     n = merged.heads["n_pairs"].to_numpy()
     np.testing.assert_array_equal(n, ra.heads["n_pairs"].to_numpy() + rb.heads["n_pairs"].to_numpy())
 
@@ -191,7 +198,7 @@ def test_windows_beyond_an_uncounted_corpus(tmp_path, tiny_dir):
                       progress=lambda done, total: seen.append((done, total)))
     assert seen[0][1] == 10_000 and seen[-1] == (full.windows, full.windows)  # the progress ends where the corpus did
     assert res.meta["windows"] == res.meta["corpus"]["windows_available"] == full.windows
-    assert int(res.dataset["windows"]) == full.windows == len(load_run(tmp_path / "run").windows())
+    assert int(res.dataset["windows"]) == full.windows == len(load_run(tmp_path / "run").windows)
     strict = analyze(tiny_dir, str(corpus), windows=full.windows, seq_len=32, batch_size=16, allow_fewer=False,
                      progress=False)  # counted first: the same statistics
     for name in res.dataset.data_vars:
@@ -224,3 +231,20 @@ def test_low_precision_run_reports_agreement_with_fp32(tmp_path):
     res = analyze(None, str(corpus), windows=8, seq_len=32, dtype="bf16", progress=False)
     share = res.meta["agreement_vs_fp32"]["identical_thresholded_elements"]
     assert 0.9 < share <= 1.0
+
+
+def test_run_spec_round_trip_and_differences():
+    from headsim.runspec import RunSpec, describe_changes, resume_flags
+
+    spec = RunSpec("/models/x", "ab" * 32, 100, 128, 0.3, 3, 32, "float32", "pysbd")
+    meta = {"corpus": {"name": "wiki", "spec": "corpus.txt"}, **spec.as_meta()}
+    assert RunSpec.from_meta(json.loads(json.dumps(meta))) == spec
+    assert meta["seq_len"] == 128 and meta["batch_size"] == 32  # the settings shown at the top level
+    other = RunSpec("/models/x", "cd" * 32, 100, 64, 0.3, 3, 32, "bfloat16", "pysbd")
+    changed = spec.differences(other)
+    assert changed == {"corpus_sha256": ("ab" * 32, "cd" * 32), "seq_len": (128, 64), "dtype": ("float32", "bfloat16")}
+    assert spec.differences(other, RunSpec.NUMBERS) == {"seq_len": (128, 64), "dtype": ("float32", "bfloat16")}
+    assert describe_changes({"seq_len": (128, 64)}) == "--seq-len: run 128, now 64"
+    assert resume_flags(changed, meta) == "--corpus corpus.txt --seq-len 128 --dtype float32"
+    with pytest.raises(HeadsimError, match="no complete run spec"):
+        RunSpec.from_meta({"spec": {"seq_len": 128}})

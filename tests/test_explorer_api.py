@@ -43,9 +43,13 @@ def tiny():
     return from_pretrained_objects(BertModel(cfg), tok, "tiny")
 
 
-def make_run(root: Path, n_layers: int, n_heads: int, tokenizer=None, *, stats: bool = True, windows: bool = True) -> Path:
-    """A fake run directory in the documented format (heads.parquet, stats.nc, windows.parquet)."""
-    root.mkdir(parents=True, exist_ok=True)
+def make_run(root: Path, n_layers: int, n_heads: int, tokenizer=None, *, name: str = "tiny") -> Path:
+    """A finished run directory (written through RunDir, as analyze writes one) with random head
+    statistics, a distance histogram and two windows (of ``tokenizer``'s text, else fixed ids)."""
+    import xarray as xr
+
+    from fake_run import run_meta, write_run
+
     rng = np.random.default_rng(0)
     rows = []
     for layer in range(1, n_layers + 1):
@@ -59,21 +63,19 @@ def make_run(root: Path, n_layers: int, n_heads: int, tokenizer=None, *, stats: 
                          "attn_prev": float(rng.random()), "attn_next": float(rng.random())})
     heads = pd.DataFrame(rows)
     heads.loc[0, "p_repeat"] = np.nan  # a head with no pairs: NaN must become JSON null
-    heads.to_parquet(root / "heads.parquet", index=False)
-    if stats:
-        import xarray as xr
-
-        hist = rng.integers(0, 100, size=(n_layers, n_heads, 15)).astype(np.float64)
-        ds = xr.Dataset({"distance_hist": (("layer", "head", "distance"), hist)},
-                        coords={"layer": np.arange(1, n_layers + 1), "head": np.arange(1, n_heads + 1),
-                                "distance": np.arange(1, 16)})
-        ds.to_netcdf(root / "stats.nc")
-    if windows and tokenizer is not None:
+    hist = rng.integers(0, 100, size=(n_layers, n_heads, 15)).astype(np.float64)
+    ds = xr.Dataset({"distance_hist": (("layer", "head", "distance"), hist)},
+                    coords={"layer": np.arange(1, n_layers + 1), "head": np.arange(1, n_heads + 1),
+                            "distance": np.arange(1, 16)})
+    if tokenizer is not None:
         enc = tokenizer(["the quick brown fox jumps over the lazy dog.", "a second window of the run."],
                         padding="max_length", max_length=16, truncation=True)
-        pd.DataFrame({"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}).to_parquet(
-            root / "windows.parquet", index=False)
-    return root
+        windows = pd.DataFrame({"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]})
+    else:
+        windows = pd.DataFrame({"input_ids": [[101, 2000, 102, 0]] * 2, "attention_mask": [[1, 1, 1, 0]] * 2})
+    layers = pd.DataFrame({"layer": np.arange(1, n_layers + 1)})
+    meta = run_meta(n_layers, n_heads, len(windows), 16, 0.3, 3, name=name)
+    return write_run(root, ds, windows, meta, heads, layers)
 
 
 @pytest.fixture(scope="module")
@@ -355,24 +357,11 @@ def test_run_heads_profile_examples(run_client, tiny, tmp_path):
     run_ex = [e for e in examples if e["source"] == "run"]
     assert [e["text"] for e in run_ex] == ["the quick brown fox jumps over the lazy dog.", "a second window of the run."]
     info = run_client.get("/api/info").json()
-    assert info["run"]["name"] == "wiki" and info["run"]["has_distance_hist"] and "p_repeat" in info["run"]["stats"]
-
-
-def test_run_without_optional_files(tiny, tmp_path):
-    root = make_run(tmp_path / "bare", 2, 4, stats=False, windows=False)
-    with TestClient(create_app(tiny, root), base_url=BASE) as c:
-        assert c.get("/api/heads/1/1").json()["distance_hist"] is None
-        assert all(e["source"] == "built-in" for e in c.get("/api/examples").json()["examples"])
+    assert info["run"]["name"] == "wiki" and "p_repeat" in info["run"]["stats"]
 
 
 def test_run_json_warnings(tiny, tmp_path):
-    import json
-
-    root = make_run(tmp_path / "other-model", 2, 4, stats=False, windows=False)
-    (root / "run.json").write_text(json.dumps({"model": {"name": "bert-base-uncased"}, "complete": False}))
-    with pytest.raises(HeadsimError, match="not finished"):  # refused, as every other command refuses it
-        create_app(tiny, root)
-    (root / "run.json").write_text(json.dumps({"model": {"name": "bert-base-uncased"}, "complete": True}))
+    root = make_run(tmp_path / "other-model", 2, 4, name="bert-base-uncased")
     with TestClient(create_app(tiny, root), base_url=BASE) as c:
         run = c.get("/api/info").json()["run"]
     assert run["model"] == "bert-base-uncased"
@@ -383,10 +372,10 @@ def test_bad_runs_fail_at_start(tiny, tmp_path):
     with pytest.raises(HeadsimError, match="does not exist"):
         create_app(tiny, tmp_path / "missing")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(HeadsimError, match="has no heads.parquet"):
+    with pytest.raises(HeadsimError, match="is not a headsim run"):
         create_app(tiny, tmp_path / "empty")
     with pytest.raises(HeadsimError, match=r"2 layers × 3 heads but model 'tiny' has 2 × 4"):
-        create_app(tiny, make_run(tmp_path / "other", 2, 3, stats=False, windows=False))
+        create_app(tiny, make_run(tmp_path / "other", 2, 3))
 
 
 # ---------------------------------------------------------------------------------------------

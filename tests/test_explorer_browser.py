@@ -39,9 +39,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _fake_run(root: Path, n_layers: int, n_heads: int, tokenizer) -> Path:
-    """A small run directory in the documented format, so the corpus profile renders."""
-    root.mkdir(parents=True, exist_ok=True)
+def _fake_run(root: Path, n_layers: int, n_heads: int, tokenizer, name: str) -> Path:
+    """A small finished run directory, so the corpus profile renders."""
     rng = np.random.default_rng(1)
     cols = ["p_repeat", "p_repeat_same_sentence", "p_same_sentence", "anchor_fraction_mean", "attn_cls", "attn_sep",
             "attn_punct", "attn_prev", "attn_next"]
@@ -49,19 +48,19 @@ def _fake_run(root: Path, n_layers: int, n_heads: int, tokenizer) -> Path:
              "mean_distance": float(rng.uniform(2, 30)), "median_distance": float(rng.uniform(1, 20)),
              **{c: float(rng.beta(2, 5)) for c in cols}}
             for l in range(1, n_layers + 1) for h in range(1, n_heads + 1)]
-    pd.DataFrame(rows).to_parquet(root / "heads.parquet", index=False)
     import xarray as xr
+
+    from fake_run import run_meta, write_run
 
     d = np.arange(1, 128)
     hist = np.stack([[1000 * np.exp(-d / rng.uniform(3, 40)) for _ in range(n_heads)] for _ in range(n_layers)])
-    xr.Dataset({"distance_hist": (("layer", "head", "distance"), hist.round())},
-               coords={"layer": np.arange(1, n_layers + 1), "head": np.arange(1, n_heads + 1), "distance": d}
-               ).to_netcdf(root / "stats.nc")
+    ds = xr.Dataset({"distance_hist": (("layer", "head", "distance"), hist.round())},
+                    coords={"layer": np.arange(1, n_layers + 1), "head": np.arange(1, n_heads + 1), "distance": d})
     enc = tokenizer(["The Amazon is the largest river by discharge. It rises in the Andes."], padding="max_length",
                     max_length=32, truncation=True)
-    pd.DataFrame({"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}).to_parquet(
-        root / "windows.parquet", index=False)
-    return root
+    windows = pd.DataFrame({"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]})
+    return write_run(root, ds, windows, run_meta(n_layers, n_heads, 1, 32, 0.3, 3, name=name),
+                     pd.DataFrame(rows), pd.DataFrame({"layer": np.arange(1, n_layers + 1)}))
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +70,7 @@ def server(tmp_path_factory):
     from headsim.models import load_model
 
     model = load_model(device="cpu")
-    run = _fake_run(tmp_path_factory.mktemp("run") / "demo-run", model.n_layers, model.n_heads, model.tokenizer)
+    run = _fake_run(tmp_path_factory.mktemp("run") / "demo-run", model.n_layers, model.n_heads, model.tokenizer, model.name)
     app = create_app(model, run, allowed_hosts=LOOPBACK_HOSTS)
     port = _free_port()
     srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False))

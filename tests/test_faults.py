@@ -294,7 +294,7 @@ def test_6_merge_refuses_duplicates_and_other_settings(env, reference, tmp_path,
     bf16 = tmp_path / "bf16"  # a run that says bf16 (made by copying: a CPU cannot run one quickly)
     shutil.copytree(b, bf16)
     meta = json.loads((bf16 / "run.json").read_text())
-    meta["dtype"] = "bfloat16"
+    meta["dtype"] = meta["spec"]["dtype"] = "bfloat16"
     (bf16 / "run.json").write_text(json.dumps(meta))
     marker = bf16 / ".headsim"
     if marker.exists():
@@ -410,9 +410,68 @@ def test_9_small_validation_items(env, tmp_path, capsys, monkeypatch):
     with TestClient(create_app(str(model), allowed_hosts=("127.0.0.1",)), base_url="http://127.0.0.1") as c:
         r = c.get("/api/info", headers={"host": "attacker.example"})
         assert r.status_code == 400 and r.json()["fix"]
-    from test_explorer_api import make_run
 
-    run = make_run(tmp_path / "unfinished", 2, 4, stats=False, windows=False)
-    (run / "run.json").write_text(json.dumps({"model": {"name": "tiny"}, "seq_len": 32, "threshold": 0.3, "complete": False}))
-    with pytest.raises(HeadsimError, match="not finished"):
-        create_app(str(model), run)
+
+# -- case 10: every reader refuses a half-written, damaged or other-layout run with the same words ----
+
+#: each damage and the words of the one refusal every reader gives
+DAMAGES = {"unfinished": "is not finished", "no-run-json": "is not a headsim run", "missing-file": "is missing",
+           "checksum": "its checksum changed", "other-layout": "layout headsim.run/1", "unversioned": "no layout version"}
+
+
+def damage(run: Path, how: str) -> None:
+    meta = json.loads((run / "run.json").read_text())
+    if how == "no-run-json":
+        (run / "run.json").unlink()
+    elif how == "missing-file":
+        (run / "heads.parquet").unlink()
+    elif how == "checksum":
+        data = bytearray((run / "stats.nc").read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        (run / "stats.nc").write_bytes(bytes(data))
+    else:
+        if how == "unfinished":
+            meta["complete"] = False
+        elif how == "other-layout":
+            meta["layout"] = "headsim.run/1"
+        else:  # a run of a headsim from before the layout had a version
+            meta.pop("layout")
+        (run / "run.json").write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize("how", DAMAGES)
+def test_10_every_reader_refuses_a_broken_run_alike(env, reference, tmp_path, how):
+    from headsim.ablation.study import ablation_study
+    from headsim.explorer.api import Run as ExplorerRun
+    from headsim.merging import merge_runs
+    from headsim.report.build import build_report
+    from headsim.report.compare import compare_runs
+    from headsim.reproduction import reproduce
+    from headsim.rundir import RunDir
+
+    model, corpus, _ = env
+    run, good = tmp_path / "base" / "run", reference[200]
+    shutil.copytree(reference[48], run)
+    damage(run, how)
+    with pytest.raises(HeadsimError, match=DAMAGES[how]) as expected:
+        RunDir(run).check_finished()
+    readers = {
+        "report": lambda: build_report(run, tmp_path / "report"),
+        "compare": lambda: compare_runs([run, good], tmp_path / "compare"),
+        "merge": lambda: merge_runs([run, good], tmp_path / "merged"),
+        "explorer": lambda: ExplorerRun(run),
+        "ablate": lambda: ablation_study(str(model), tmp_path / "ablation", run_dir=run, progress=False),
+    }
+    if how not in ("unfinished", "no-run-json"):  # those two it resumes or starts afresh, as it should
+        readers["reproduce"] = lambda: reproduce(str(model), str(corpus), windows=48, seq_len=32, out=run.parent,
+                                                 progress=False)
+        readers["analyze --resume"] = lambda: analyze(str(model), str(corpus), windows=48, out=run, seq_len=32,
+                                                      batch_size=4, resume=True, progress=False)
+    for name, read in readers.items():
+        with pytest.raises(HeadsimError) as got:
+            read()
+        assert str(got.value) == str(expected.value), name
+    if how == "unversioned":  # the fix the refusal names works
+        assert "--overwrite" in expected.value.fix
+        analyze(str(model), str(corpus), windows=4, out=run, seq_len=32, overwrite=True, progress=False)
+        assert RunDir(run).check_finished()["windows"] == 4

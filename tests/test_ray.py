@@ -273,7 +273,7 @@ def test_a_decoder_family_on_ray_equals_the_single_process_run(cluster, tmp_path
     analyze(loaded, str(corpus), out=tmp_path / "local", windows=40, **RUN)
     analyze(loaded, str(corpus), out=tmp_path / "ray", windows=40, engine="ray", workers=2, share_windows=16, **RUN)
     assert_same_run(tmp_path / "local", tmp_path / "ray")
-    assert_same_meta(tmp_path / "local", tmp_path / "ray", "config")
+    assert_same_meta(tmp_path / "local", tmp_path / "ray", "spec")
     local, ray = load_run(tmp_path / "local").meta["corpus"], load_run(tmp_path / "ray").meta["corpus"]
     assert local["tokens"] is None and ray["tokens"] > 0  # with --windows the single process counts only what it needs
     assert {k: v for k, v in local.items() if v is not None} == {k: ray[k] for k in local if local[k] is not None}

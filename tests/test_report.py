@@ -354,7 +354,7 @@ def test_shares_without_tokenizer_fall_back_to_one_cls_and_sep_per_window(run_a:
     run = load_run_data(run_a, use_tokenizer=False)
     assert run.shares["punct"] is None
     assert run.shares["sep"] == pytest.approx(8 / run.shares["tokens"])
-    c1 = next(c for c in compute_claims(run.ds, run.heads, run.layers, run.meta, shares=run.shares)
+    c1 = next(c for c in compute_claims(run.dataset, run.heads, run.layers, run.meta, shares=run.shares)
               if c.id == "c1_separators")
     assert c1.verdict in VERDICTS and "[SEP]" in c1.measure and not c1.numbers["punctuation_counted"]
 
@@ -435,14 +435,14 @@ def test_report_of_a_missing_run_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "half" / "run.json").write_text("{}")
     with pytest.raises(HeadsimError) as info:
         build_report(tmp_path / "half", tmp_path / "out")
-    assert "stats.nc" in info.value.problem
+    assert "written by another version of headsim" in info.value.problem
 
 
 def test_labels_do_not_collide(tmp_path: Path) -> None:
     from headsim.report.compare import _labels
-    from headsim.report.build import RunData
+    from headsim.rundir import Run
 
-    runs = [RunData(tmp_path / "a" / "run", {}, xr.Dataset(), pd.DataFrame(), pd.DataFrame()),
-            RunData(tmp_path / "b" / "run", {}, xr.Dataset(), pd.DataFrame(), pd.DataFrame())]
+    runs = [Run(tmp_path / "a" / "run", {}, pd.DataFrame(), pd.DataFrame()),
+            Run(tmp_path / "b" / "run", {}, pd.DataFrame(), pd.DataFrame())]
     labels = _labels(runs)
     assert labels == ["a/run", "b/run"]

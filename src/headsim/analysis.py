@@ -6,6 +6,14 @@ accumulators (:mod:`headsim.stats`), so nothing bigger than one layer of one bat
 Every ``checkpoint_every`` windows (by default every 30 seconds) the accumulator state and the windows analysed so far are saved
 atomically; ``resume=True`` continues from there and ends with results identical to an
 uninterrupted run (same batches, same order of additions).
+
+:func:`analyze` goes in three steps after its quick checks (:func:`check_arguments`, and
+:func:`resume_settings` for the output directory and a resumed run's own settings): :func:`plan`
+(the model and corpus loaded, the windows counted, the batch size settled: a :class:`Plan` holding
+the run's :class:`~headsim.runspec.RunSpec` and ``run.json``), :func:`run` (the loop) and
+:func:`finalize` (agreement check, tables, commit). The run directory itself is
+:class:`headsim.rundir.RunDir`'s; the Ray engine (:mod:`headsim.ray_engine`) shares
+:func:`new_meta`, :func:`start_run`, :func:`finish_run` and :func:`check_engine`.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import closing
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import NamedTuple
@@ -31,27 +39,13 @@ from .corpus import Corpus, load_corpus
 from .errors import HeadsimError, require
 from .interrupts import Interrupted, StopRequests
 from .models import LoadedModel, as_loaded
+from .runspec import RunSpec, describe_changes, resume_flags
 from .sentences import check_splitter
 from .context_similarity import check_threshold
 from .stats import BatchInfo, CorpusStats, batch_info, heads_table, layers_table
-from .stats.backends import check_name, choose_backend, is_out_of_memory
+from .stats.backends import Choice, check_name, choose_backend, is_out_of_memory
 from .windows import Windows, check_seq_len, check_workers, iter_windows, token_counts
 from .workpool import available_cpus
-
-
-@dataclass(frozen=True)
-class AnalysisConfig:
-    """Everything that decides the numbers of a run (a resumed run must match it)."""
-
-    model_source: str
-    corpus_sha256: str
-    windows: int
-    seq_len: int
-    threshold: float
-    top_k_columns: int
-    batch_size: int
-    dtype: str
-    sentence_splitter: str
 
 
 class CorpusCount(NamedTuple):
@@ -342,6 +336,29 @@ def analyze(
             ``workers`` there); the same results either way.
     """
     params = dict(locals())  # for another engine, after the checks below
+    threshold = check_arguments(threshold, top_k_columns, windows, checkpoint_every, batch_size, sentence_splitter, workers,
+                                backend)
+    out_path = Path(out) if out is not None else None
+    windows, batch_size, dtype, backend = resume_settings(out_path, resume=resume, overwrite=overwrite, engine=engine,
+                                                          windows=windows, batch_size=batch_size, dtype=dtype,
+                                                          backend=backend)
+    if engine != "local":
+        from .ray_engine import run_engine
+        return run_engine(**dict(params, windows=windows, batch_size=batch_size, dtype=dtype, backend=backend))
+    settled = plan(model, corpus, windows=windows, seq_len=seq_len, threshold=threshold, top_k_columns=top_k_columns,
+                   batch_size=batch_size, device=device, dtype=dtype, text_field=text_field, text_column=text_column,
+                   sentence_splitter=sentence_splitter, allow_fewer=allow_fewer, backend=backend,
+                   checkpoint_every=checkpoint_every, workers=workers, progress=progress)
+    if out_path is None:
+        return run(settled, None)
+    with rundir.RunDir(out_path).writer(resume=resume, overwrite=overwrite) as run_dir:
+        meta = start_run(run_dir, settled.meta, resume=resume)
+        return load_result(out_path) if meta is None else run(replace(settled, meta=meta), run_dir)
+
+
+def check_arguments(threshold: float, top_k_columns: int, windows: int | None, checkpoint_every: int | None,
+                    batch_size: int | None, sentence_splitter: str, workers: int | None, backend: str | None = None) -> float:
+    """Refuse bad :func:`analyze` arguments before anything is loaded or written; the threshold as a float."""
     threshold = check_threshold(threshold)
     require(isinstance(top_k_columns, int) and top_k_columns >= 0, f"top_k_columns {top_k_columns!r} must be ≥ 0",
             "pass a small non-negative integer (e.g. 3)")
@@ -351,29 +368,69 @@ def analyze(
             "pass a positive number of windows, or leave it unset to checkpoint every 30 seconds")
     require(batch_size is None or (isinstance(batch_size, int) and batch_size >= 1),
             f"batch_size {batch_size!r} must be at least 1", "pass a positive batch size, or leave it unset for the automatic one")
-    check_splitter(sentence_splitter)  # before anything is written
+    check_splitter(sentence_splitter)
     if backend is not None:
         check_name(backend)
     if workers is not None:
         check_workers(workers)
-    out_path = Path(out) if out is not None else None
-    stored_meta = None
-    if out_path is not None:
-        run_dir = rundir.RunDir(out_path)
-        run_dir.check_target(resume=resume, overwrite=overwrite)  # before the slow model load
-        if resume:  # what the call leaves open is the run's own setting
-            stored_meta = run_dir.read_meta()
-            stored = stored_meta.get("config") or {}
-            windows = stored.get("windows") if windows is None else windows
-            batch_size = stored.get("batch_size") if batch_size is None else batch_size
-            dtype = stored.get("dtype") if dtype is None else dtype
-            backend = requested_backend(stored_meta) if backend is None else backend
-    backend = "auto" if backend is None else backend
-    if resume and out_path is not None:
-        check_engine(stored_meta, engine, out_path)
-    if engine != "local":
-        from .ray_engine import run_engine
-        return run_engine(**dict(params, windows=windows, batch_size=batch_size, dtype=dtype, backend=backend))
+    return threshold
+
+
+class Settings(NamedTuple):
+    """What an :func:`analyze` call leaves open, settled (on ``resume``, from the stored run)."""
+
+    windows: int | None
+    batch_size: int | None
+    dtype: str | None
+    backend: str
+
+
+def resume_settings(out_path: Path | None, *, resume: bool, overwrite: bool, engine: str, windows: int | None,
+                    batch_size: int | None, dtype: str | None, backend: str | None) -> Settings:
+    """Check the output directory before the slow model load; with ``resume``, what the call leaves
+    open (``windows``, ``batch_size``, ``dtype``, ``backend``) becomes the stored run's own setting.
+    ``backend`` left open is otherwise ``"auto"``."""
+    if out_path is None or not resume:
+        if out_path is not None:
+            rundir.RunDir(out_path).check_target(resume=resume, overwrite=overwrite)
+        return Settings(windows, batch_size, dtype, backend or "auto")
+    run_dir = rundir.RunDir(out_path)
+    run_dir.check_target(resume=resume, overwrite=overwrite)
+    stored_meta = run_dir.resume_meta()
+    check_engine(stored_meta, engine, out_path)
+    stored = RunSpec.from_meta(stored_meta, str(out_path / rundir.RUN_JSON))
+    return Settings(stored.windows if windows is None else windows, stored.batch_size if batch_size is None else batch_size,
+                    stored.dtype if dtype is None else dtype, backend or requested_backend(stored_meta))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What :func:`plan` settled before the first window: the model and corpus, the run's spec and the
+    ``run.json`` to start with, and how to run (checkpoints, windowing workers, progress)."""
+
+    loaded: LoadedModel
+    corpus: Corpus
+    spec: RunSpec
+    meta: dict
+    backend: Choice
+    checkpoint_every: int | None = None
+    workers: int | None = None
+    progress: object = True
+
+    def fresh(self) -> CorpusStats:
+        """Empty statistics for this run."""
+        s = self.spec
+        return CorpusStats(self.loaded.n_layers, self.loaded.n_heads, s.seq_len, threshold=s.threshold,
+                           top_k_columns=s.top_k_columns, device=self.loaded.device, backend=self.backend)
+
+
+def plan(model: LoadedModel | str | None, corpus: Corpus | str, *, windows: int | None, seq_len: int, threshold: float,
+         top_k_columns: int, batch_size: int | None, device: str | None, dtype: str | None, text_field: str,
+         text_column: str, sentence_splitter: str, allow_fewer: bool, backend: str = "auto", checkpoint_every: int | None = None,
+         workers: int | None = None, progress: object = True) -> Plan:
+    """Load the model and the corpus, settle the windows to analyse and the batch size: the run's
+    :class:`~headsim.runspec.RunSpec` and ``run.json`` (arguments checked by :func:`check_arguments`); the
+    statistics backend is chosen here, once (a named one that cannot run is refused before the run)."""
     loaded = as_loaded(model, device=device, dtype=dtype)
     choice = choose_backend(backend, loaded.device)  # a named backend that cannot run is refused here
     seq_len = check_seq_len(seq_len, loaded.max_seq_len)
@@ -386,23 +443,10 @@ def analyze(
                           specials=specials)
     target = window_target(corp, count, windows, seq_len, specials, allow_fewer)
     bs = int(batch_size) if batch_size is not None else default_batch_size(loaded, seq_len, choice.chosen)
-    config = AnalysisConfig(loaded.source, corp.sha256, target, seq_len, threshold, top_k_columns, bs,
-                            str(loaded.dtype).replace("torch.", ""), sentence_splitter)
-
-    def fresh() -> CorpusStats:
-        return CorpusStats(loaded.n_layers, loaded.n_heads, seq_len, threshold=threshold,
-                           top_k_columns=top_k_columns, device=loaded.device, backend=choice)
-
-    meta = new_meta(loaded.describe(), corp, corpus, count, config, device=str(loaded.device), backend=choice.record())
-    plan = _Plan(loaded, corp, fresh, target, bs, checkpoint_every, workers, sentence_splitter, seq_len,
-                 threshold, progress)
-    if out_path is None:
-        return _execute(plan, meta, None)
-    with rundir.RunDir(out_path).writer(resume=resume, overwrite=overwrite) as run_dir:
-        meta = start_run(run_dir, meta, resume=resume)
-        if meta is None:
-            return load_result(out_path)
-        return _execute(plan, meta, run_dir)
+    spec = RunSpec(loaded.source, corp.sha256, target, seq_len, threshold, top_k_columns, bs,
+                   str(loaded.dtype).replace("torch.", ""), sentence_splitter)
+    meta = new_meta(loaded.describe(), corp, corpus, count, spec, device=str(loaded.device), backend=choice.record())
+    return Plan(loaded, corp, spec, meta, choice, checkpoint_every, workers, progress)
 
 
 def window_target(corp: Corpus, count: CorpusCount, windows: int | None, seq_len: int, specials: int,
@@ -420,22 +464,20 @@ def window_target(corp: Corpus, count: CorpusCount, windows: int | None, seq_len
     return target
 
 
-def new_meta(model: dict, corp: Corpus, spec: object, count: CorpusCount, config: AnalysisConfig, *, device: str,
+def new_meta(model: dict, corp: Corpus, given: object, count: CorpusCount, spec: RunSpec, *, device: str,
              backend: dict, engine: str = "local") -> dict:
-    """``run.json`` of a run about to start (``complete: false``); ``spec``: the corpus as given;
+    """``run.json`` of a run about to start (``complete: false``); ``given``: the corpus as the call named it;
     ``backend``: the statistics backend requested and chosen (the run's end adds what ran)."""
     meta = {
         "model": model, "corpus": {"name": corp.name, "sha256": corp.sha256, "documents": len(corp),
                                    "tokens": count.tokens if count.complete else None,
                                    "windows_available": count.windows if count.complete else None},
-        "windows": config.windows, "seq_len": config.seq_len, "threshold": config.threshold,
-        "top_k_columns": config.top_k_columns, "batch_size": config.batch_size, "dtype": config.dtype, "device": device,
-        "sentence_splitter": config.sentence_splitter, "statistics_backend": dict(backend), "versions": rundir.package_versions(),
+        **spec.as_meta(), "device": device, "statistics_backend": dict(backend), "versions": rundir.package_versions(),
         "git_commit": rundir.git_commit(), "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "complete": False, "config": asdict(config), "engine": engine,
+        "complete": False, "engine": engine,
     }
-    if not isinstance(spec, Corpus):
-        meta["corpus"]["spec"] = str(spec)  # what --resume passes again
+    if not isinstance(given, Corpus):
+        meta["corpus"]["spec"] = str(given)  # what --resume passes again
     return meta
 
 
@@ -461,21 +503,20 @@ def start_run(run_dir: rundir.RunDir, meta: dict, *, resume: bool) -> dict | Non
     """Inside :meth:`RunDir.writer`: check a run to resume against ``meta`` and write ``run.json``;
     the meta to run with (a resumed run keeps its own), or ``None`` when the run is finished already."""
     if resume:
-        old = run_dir.read_meta()
-        changed = _changed_settings(old.get("config") or {}, meta["config"])
+        old = run_dir.resume_meta()
+        changed = RunSpec.from_meta(old).differences(RunSpec.from_meta(meta))
         if old.get("complete"):
             require(not changed, f"--resume: {str(run_dir.path)!r} already holds a finished run made with other settings "
-                    f"({_describe_changes(changed)})", "pass --overwrite to replace it, or another --out")
+                    f"({describe_changes(changed)})", "pass --overwrite to replace it, or another --out")
+            run_dir.check_finished()  # a damaged run is refused here, as by every reader
             warnings.warn(f"{str(run_dir.path)!r} already holds this run, finished: nothing to do", stacklevel=3)
             return None
         check_engine(old, meta.get("engine", "local"), run_dir.path)
         require(not changed, f"--resume refused: {str(run_dir.path)!r} was started with other settings "
-                f"({_describe_changes(changed)})",
-                f"pass the run's own settings ({_resume_flags(changed, old)}), or --overwrite to start again")
+                f"({describe_changes(changed)})",
+                f"pass the run's own settings ({resume_flags(changed, old)}), or --overwrite to start again")
         meta = old
-    meta["run_id"] = run_dir.run_id
-    rundir.write_json(run_dir.path / rundir.RUN_JSON, meta)
-    return meta
+    return run_dir.write_meta({**meta, "run_id": run_dir.run_id})
 
 
 def finish_run(meta: dict, stats: CorpusStats, names: tuple[str, str], elapsed: float, processed: int,
@@ -494,80 +535,43 @@ def finish_run(meta: dict, stats: CorpusStats, names: tuple[str, str], elapsed: 
     return Result(meta, ds, heads, layers, run_dir.path)
 
 
-@dataclass(frozen=True)
-class _Plan:
-    """What :func:`analyze` settled before the run: the model, corpus, settings and window target."""
+class _Pass(NamedTuple):
+    """What the loop of :func:`run` leaves for :func:`finalize`."""
 
-    loaded: LoadedModel
-    corpus: Corpus
-    fresh: Callable[[], CorpusStats]
-    target: int
-    batch_size: int
-    checkpoint_every: int | None
-    workers: int | None
-    sentence_splitter: str
-    seq_len: int
-    threshold: float
-    progress: object
+    position: int  # windows analysed in all (resumed ones included)
+    resumed: int  # windows the checkpoint held when this call started
+    parts: list  # window tables not yet checkpointed
+    first: Windows | None  # up to 16 windows, for the bf16/fp16 agreement check
+    elapsed: float
 
 
-#: the analyze option that sets each field of :class:`AnalysisConfig`
-_FLAGS = {"model_source": "--model", "corpus_sha256": "--corpus", "windows": "--windows", "seq_len": "--seq-len",
-          "threshold": "--threshold", "top_k_columns": "--top-k-columns", "batch_size": "--batch-size",
-          "dtype": "--dtype", "sentence_splitter": "--sentences"}
-
-
-def _changed_settings(old: dict, new: dict) -> dict[str, tuple]:
-    return {k: (old.get(k), v) for k, v in new.items() if old.get(k) != v}
-
-
-def _describe_changes(changed: dict[str, tuple]) -> str:
-    return ", ".join(f"{_FLAGS.get(k, k)}: run {a!r}, now {b!r}" for k, (a, b) in changed.items())
-
-
-def _resume_flags(changed: dict[str, tuple], old: dict) -> str:
-    """The options that give back the run's settings, as a user types them."""
-    parts = []
-    for key, (value, _) in changed.items():
-        if key == "corpus_sha256":
-            corpus = old.get("corpus") or {}
-            value = corpus.get("spec") or f"<the corpus {corpus.get('name')!r} the run was made from>"
-        parts.append(f"{_FLAGS.get(key, '--' + key)} {value}")
-    return " ".join(parts)
-
-
-def _execute(plan: _Plan, meta: dict, run_dir: rundir.RunDir | None) -> Result:
-    """Run the model over the windows into the statistics (checkpointed into ``run_dir``), then finish.
+def run(plan: Plan, run_dir: rundir.RunDir | None) -> Result:
+    """Run the model over the windows into the statistics (checkpointed into ``run_dir``), then :func:`finalize`.
 
     From here on a first SIGINT/SIGTERM only asks the loop to stop after the batch in hand (with a
     checkpoint and the line that says how to resume), whenever it arrives."""
     with StopRequests() as stop:
-        return _execute_steps(plan, meta, run_dir, stop)
+        stats, done = plan.fresh(), 0
+        saved = run_dir.load_checkpoint() if run_dir is not None else None
+        if saved is not None:
+            # fresh statistics (this run's backend) plus the checkpoint's, read on the host: an exact copy
+            stats, done = stats.merge(CorpusStats.from_state_dict(saved[0], backend="eager")), saved[1]
+        engine = Engine(plan.loaded, stats, plan.fresh)
+        plan.meta.setdefault("attention", engine.attention_source())
+        return finalize(plan, engine, _loop(plan, engine, done, run_dir, stop), run_dir)
 
 
-def _execute_steps(plan: _Plan, meta: dict, run_dir: rundir.RunDir | None, stop: StopRequests) -> Result:
-    loaded, corp, fresh, target, bs = plan.loaded, plan.corpus, plan.fresh, plan.target, plan.batch_size
-    checkpoint_every, workers, sentence_splitter = plan.checkpoint_every, plan.workers, plan.sentence_splitter
-    seq_len, threshold, progress = plan.seq_len, plan.threshold, plan.progress
-    stats, done = fresh(), 0
-    saved = run_dir.load_checkpoint() if run_dir is not None else None
-    if saved is not None:
-        # fresh statistics (this run's backend) plus the checkpoint's, read on the host: an exact copy
-        stats, done = stats.merge(CorpusStats.from_state_dict(saved[0], backend="eager")), saved[1]
-    engine = Engine(loaded, stats, fresh)
-    meta.setdefault("attention", engine.attention_source())
-    every = None if checkpoint_every is None else max(1, -(-checkpoint_every // bs)) * bs
-    last_save = time.perf_counter()
-    started = time.perf_counter()
-    n_workers = default_workers(loaded, target - done) if workers is None else workers
-    source = iter_windows((d.text for d in corp), loaded.tokenizer, seq_len, pack=True, batch_windows=bs,
-                          sentence_splitter=sentence_splitter, workers=n_workers, token_strings=False,
-                          framing=loaded.framing)
-    parts: list = []
-    first: Windows | None = None  # kept for the bf16/fp16 agreement check
-    part_start = done
-    position = 0
-    shown = _progress(progress, target, done)
+def _loop(plan: Plan, engine: Engine, done: int, run_dir: rundir.RunDir | None, stop: StopRequests) -> _Pass:
+    """Every batch from window ``done`` to the target through ``engine``, checkpointed when due."""
+    loaded, spec, target = plan.loaded, plan.spec, plan.spec.windows
+    every = None if plan.checkpoint_every is None else max(1, -(-plan.checkpoint_every // spec.batch_size)) * spec.batch_size
+    n_workers = default_workers(loaded, target - done) if plan.workers is None else plan.workers
+    source = iter_windows((d.text for d in plan.corpus), loaded.tokenizer, spec.seq_len, pack=True,
+                          batch_windows=spec.batch_size, sentence_splitter=spec.sentence_splitter, workers=n_workers,
+                          token_strings=False, framing=loaded.framing)
+    parts, first, part_start, position = [], None, done, 0
+    started = last_save = time.perf_counter()
+    shown = _progress(plan.progress, target, done)
     with shown as advance, closing(prefetch(source)) as batches:
         for batch in batches:
             if position >= target:
@@ -583,7 +587,7 @@ def _execute_steps(plan: _Plan, meta: dict, run_dir: rundir.RunDir | None, stop:
             parts.append(rundir.windows_table(position - take, batch.input_ids, batch.attention_mask, batch.sentence_ids))
             advance(take)
             if position >= target:
-                break  # the finished run is written below, with no checkpoint of its own
+                break  # the finished run is written by finalize, with no checkpoint of its own
             due = (time.perf_counter() - last_save >= CHECKPOINT_SECONDS) if every is None else position % every == 0
             if run_dir is not None and (due or stop.signum is not None):
                 run_dir.save_checkpoint(engine.stats.state_dict(), position, parts, part_start)
@@ -592,20 +596,31 @@ def _execute_steps(plan: _Plan, meta: dict, run_dir: rundir.RunDir | None, stop:
                 raise _stopped(stop.signum, position, target, run_dir)
         if position < target:
             shown.end_at(position)
-    elapsed = time.perf_counter() - started
-    if position < target:  # the windowing ran out: the corpus was not counted whole beforehand
-        _warn_fewer(corp, position)
-        meta["corpus"]["windows_available"] = position
-    meta["windows"] = position
-    if loaded.dtype != torch.float32 and first is not None and "agreement_vs_fp32" not in meta:
-        try:
-            reference = as_loaded(loaded.source, device=str(loaded.device), dtype="fp32")
-            meta["agreement_vs_fp32"] = {"identical_thresholded_elements": mask_agreement(loaded, reference, first, threshold),
-                                         "windows": len(first)}
-        except HeadsimError as exc:  # a model built in memory has no fp32 twin to load
-            meta["agreement_vs_fp32"] = {"not_measured": exc.problem}
+    return _Pass(position, done, parts, first, time.perf_counter() - started)
+
+
+def finalize(plan: Plan, engine: Engine, passed: _Pass, run_dir: rundir.RunDir | None) -> Result:
+    """Complete ``run.json`` (windows analysed, fp32 agreement of a bf16/fp16 run, the statistics
+    backend) and write the results (:func:`finish_run`: tables, commit, checkpoint removed)."""
+    meta, loaded = plan.meta, plan.loaded
+    if passed.position < plan.spec.windows:  # the windowing ran out: the corpus was not counted whole beforehand
+        _warn_fewer(plan.corpus, passed.position)
+        meta["corpus"]["windows_available"] = passed.position
+    meta["windows"] = passed.position
+    if loaded.dtype != torch.float32 and passed.first is not None and "agreement_vs_fp32" not in meta:
+        meta["agreement_vs_fp32"] = _agreement_vs_fp32(loaded, passed.first, plan.spec.threshold)
     meta["statistics_backend"] = engine.backend_record()
-    return finish_run(meta, engine.stats, (loaded.name, corp.name), elapsed, position - done, run_dir, parts)
+    return finish_run(meta, engine.stats, (loaded.name, plan.corpus.name), passed.elapsed, passed.position - passed.resumed,
+                      run_dir, passed.parts)
+
+
+def _agreement_vs_fp32(loaded: LoadedModel, first: Windows, threshold: float) -> dict:
+    """How the thresholded similarity of ``first`` agrees with the model's fp32 twin (:func:`mask_agreement`)."""
+    try:
+        reference = as_loaded(loaded.source, device=str(loaded.device), dtype="fp32")
+    except HeadsimError as exc:  # a model built in memory has no fp32 twin to load
+        return {"not_measured": exc.problem}
+    return {"identical_thresholded_elements": mask_agreement(loaded, reference, first, threshold), "windows": len(first)}
 
 
 def _stopped(signum: int, position: int, target: int, run_dir: rundir.RunDir | None, engine: str = "local") -> Interrupted:

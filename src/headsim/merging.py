@@ -7,29 +7,19 @@ are then derived again from the merged arrays.
 
 from __future__ import annotations
 
+import hashlib
 import os
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import xarray as xr
 
 from . import rundir
 from .errors import require
+from .runspec import RunSpec
 from .stats import heads_table, layers_table
-
-#: settings that change the numbers: shards must agree on every one to be added together
-MUST_MATCH = ("model.source", "model.n_layers", "model.n_heads", "seq_len", "threshold", "top_k_columns", "dtype",
-              "sentence_splitter")
-
-
-def _setting(meta: dict, key: str):
-    value = meta
-    for part in key.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
-
 
 def run_ids(run: rundir.Run) -> list[str]:
     """The ids of the analyze runs whose windows ``run`` holds (a merged run holds several)."""
@@ -46,10 +36,10 @@ def check_mergeable(runs: list[rundir.Run]) -> None:
             seen[rid] = run.path
     first = runs[0]
     for run in runs[1:]:
-        for key in MUST_MATCH:
-            a, b = _setting(first.meta, key), _setting(run.meta, key)
-            require(a == b, f"run {str(run.path)!r} has {key}={b!r}, run {str(first.path)!r} has {a!r}",
-                    "merge only runs made with the same model and settings (analyse the shards again with one setting)")
+        changed = first.spec.differences(run.spec, RunSpec.NUMBERS)
+        require(not changed, f"runs {str(first.path)!r} and {str(run.path)!r} differ in settings that change the numbers ("
+                + ", ".join(f"{key}: {a!r} vs {b!r}" for key, (a, b) in changed.items()) + ")",
+                "merge only runs made with the same model and settings (analyse the shards again with one setting)")
 
 
 def merge_datasets(datasets: list[xr.Dataset]) -> xr.Dataset:
@@ -67,7 +57,7 @@ def merge_datasets(datasets: list[xr.Dataset]) -> xr.Dataset:
 
 
 def merge_runs(run_dirs: list[str | os.PathLike], out: str | os.PathLike, *, overwrite: bool = False) -> Path:
-    """Merge finished runs into ``out`` (stats.nc, tables, windows.parquet, run.json).
+    """Merge finished runs into ``out``, a run directory like theirs.
 
     The merged run is written into a temporary directory beside ``out`` and renamed onto it only when
     complete; ``out`` may not be one of the inputs (nor inside one, nor hold one).
@@ -84,25 +74,29 @@ def merge_runs(run_dirs: list[str | os.PathLike], out: str | os.PathLike, *, ove
         rundir.RunDir(d).lock.check_free()
     runs = [rundir.load_run(d) for d in run_dirs]
     check_mergeable(runs)
-    first = runs[0].meta
     ds = merge_datasets([r.dataset for r in runs])
     with rundir.staged(out_path, overwrite=overwrite) as stage:
         tables, offset = [], 0
         for run in runs:
-            t = pq.read_table(run.path / rundir.WINDOWS)
+            t = run.window_table()
             t = t.set_column(t.schema.get_field_index("window"), "window",
                              pa.array(range(offset, offset + t.num_rows), type=pa.int64()))
             tables.append(t)
             offset += t.num_rows
-        meta = {key: first[key] for key in ("model", "seq_len", "threshold", "top_k_columns", "dtype", "device",
-                                             "sentence_splitter", "versions", "git_commit") if key in first}
-        meta.update({
-            "corpus": {"name": "+".join(r.meta["corpus"]["name"] for r in runs),
+        stage.commit(merged_meta(runs), ds, heads_table(ds), layers_table(ds), tables)
+    return out_path
+
+
+def merged_meta(runs: list[rundir.Run]) -> dict:
+    """``run.json`` of the merge: the first run's model and spec, the corpora and windows of all."""
+    first = runs[0].meta
+    windows = int(sum(r.meta["windows"] for r in runs))
+    shards = hashlib.sha256("+".join(r.spec.corpus_sha256 for r in runs).encode()).hexdigest()
+    spec = replace(runs[0].spec, corpus_sha256=shards, windows=windows)
+    meta = {key: first[key] for key in ("model", "device", "versions", "git_commit") if key in first}
+    return {**meta, **spec.as_meta(),
+            "corpus": {"name": "+".join(r.meta["corpus"]["name"] for r in runs), "sha256": shards,
                        "shards": [{"path": str(r.path), "corpus": r.meta["corpus"], "windows": r.meta["windows"]} for r in runs]},
-            "windows": int(sum(r.meta["windows"] for r in runs)),
             "merged_from": [str(r.path) for r in runs],
             "run_ids": [rid for r in runs for rid in run_ids(r)],
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        })
-        stage.commit(meta, ds, heads_table(ds), layers_table(ds), tables)
-    return out_path
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "complete": False}

@@ -446,10 +446,11 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
         share_windows: windows per share, rounded up to whole batches (default: about four shares per
             worker, at most 64 batches each).
     """
-    from .analysis import AnalysisConfig, CorpusCount, finish_run, load_result, new_meta, start_run, window_target
+    from .analysis import CorpusCount, finish_run, load_result, new_meta, start_run, window_target
     from .context_similarity import check_threshold
     from .corpus_uri import load_corpus_any
     from .interrupts import StopRequests
+    from .runspec import RunSpec
     from .sentences import check_splitter
     from .stats import CorpusStats
     from .windows import check_seq_len
@@ -478,9 +479,9 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
         count = CorpusCount(-(-tokens // content), tokens, True)
         target = window_target(corp, count, windows, seq_len, info["specials"], allow_fewer)
         bs = int(batch_size) if batch_size else int(info["batch_size"])
-        config = AnalysisConfig(info["source"], corp.sha256, target, seq_len, threshold, top_k_columns, bs,
-                                info["dtype"], sentence_splitter)
-        meta = new_meta(info["model"], corp, corpus, count, config, device=info["device"], backend=info["backend"],
+        spec = RunSpec(info["source"], corp.sha256, target, seq_len, threshold, top_k_columns, bs, info["dtype"],
+                       sentence_splitter)
+        meta = new_meta(info["model"], corp, corpus, count, spec, device=info["device"], backend=info["backend"],
                         engine="ray")
         meta["ray"] = {"share_windows": _share_size(share_windows, target, bs, n)}
         total = CorpusStats(info["model"]["n_layers"], info["model"]["n_heads"], seq_len, threshold=threshold,

@@ -7,6 +7,7 @@ settings; the report (figures, claims, index.html) is written into ``OUT``.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from . import rundir
@@ -15,6 +16,7 @@ from .corpus import Corpus, load_corpus
 from .errors import require
 from .inspection import Inspection, inspect_text
 from .models import as_loaded
+from .runspec import RunSpec
 
 #: windows analysed by default: a few minutes on 2 CPU cores with the embedded model (the paper: 20,000)
 DEFAULT_WINDOWS = 4000
@@ -47,13 +49,29 @@ def reproduce(
     run_dir = out_path / "run"
     loaded = as_loaded(model, device=device, dtype=dtype)
     corp = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
-    meta = rundir.read_json(run_dir / rundir.RUN_JSON) if (run_dir / rundir.RUN_JSON).exists() else None
-    finished = meta is not None and meta.get("complete", False)
-    same = finished and (meta["model"]["source"] == loaded.source and meta["corpus"]["sha256"] == corp.sha256
-                         and meta["seq_len"] == seq_len and meta["threshold"] == threshold
-                         and (windows is None or meta["windows"] == min(windows, meta["corpus"]["windows_available"] or windows)))
+    meta = _stored_meta(run_dir)
+    finished = meta is not None and meta.get("complete") is True
+    same = finished and _same_run(meta, loaded.source, corp.sha256, windows, seq_len, threshold)
     if not same:  # a finished run with other settings is replaced; an unfinished one is resumed
         analyze(loaded, corp, windows=windows, out=run_dir, seq_len=seq_len, threshold=threshold, batch_size=batch_size,
                 overwrite=finished, resume=meta is not None and not finished, progress=progress)
     example = example_inspection(corp, loaded, seq_len=seq_len, threshold=threshold)
     return build_report(run_dir, out_path, example)
+
+
+def _stored_meta(run_dir: Path) -> dict | None:
+    """``run.json`` of the run already in ``run_dir`` (``None`` when there is none); a run written by
+    another headsim version is refused, as every command refuses it."""
+    stored = rundir.RunDir(run_dir)
+    meta = stored.read_meta() if run_dir.is_dir() else None
+    if meta is not None:
+        stored.check_layout(meta)
+    return meta
+
+
+def _same_run(meta: dict, source: str, corpus_sha256: str, windows: int | None, seq_len: int, threshold: float) -> bool:
+    """The stored run was made with these settings (``windows``: as asked, or all the corpus gives)."""
+    spec = RunSpec.from_meta(meta)
+    asked = replace(spec, model_source=source, corpus_sha256=corpus_sha256, seq_len=seq_len, threshold=threshold)
+    available = meta["corpus"].get("windows_available") or windows
+    return not spec.differences(asked) and (windows is None or meta["windows"] == min(windows, available))

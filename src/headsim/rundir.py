@@ -1,16 +1,19 @@
-"""A run directory on disk: what `headsim analyze` and `headsim merge` write and `report`, `merge`, `serve` read.
+"""A run directory on disk: the one place that knows its layout. `headsim analyze` and `merge` write
+runs through :class:`RunDir`; `report`, `compare`, `reproduce`, `merge`, `ablate` and the explorer
+read them only through :meth:`RunDir.load` (a :class:`Run`).
 
-Layout::
+Layout (:data:`LAYOUT`, recorded in the marker and in ``run.json``)::
 
-    .headsim          marker, written before anything else: {"kind", "run_id", "created"}
+    .headsim          marker, written before anything else: {"kind", "layout", "run_id", "created"}
     .headsim.lock     while a process writes the run: {"pid", "host", "start", "since"}
-    run.json          model, corpus (name, sha256), windows, seq_len, threshold, dtype, device,
-                      package versions, git commit, timings, run_id; once finished "files" (size and
-                      sha256 of every result file) and "complete": true
+    run.json          "layout"; "spec" (:class:`~headsim.runspec.RunSpec`: the settings that decide
+                      the numbers) and the settings shown at the top level; model, corpus (name,
+                      sha256), device, package versions, git commit, timings, run_id; once finished
+                      "files" (size and sha256 of every result file) and "complete": true
     stats.nc          labelled arrays (xarray Dataset, netCDF4 via h5netcdf)
     heads.parquet     one row per (layer, head), 1-based
     layers.parquet    one row per layer
-    windows.parquet   one row per analysed window: input_ids, attention_mask, sentence_ids
+    windows.parquet   one row per analysed window: window, input_ids, attention_mask, sentence_ids
     checkpoint/       while running: manifest.json (windows done; state and window parts with sizes
                       and sha256), state-NNNNNNNNN.npz, windows-NNNNNNNNN.parquet (removed when complete)
 
@@ -21,8 +24,9 @@ Layout::
   outputs; otherwise it refuses and names what else is there.
 - one writer at a time: the lock is taken before the first write and held until the process is done;
   a lock whose process is gone (same host, PID not alive or reused) is taken over.
-- finished means ``run.json`` says complete and every file it lists has its size and checksum; every
-  reader checks this, so a damaged or half-written run never looks finished.
+- finished means ``run.json`` has this layout, says complete, and every file it lists has its size
+  and checksum; every reader checks this (:meth:`RunDir.check_finished`), so a damaged, half-written
+  or older-layout run never looks finished, and the refusal reads the same in every command.
 - a checkpoint is committed by its manifest, written last; resume verifies every part it names.
 - every file is written under a temporary name and moved into place; write failures (full disk,
   no permission) become one-line errors.
@@ -44,6 +48,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -54,12 +59,15 @@ import pyarrow.parquet as pq
 import xarray as xr
 
 from .errors import HeadsimError, require
+from .runspec import RunSpec
 
 RUN_JSON, STATS_NC, HEADS, LAYERS, WINDOWS = "run.json", "stats.nc", "heads.parquet", "layers.parquet", "windows.parquet"
 RESULT_FILES = (STATS_NC, HEADS, LAYERS, WINDOWS)
 CHECKPOINT, MANIFEST = "checkpoint", "manifest.json"
 MARKER, LOCK = ".headsim", ".headsim.lock"
 MARKER_KIND = "headsim run"
+#: the layout this version writes and reads; a run with another (or none: older headsim) is refused
+LAYOUT = "headsim.run/2"
 
 # What headsim itself writes into a run directory (anything else is the user's): the run's files,
 # the report's outputs (`headsim report RUN` writes into the run by default), the checkpoint, and the
@@ -67,7 +75,7 @@ MARKER_KIND = "headsim run"
 _REPORT = r"index\.html|claims\.(json|csv)|fig\d\d\w*\.(png|svg)"
 _EXAMPLE = r"fig\d\d\w*\.(png|svg|csv|parquet)|similarity\.(png|svg)|tokens\.(csv|parquet)|inspect\.json"
 _CHECKPOINT_FILES = r"manifest\.json|state(-\d+)?\.npz|progress\.json|windows-\d+\.parquet"
-_RUN_FILES = r"run\.json|stats\.nc|heads\.parquet|layers\.parquet|windows\.parquet|\.headsim|\.headsim\.lock"
+_RUN_FILES = "|".join(re.escape(name) for name in (RUN_JSON, *RESULT_FILES, MARKER, LOCK))
 
 
 @dataclass(frozen=True)
@@ -377,17 +385,70 @@ class RunLock:
 
 @dataclass
 class Run:
-    """A finished run loaded from disk."""
+    """A finished run, read by :meth:`RunDir.load`: ``run.json`` (:attr:`meta`), its :attr:`spec` and
+    the two summary tables at once; the statistics (:attr:`dataset`) and the windows when first used.
+    :meth:`open_dataset` and :meth:`window_table` read lazily (one head of the statistics, the first
+    rows of the windows) for readers such as the explorer that never need the whole files."""
 
     path: Path
     meta: dict
-    dataset: xr.Dataset
     heads: pd.DataFrame
     layers: pd.DataFrame
 
+    @property
+    def spec(self) -> RunSpec:
+        return RunSpec.from_meta(self.meta, str(self.path / RUN_JSON))
+
+    @property
+    def model(self) -> dict:
+        model = self.meta.get("model")
+        return model if isinstance(model, dict) else {}
+
+    @cached_property
+    def dataset(self) -> xr.Dataset:
+        """The statistics (``stats.nc``), read whole on first use."""
+        return read_dataset(self.path / STATS_NC)
+
+    @contextmanager
+    def open_dataset(self) -> Iterator[xr.Dataset]:
+        """The statistics opened lazily: only what is selected is read (closed when the block ends)."""
+        path = self.path / STATS_NC
+        try:
+            ds = xr.open_dataset(path, engine="h5netcdf")
+        except Exception as exc:  # noqa: BLE001 - h5py, xarray and OS errors for a damaged file
+            raise _damaged(path, exc) from exc
+        with ds:
+            yield ds
+
+    @cached_property
     def windows(self) -> pd.DataFrame:
-        """The analysed windows (input_ids, attention_mask, sentence_ids per row)."""
+        """The analysed windows (window, input_ids, attention_mask, sentence_ids per row)."""
         return read_table(self.path / WINDOWS)
+
+    def window_table(self, rows: int | None = None, columns: list[str] | None = None) -> pa.Table:
+        """The windows as an Arrow table: the first ``rows`` only (all by default), ``columns`` only."""
+        path = self.path / WINDOWS
+        try:
+            if rows is None:
+                return pq.read_table(path, columns=columns)
+            batch = next(pq.ParquetFile(path).iter_batches(batch_size=rows, columns=columns), None)
+            return pa.Table.from_batches([batch]) if batch is not None else pq.read_schema(path).empty_table()
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a damaged file
+            raise _damaged(path, exc) from exc
+
+    @property
+    def n_windows(self) -> int:
+        return int(self.meta.get("windows", 0))
+
+    @property
+    def threshold(self) -> float:
+        return float(self.meta["threshold"])
+
+    def sentences_per_window(self) -> float:
+        """Mean number of sentences in a window (NaN for a run without windows)."""
+        if not len(self.windows):
+            return float("nan")
+        return float(np.mean([len({s for s in np.asarray(ids).tolist() if s >= 0}) for ids in self.windows["sentence_ids"]]))
 
 
 def _headsim_meta(meta: object) -> bool:
@@ -462,17 +523,32 @@ class RunDir:
 
     def settings(self) -> dict:
         """The analyze settings this run was started with, as :func:`headsim.analyze` arguments
-        (for ``--resume`` without repeating them); empty when the run does not record them."""
-        meta = self.read_meta() or {}
-        config = meta.get("config") or {}
-        names = {"model_source": "model", "windows": "windows", "seq_len": "seq_len", "threshold": "threshold",
-                 "top_k_columns": "top_k_columns", "batch_size": "batch_size", "dtype": "dtype",
-                 "sentence_splitter": "sentence_splitter"}
-        out = {arg: config[key] for key, arg in names.items() if key in config}
+        (for ``--resume`` without repeating them); empty when there is no run here yet."""
+        meta = self.read_meta()
+        if meta is None:
+            return {}
+        self.check_layout(meta)
+        out = RunSpec.from_meta(meta, str(self.path / RUN_JSON)).analyze_args()
         spec = (meta.get("corpus") or {}).get("spec")
         if spec is not None:
             out["corpus"] = spec
         return out
+
+    def check_layout(self, meta: dict) -> None:
+        """Refuse a ``run.json`` written with another layout than :data:`LAYOUT` (another headsim version)."""
+        got = meta.get("layout")
+        require(got == LAYOUT, f"run {str(self.path)!r} was written by another version of headsim "
+                f"({f'layout {got}' if got else 'no layout version'}; this version reads layout {LAYOUT})",
+                f"analyse it again with this version: headsim analyze --out {self.path} --overwrite "
+                "(with the run's --model, --corpus and settings)")
+
+    def resume_meta(self) -> dict:
+        """``run.json`` of the run ``--resume`` continues (this layout; :meth:`check_target` saw it exists)."""
+        meta = self.read_meta()
+        require(meta is not None, f"nothing to resume in {str(self.path)!r} (the run stopped before its first write)",
+                "start the run again without --resume (add --overwrite to replace what is there)")
+        self.check_layout(meta)
+        return meta
 
     def check_target(self, *, resume: bool, overwrite: bool) -> None:
         """Refuse, before anything is written, an output this run must not use (reads only)."""
@@ -506,8 +582,7 @@ class RunDir:
                     "move them out of the run directory, or pass another --out (headsim deletes only its own files)")
             return
         if resume:
-            require((p / RUN_JSON).is_file(), f"nothing to resume in {shown!r} (the run stopped before its first write)",
-                    "start the run again without --resume (add --overwrite to replace what is there)")
+            self.resume_meta()
             return
         if self.holds_run():
             raise HeadsimError(f"output directory {shown!r} already holds another run",
@@ -519,7 +594,7 @@ class RunDir:
     # -- writing ------------------------------------------------------------------------------
 
     def _write_marker(self) -> None:
-        write_json(self.path / MARKER, {"kind": MARKER_KIND, "run_id": uuid.uuid4().hex, "created": _now()})
+        write_json(self.path / MARKER, {"kind": MARKER_KIND, "layout": LAYOUT, "run_id": uuid.uuid4().hex, "created": _now()})
 
     def _clear(self) -> None:
         """Delete the previous run (only headsim's files: :meth:`check_target` checked)."""
@@ -555,6 +630,12 @@ class RunDir:
             yield self
         finally:
             self.lock.release()
+
+    def write_meta(self, meta: dict) -> dict:
+        """Write ``run.json`` (with this version's :data:`LAYOUT`); returns what was written."""
+        meta = {**meta, "layout": LAYOUT}
+        write_json(self.path / RUN_JSON, meta)
+        return meta
 
     # -- the checkpoint -----------------------------------------------------------------------
 
@@ -693,39 +774,38 @@ class RunDir:
         write_table(self.path / HEADS, heads)
         write_table(self.path / LAYERS, layers)
         self._write_windows(parts)
-        meta = {**meta, "run_id": self.run_id, "complete": True,
-                "files": {name: file_record(self.path / name) for name in RESULT_FILES}}
-        write_json(self.path / RUN_JSON, meta)
+        meta = self.write_meta({**meta, "run_id": self.run_id, "complete": True,
+                                "files": {name: file_record(self.path / name) for name in RESULT_FILES}})
         if self.checkpoint.is_dir() and not _foreign(self.checkpoint, _CHECKPOINT_OWN):
             shutil.rmtree(self.checkpoint, ignore_errors=True)
         return meta
 
     # -- reading ------------------------------------------------------------------------------
 
-    def check_finished(self, required: tuple[str, ...] = (STATS_NC, HEADS, LAYERS)) -> dict:
-        """``run.json`` of a finished run, every file it lists verified; one-line errors otherwise."""
+    def check_finished(self) -> dict:
+        """``run.json`` of a finished run of this layout, every file it lists verified; one-line
+        errors otherwise, the same for every reader."""
         p, shown = self.path, str(self.path)
         require(p.is_dir(), f"run directory {shown!r} does not exist", "pass a directory written by headsim analyze")
-        require((p / RUN_JSON).is_file(), f"{shown!r} is not a headsim run (no run.json)", "run headsim analyze --out DIR first")
+        require((p / RUN_JSON).is_file(), f"{shown!r} is not a headsim run (no {RUN_JSON})",
+                f"pass a directory written by headsim analyze (headsim analyze --out {p} …)")
         meta = read_json(p / RUN_JSON)
+        self.check_layout(meta)
         require(meta.get("complete") is True, f"run {shown!r} is not finished",
                 f"finish it with headsim analyze --out {p} --resume")
         fix = f"the run is damaged: run it again (headsim analyze --out {p} --overwrite …) or restore its files"
         files = meta.get("files")
-        if files is not None:
-            require(isinstance(files, dict), f"{str(p / RUN_JSON)!r} has a malformed file list", fix)
-            for name, record in files.items():
-                require(isinstance(record, dict) and "/" not in name, f"{str(p / RUN_JSON)!r} has a malformed file list", fix)
-                check_file(p / name, record, "run file", fix)
-        missing = [n for n in required if not (p / n).is_file()]
-        require(not missing, f"{shown!r} is not a finished headsim run (missing {', '.join(missing)})", fix)
+        malformed = f"{str(p / RUN_JSON)!r} has a malformed file list"
+        require(isinstance(files, dict) and set(RESULT_FILES) <= set(files), malformed, fix)
+        for name, record in files.items():
+            require(isinstance(record, dict) and "/" not in name, malformed, fix)
+            check_file(p / name, record, "run file", fix)
         return meta
 
     def load(self) -> Run:
-        """Read a finished run (:meth:`check_finished` first)."""
+        """Read a finished run (:meth:`check_finished` first): the meta and tables now, the rest on use."""
         meta = self.check_finished()
-        return Run(self.path, meta, read_dataset(self.path / STATS_NC), read_table(self.path / HEADS),
-                   read_table(self.path / LAYERS))
+        return Run(self.path, meta, read_table(self.path / HEADS), read_table(self.path / LAYERS))
 
 
 def load_run(path: str | os.PathLike) -> Run:

@@ -22,6 +22,7 @@ import pandas as pd
 
 from ..errors import require
 from ..models import LoadedModel, as_loaded
+from ..rundir import Run, load_run
 from .curves import curve_points, removable
 from .importance import ROLES, ascending, descending, gradient_importance, label, random_orders, rank_correlation, role_scores
 from .intervention import MODES, ablate, head_means
@@ -101,13 +102,11 @@ def _progress(enabled: bool):
                     TimeRemainingColumn(), disable=not enabled, transient=False)
 
 
-def _run_roles(run_dir, loaded: LoadedModel) -> tuple[dict[str, np.ndarray], str]:
-    from ..rundir import load_run
-
-    run = load_run(run_dir)
+def _run_roles(run: Run, loaded: LoadedModel) -> tuple[dict[str, np.ndarray], str]:
+    """Role scores of every head from a finished run (:class:`headsim.rundir.Run`) of ``loaded``."""
     source = run.meta.get("model", {}).get("source")
     require(source is not None and os.path.realpath(str(source)) == os.path.realpath(loaded.source),
-            f"the statistics run {str(run_dir)!r} was made with model {source!r}, not {loaded.source!r}",
+            f"the statistics run {str(run.path)!r} was made with model {source!r}, not {loaded.source!r}",
             "pass a run of the same model (headsim analyze --model …), or leave out --run")
     return role_scores(run.heads, loaded.n_layers, loaded.n_heads), str(run.path)
 
@@ -127,11 +126,12 @@ def ablation_study(model=None, out: str | os.PathLike = "ablation-out", *, run_d
     require(not out.exists() or (out.is_dir() and (not any(out.iterdir()) or (out / ABLATION_JSON).is_file())),
             f"--out {str(out)!r} holds files that are not an ablation study", "choose a new or empty directory")
     started, cpu_started = time.time(), time.process_time()
+    run = load_run(run_dir) if run_dir is not None else None  # refused before the slow model load
     tasks = get_tasks(list(config.tasks))
     loaded = as_loaded(model, device=device)
     primary, primary_metric = tasks[0], tasks[0].metrics[0]
     grad_task = next((t for t in tasks if t.name == config.gradient_task), None) or get_tasks([config.gradient_task])[0]
-    roles, run_path = _run_roles(run_dir, loaded) if run_dir is not None else ({}, None)
+    roles, run_path = _run_roles(run, loaded) if run is not None else ({}, None)
     L, H = loaded.n_layers, loaded.n_heads
     n = L * H
     k = max(1, int(round(config.group_fraction * n)))

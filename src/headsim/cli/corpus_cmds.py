@@ -16,9 +16,9 @@ def _from_run(ctx: typer.Context, out: Path, given: dict) -> dict:
     """``--resume``: every option left at its default takes the run's own setting."""
     from ..rundir import RunDir
 
-    if not (out / "run.json").is_file():
+    stored = RunDir(out).settings() if out.is_dir() else {}
+    if not stored:
         return given
-    stored = RunDir(out).settings()
     stored["sentences"] = stored.pop("sentence_splitter", None)
     result = dict(given)
     for name, value in stored.items():

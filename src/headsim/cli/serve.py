@@ -59,7 +59,7 @@ def check_bind(host: str, port: int) -> None:
 @app.command()
 def serve(
     model: str = Model,
-    run: Optional[Path] = typer.Option(None, "--run", help="A run directory (heads.parquet, stats.nc, windows.parquet): "
+    run: Optional[Path] = typer.Option(None, "--run", help="A finished run directory (from headsim analyze): "
                                                            "colours heads by corpus statistics and shows each head's profile."),
     host: str = typer.Option(DEFAULT_HOST, "--host", help="Address to listen on (default: this machine only). "
                                                           "Anything else lets other machines run the model."),

@@ -8,12 +8,9 @@ focus by the corpus statistics' own function), block averages come from :mod:`he
 Layers and heads are 1-based in every payload (as in every figure and table); token positions are
 0-based ([CLS] = 0).
 
-A run directory (written by the corpus statistics) is read-only input:
-
-* ``heads.parquet``: one row per head, ``layer`` and ``head`` 1-based (required);
-* ``stats.nc``: ``distance_hist[layer, head, distance]`` (optional; read lazily, one head at a time);
-* ``windows.parquet``: an ``input_ids`` list column (optional; the first few rows are decoded for
-  the example menu).
+A run directory is read-only input, read through :meth:`headsim.rundir.RunDir.load` (only a
+finished run): its head table once, one head's distance histogram and the first few windows (for the
+example menu) on request.
 """
 
 from __future__ import annotations
@@ -291,34 +288,17 @@ def head_payload(prepared: Prepared, wd: TextView, loaded: LoadedModel, layer: i
 
 
 class Run:
-    """A run directory's head statistics, read once; its larger files are read lazily."""
-
-    HEADS, STATS, WINDOWS, META = "heads.parquet", "stats.nc", "windows.parquet", "run.json"
+    """A finished run as the explorer shows it (:meth:`headsim.rundir.RunDir.load`: a directory that is
+    not one, or an unfinished, damaged or older-layout run, is refused as by every other command):
+    head statistics read once, one head's distance histogram and the first windows read on request."""
 
     def __init__(self, path: str | Path) -> None:
-        root = Path(path).expanduser()
-        require(root.is_dir(), f"run directory {str(path)!r} does not exist",
-                "pass --run with a directory written by the corpus statistics (it holds heads.parquet)", status=404)
-        heads_file = root / self.HEADS
-        require(heads_file.is_file(), f"run directory {str(path)!r} has no {self.HEADS}",
-                "pass the directory of a finished run (heads.parquet, stats.nc, windows.parquet)", status=404)
-        try:
-            heads = pd.read_parquet(heads_file)
-        except Exception as exc:  # pyarrow raises several types for a broken file
-            raise HeadsimError(f"cannot read {heads_file}: {str(exc).splitlines()[0]}",
-                               "rewrite the run, or pass another --run directory") from exc
-        missing = [c for c in ("layer", "head") if c not in heads.columns]
-        require(not missing, f"{heads_file} has no column(s) {', '.join(missing)}",
-                "pass a run whose heads.parquet has one row per head with 1-based layer and head")
-        require(len(heads) > 0 and int(heads["layer"].min()) >= 1 and int(heads["head"].min()) >= 1,
-                f"{heads_file} has no rows or 0-based layer/head numbers",
-                "heads.parquet numbers layers and heads from 1")
+        self.run = RunDir(Path(path).expanduser()).load()
+        heads = self.run.heads.copy()
         if {"p_same_sentence", "p_same_sentence_chance"} <= set(heads.columns):
             heads["p_same_sentence_excess"] = heads["p_same_sentence"] - heads["p_same_sentence_chance"]
-        if (root / self.META).exists():  # a run.json must pass what every other command checks
-            RunDir(root).check_finished(required=(self.HEADS,))
-        self.path = root
-        self.meta = _read_meta(root / self.META)
+        self.path = self.run.path
+        self.meta = self.run.meta
         self.warnings: list[str] = []
         self.heads = heads.sort_values(["layer", "head"]).reset_index(drop=True)
         self.n_layers = int(self.heads["layer"].max())
@@ -342,15 +322,14 @@ class Run:
                 f"run {str(self.path)!r} has {self.n_layers} layers × {self.n_heads} heads but model "
                 f"{loaded.name!r} has {loaded.n_layers} × {loaded.n_heads}",
                 "start the server with the --model the run was made with")
-        made_with = (self.meta.get("model") or {}) if isinstance(self.meta.get("model"), dict) else {}
-        if made_with.get("name") and made_with.get("name") != loaded.name:
-            self.warnings.append(f"the run was made with model {made_with['name']!r} but the server runs "
+        made_with = self.run.model.get("name")
+        if made_with and made_with != loaded.name:
+            self.warnings.append(f"the run was made with model {made_with!r} but the server runs "
                                  f"{loaded.name!r}: its windows are decoded with the server's tokenizer")
 
     @property
     def model_name(self) -> str | None:
-        model = self.meta.get("model")
-        return model.get("name") if isinstance(model, dict) else (model if isinstance(model, str) else None)
+        return self.run.model.get("name")
 
     def describe(self) -> dict:
         return {
@@ -360,22 +339,7 @@ class Run:
             "n_layers": self.n_layers,
             "n_heads": self.n_heads,
             "stats": self.stat_columns,
-            "has_distance_hist": (self.path / self.STATS).is_file(),
-            "has_windows": (self.path / self.WINDOWS).is_file(),
         }
-
-
-def _read_meta(path: Path) -> dict:
-    """``run.json`` (optional): the run's model, corpus and whether it finished; ``{}`` if absent or unreadable."""
-    if not path.is_file():
-        return {}
-    import json
-
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return meta if isinstance(meta, dict) else {}
 
 
 def info_payload(loaded: LoadedModel, run: Run | None, max_text_bytes: int) -> dict:
@@ -395,7 +359,7 @@ def info_payload(loaded: LoadedModel, run: Run | None, max_text_bytes: int) -> d
 def heads_payload(run: Run | None) -> dict:
     """Every head's statistics from the run (404 when no run is loaded)."""
     require(run is not None, "no run is loaded, so there are no corpus head statistics",
-            "start the server with --run DIR (a run directory holding heads.parquet)", status=404)
+            "start the server with --run DIR (a run directory written by headsim analyze)", status=404)
     cols = ["layer", "head"] + run.stat_columns
     rows = [{k: _json_value(v) for k, v in rec.items()} for rec in run.heads[cols].to_dict(orient="records")]
     return {
@@ -409,43 +373,12 @@ def heads_payload(run: Run | None) -> dict:
     }
 
 
-def _select_head(da, dim: str, value: int):
-    """Pick a 1-based layer/head from a DataArray whose coordinate may be 1-based, 0-based or absent."""
-    if dim in da.coords:
-        coord = np.asarray(da.coords[dim].values)
-        if coord.size and coord.min() == 1:
-            return da.sel({dim: value})
-        if coord.size and coord.min() == 0:
-            return da.sel({dim: value - 1})
-    return da.isel({dim: value - 1})
-
-
-def distance_histogram(run: Run, layer: int, head: int) -> dict | None:
-    """``distance_hist[layer, head, :]`` of ``stats.nc`` (read lazily); ``None`` without one."""
-    path = run.path / Run.STATS
-    if not path.is_file():
-        return None
-    import xarray as xr
-
-    with run._io:
-        try:
-            with xr.open_dataset(path) as ds:
-                if "distance_hist" not in ds:
-                    return None
-                da = ds["distance_hist"]
-                if not {"layer", "head"} <= set(da.dims):
-                    return None
-                da = _select_head(_select_head(da, "layer", layer), "head", head)
-                require(da.ndim == 1, f"{path} distance_hist has dims {da.dims}", "expected [layer, head, distance]")
-                dim = da.dims[0]
-                counts = np.asarray(da.values, dtype=np.float64)
-                distance = (np.asarray(da.coords[dim].values) if dim in da.coords else np.arange(counts.size))
-        except HeadsimError:
-            raise
-        except Exception as exc:  # broken or foreign netCDF file
-            raise HeadsimError(f"cannot read {path}: {str(exc).splitlines()[0]}",
-                               "rewrite the run's stats.nc, or remove it to browse without histograms",
-                               status=500) from exc
+def distance_histogram(run: Run, layer: int, head: int) -> dict:
+    """``distance_hist[layer, head, :]`` of the run's statistics (1-based; read lazily, that head only)."""
+    with run._io, run.run.open_dataset() as ds:
+        da = ds["distance_hist"].sel(layer=layer, head=head)
+        counts = np.asarray(da.values, dtype=np.float64)
+        distance = np.asarray(da["distance"].values)
     return {"distance": [_json_value(x) for x in distance.tolist()],
             "count": [_json_value(x) for x in counts.tolist()]}
 
@@ -453,13 +386,13 @@ def distance_histogram(run: Run, layer: int, head: int) -> dict | None:
 def profile_payload(run: Run | None, layer: int, head: int) -> dict:
     """One head's corpus profile: its statistics, their rank among heads, layer means, distance histogram."""
     require(run is not None, "no run is loaded, so there is no corpus profile",
-            "start the server with --run DIR (a run directory holding heads.parquet)", status=404)
+            "start the server with --run DIR (a run directory written by headsim analyze)", status=404)
     l = check_index(layer, run.n_layers, "layer") + 1
     h = check_index(head, run.n_heads, "head") + 1
     table = run.heads
     sel = table[(table["layer"] == l) & (table["head"] == h)]
     require(len(sel) == 1, f"run {run.name!r} has no statistics for layer {l}, head {h}",
-            "the run's heads.parquet is incomplete; rerun the statistics")
+            "the run's head table is incomplete; rerun the statistics")
     cols = run.stat_columns
     row = sel.iloc[0]
     ranks = table[cols].rank(ascending=False, method="min")
@@ -479,31 +412,12 @@ def profile_payload(run: Run | None, layer: int, head: int) -> dict:
 
 
 def run_windows(run: Run, tokenizer, k: int = RUN_WINDOWS) -> list[dict]:
-    """The first ``k`` windows of the run's ``windows.parquet``, decoded back to text."""
-    path = run.path / Run.WINDOWS
-    if not path.is_file():
-        return []
-    import pyarrow.parquet as pq
-
+    """The first ``k`` windows of the run, decoded back to text."""
     with run._io:
-        try:
-            pf = pq.ParquetFile(path)
-            names = pf.schema_arrow.names
-            if "input_ids" not in names:
-                return []
-            cols = ["input_ids"] + (["attention_mask"] if "attention_mask" in names else [])
-            batch = next(pf.iter_batches(batch_size=k, columns=cols), None)
-        except Exception as exc:
-            raise HeadsimError(f"cannot read {path}: {str(exc).splitlines()[0]}",
-                               "rewrite the run's windows.parquet, or remove it", status=500) from exc
-    if batch is None:
-        return []
-    data = batch.to_pydict()
+        data = run.run.window_table(rows=k, columns=["input_ids", "attention_mask"]).to_pydict()
     out = []
-    for i, ids in enumerate(data["input_ids"][:k]):
-        ids = list(ids or [])
-        if "attention_mask" in data and data["attention_mask"][i] is not None:
-            ids = [t for t, m in zip(ids, data["attention_mask"][i]) if m]
+    for i, (ids, mask) in enumerate(zip(data["input_ids"], data["attention_mask"])):
+        ids = [t for t, m in zip(ids, mask) if m]
         text = tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=True).strip()
         text = text.removeprefix("##")  # a window may start inside a word
         if text:

@@ -292,8 +292,8 @@ def create_app(model: LoadedModel | str = "default", run_dir: str | Path | None 
     Args:
         model: ``"default"`` (embedded all-MiniLM-L6-v2), a cached hub id, a local directory, or a
             :class:`~headsim.models.LoadedModel`. Loaded offline, never with remote code.
-        run_dir: a run directory (``heads.parquet``; optionally ``stats.nc`` and ``windows.parquet``)
-            whose head statistics colour the model view and fill the corpus profile.
+        run_dir: a finished run directory (``headsim analyze``) whose head statistics colour the model
+            view and fill the corpus profile.
         max_text_bytes: largest text accepted (UTF-8 bytes); larger → 413.
         device: ``cpu`` or ``cuda`` (default: CUDA when available).
         cache_windows: analysed windows kept (LRU), also bounded by ``cache_bytes``.

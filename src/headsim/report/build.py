@@ -1,7 +1,7 @@
 """`headsim report`: a finished run → figures (PNG + SVG), ``claims.json`` / ``claims.csv`` and ``index.html``.
 
-:func:`build_report` reads a run directory (``stats.nc``, ``heads.parquet``, ``layers.parquet``,
-``run.json``, ``windows.parquet``), draws every corpus figure of the paper (Figs 2, 3, 6, 7, 8, 10,
+:func:`build_report` reads a finished run (:meth:`headsim.rundir.RunDir.load`: statistics, tables,
+run.json and windows), draws every corpus figure of the paper (Figs 2, 3, 6, 7, 8, 10,
 11, 12, 13, plus the similarity-value histogram and the attention focus), checks every claim
 (:mod:`headsim.report.claims`) and writes a self-contained ``index.html``. The per-text figures
 (Figs 4, 5, 9 and Fig 12 of one input) come from an :class:`~headsim.inspection.Inspection` that
@@ -20,13 +20,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-import xarray as xr
 from matplotlib.figure import Figure
 
-from ..errors import HeadsimError, require
-from ..rundir import HEADS, LAYERS, RUN_JSON, STATS_NC, WINDOWS, RunDir, read_table
+from ..rundir import HEADS, LAYERS, RUN_JSON, STATS_NC, WINDOWS, Run, RunDir
 from ..plots import corpus as cf
 from ..plots.style import save
 from .claims import Claim, claims_frame, compute_claims, token_shares
@@ -42,52 +38,15 @@ PAIR_ROWS = 40
 
 
 @dataclass
-class RunData:
-    """A finished run as the report needs it."""
+class RunData(Run):
+    """A finished run (:class:`~headsim.rundir.Run`) with what the report adds: the share of valid
+    tokens each kind of token takes (:func:`~headsim.report.claims.token_shares`)."""
 
-    path: Path
-    meta: dict
-    ds: xr.Dataset
-    heads: pd.DataFrame
-    layers: pd.DataFrame
-    windows: pd.DataFrame | None = None
     shares: dict = field(default_factory=dict)
-
-    @property
-    def model(self) -> dict:
-        return self.meta.get("model", {})
 
     @property
     def label(self) -> str:
         return model_label(self.model)
-
-    @property
-    def n_windows(self) -> int:
-        return int(self.ds["windows"].values) if "windows" in self.ds else int(self.meta.get("windows", 0))
-
-    @property
-    def threshold(self) -> float:
-        return float(self.ds.attrs.get("threshold", self.meta.get("threshold", math.nan)))
-
-    def sentences_per_window(self) -> float:
-        """Mean number of sentences in a window (from ``windows.parquet``; NaN without it)."""
-        if self.windows is None or not len(self.windows):
-            return math.nan
-        counts = [len({s for s in np.asarray(ids).tolist() if s >= 0}) for ids in self.windows["sentence_ids"]]
-        return float(np.mean(counts))
-
-
-def read_stats(path: Path) -> xr.Dataset:
-    """``stats.nc`` with whichever netCDF engine is installed (h5netcdf needs h5py; netCDF4 reads it too)."""
-    errors = []
-    for engine in (None, "h5netcdf", "netcdf4"):
-        try:
-            with xr.open_dataset(path, engine=engine) as ds:
-                return ds.load()
-        except Exception as exc:  # noqa: BLE001 - try the next engine, report all
-            errors.append(f"{engine or 'default'}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
-    raise HeadsimError(f"cannot read {str(path)!r} ({'; '.join(errors)})",
-                       "install h5py (for h5netcdf) or netCDF4, or re-run headsim analyze")
 
 
 def load_tokenizer(meta: dict):
@@ -104,21 +63,14 @@ def load_tokenizer(meta: dict):
 
 
 def load_run_data(run_dir: str | os.PathLike, *, tokenizer=None, use_tokenizer: bool = True) -> RunData:
-    """Read a run directory for the report; ``tokenizer`` defaults to the run's model tokenizer."""
-    p = Path(run_dir)
-    require(p.is_dir(), f"run directory {str(p)!r} does not exist", "pass a directory written by headsim analyze")
-    missing = [n for n in (RUN_JSON, STATS_NC, HEADS, LAYERS) if not (p / n).is_file()]
-    require(not missing, f"{str(p)!r} is not a finished headsim run (missing {', '.join(missing)})",
-            "run headsim analyze --out DIR first, or pass the run directory itself")
-    meta = RunDir(p).check_finished()
-    ds = read_stats(p / STATS_NC)
-    heads, layers = read_table(p / HEADS), read_table(p / LAYERS)
-    windows = read_table(p / WINDOWS) if (p / WINDOWS).is_file() else None
-    if tokenizer is None and use_tokenizer and windows is not None:
-        tokenizer = load_tokenizer(meta)
-    run = RunData(p, meta, ds, heads, layers, windows)
-    run.shares = token_shares(windows, tokenizer, ds)
-    return run
+    """Read a finished run (:meth:`RunDir.load`) and its token shares; ``tokenizer`` defaults to the
+    run's model tokenizer (loaded offline; without one punctuation is not counted)."""
+    run = RunDir(run_dir).load()
+    if tokenizer is None and use_tokenizer:
+        tokenizer = load_tokenizer(run.meta)
+    data = RunData(run.path, run.meta, run.heads, run.layers)
+    data.shares = token_shares(data.windows, tokenizer, data.dataset)
+    return data
 
 
 # ---------------------------------------------------------------------------------------------
@@ -143,9 +95,9 @@ def figure_specs() -> list[FigureSpec]:
     """Every corpus figure of the report, in order, with its caption."""
 
     def fig02_caption(r: RunData) -> str:
-        ls = cf.default_fig02_layers(r.ds.sizes["layer"])
+        ls = cf.default_fig02_layers(r.dataset.sizes["layer"])
         return (f"Attention probabilities summed over all {r.n_windows:,} windows for layers {_layers_text(ls)} (rows): "
-                f"left head 1 alone, right the sum over the layer's {r.ds.sizes['head']} heads. Row i is the query "
+                f"left head 1 alone, right the sum over the layer's {r.dataset.sizes['head']} heads. Row i is the query "
                 "position, column j the key position (0 is [CLS]). A bright main diagonal is attention to the token "
                 "itself, a band just below or above it attention to the previous or next token, and bright vertical "
                 "lines are positions that many queries attend to ([CLS], [SEP], separators). Colours are clipped at "
@@ -153,12 +105,12 @@ def figure_specs() -> list[FigureSpec]:
                 "the clipped range). The paper: each head's summed map is centred on the diagonal, some one step off it.")
 
     def fig03_caption(r: RunData) -> str:
-        k = r.ds.attrs.get("top_k_columns", r.meta.get("top_k_columns", "k"))
-        L = r.ds.sizes["layer"]
-        return (f"Layer {L} (the last), attention summed over its {r.ds.sizes['head']} heads and all {r.n_windows:,} windows. "
+        k = r.dataset.attrs.get("top_k_columns", r.meta.get("top_k_columns", "k"))
+        L = r.dataset.sizes["layer"]
+        return (f"Layer {L} (the last), attention summed over its {r.dataset.sizes['head']} heads and all {r.n_windows:,} windows. "
                 f"Left: the plain sum, dominated by a few columns that almost every query attends to. Middle: the same "
                 f"sum after zeroing, in every window and head, the {k} key columns that receive the most attention. "
-                f"Right: {cf.zeroed_band(r.ds)} zeroed as well. What remains shows the structure the dominant columns "
+                f"Right: {cf.zeroed_band(r.dataset)} zeroed as well. What remains shows the structure the dominant columns "
                 "hide (the paper: a diagonal).")
 
     def fig06_caption(r: RunData) -> str:
@@ -169,7 +121,7 @@ def figure_specs() -> list[FigureSpec]:
                 "finds that heads differ strongly, and that restricting to one sentence changes little.")
 
     def fig07_caption(r: RunData) -> str:
-        L = r.ds.sizes["layer"]
+        L = r.dataset.sizes["layer"]
         return (f"Layer {L} (the last): for each head, the distance |i − j| between the two tokens of its "
                 "high-similarity pairs (bars: share of the head's pairs per distance), the distance distribution of "
                 "all valid pairs (grey line: what randomly chosen pairs would give) and the head's mean distance (red "
@@ -181,7 +133,7 @@ def figure_specs() -> list[FigureSpec]:
     def fig08_caption(r: RunData) -> str:
         spw = r.sentences_per_window()
         spw_text = f" (windows hold {spw:.1f} sentences on average)" if math.isfinite(spw) else ""
-        chance = cf.same_sentence_chance(r.ds)
+        chance = cf.same_sentence_chance(r.dataset)
         return (f"(a) Per head, the probability that a high-similarity pair lies inside one sentence. (b) Its "
                 f"difference from chance, red above and blue below; chance = {chance:.3f} is the share of all valid "
                 f"pairs that lie inside one sentence{spw_text}. (c) Per layer, all heads pooled (line) and single heads "
@@ -196,7 +148,7 @@ def figure_specs() -> list[FigureSpec]:
                 "paper shows two heads of the last layer, each with its own typical locations.")
 
     def fig11_caption(r: RunData) -> str:
-        H = r.ds.sizes["head"]
+        H = r.dataset.sizes["head"]
         return (f"(a) Per head, the mean over windows of the share of its high-similarity pairs that contain its most "
                 f"common token (its anchor). (b) The distribution of that share, per layer with all heads pooled. (c) "
                 f"Per layer, the number of distinct anchor tokens among the layer's {H} heads in one window (0 when no "
@@ -204,7 +156,7 @@ def figure_specs() -> list[FigureSpec]:
                 "contain its anchor, and the heads of a layer pick different anchors.")
 
     def fig12_caption(r: RunData) -> str:
-        ls = cf.first_middle_last(r.ds.sizes["layer"])
+        ls = cf.first_middle_last(r.dataset.sizes["layer"])
         return (f"Normalised similarity matrices S / max S summed over all heads and all {r.n_windows:,} windows, for "
                 f"layers {_layers_text(ls)}. Row i and column j are token positions; the diagonal is zero by "
                 "construction. The paper shows one input: evenly spread in the first layer, concentrated on the "
@@ -213,7 +165,7 @@ def figure_specs() -> list[FigureSpec]:
                 "the diagonal); the per-text version is in the example section.")
 
     def fig13_caption(r: RunData) -> str:
-        ls = cf.first_middle_last(r.ds.sizes["layer"])
+        ls = cf.first_middle_last(r.dataset.sizes["layer"])
         return (f"Distance |i − j| of high-similarity pairs with all heads of the layer pooled, for layers "
                 f"{_layers_text(ls)} (share of the layer's pairs per distance), with the distribution of all valid "
                 "pairs (grey: chance), the mean (red dashed) and the median (orange dotted). The paper: spread out in "
@@ -238,25 +190,25 @@ def figure_specs() -> list[FigureSpec]:
 
     return [
         FigureSpec("fig02_summed_attention", "Fig 2", "summed attention maps",
-                   lambda r: cf.fig02_summed_attention(r.ds, model=m(r)), fig02_caption),
+                   lambda r: cf.fig02_summed_attention(r.dataset, model=m(r)), fig02_caption),
         FigureSpec("fig03_zeroed_attention", "Fig 3", "last layer, dominant columns zeroed",
-                   lambda r: cf.fig03_zeroed_attention(r.ds, model=m(r)), fig03_caption),
+                   lambda r: cf.fig03_zeroed_attention(r.dataset, model=m(r)), fig03_caption),
         FigureSpec("fig06_repeat_probability", "Fig 6", "repeated tokens among high-similarity pairs",
                    lambda r: cf.fig06_repeat_probability(r.heads, model=m(r)), fig06_caption),
         FigureSpec("fig07_distance_histograms", "Fig 7", "distances of high-similarity pairs per head",
-                   lambda r: cf.fig07_distance_histograms(r.ds, r.heads, model=m(r)), fig07_caption),
+                   lambda r: cf.fig07_distance_histograms(r.dataset, r.heads, model=m(r)), fig07_caption),
         FigureSpec("fig08_same_sentence", "Fig 8", "high-similarity pairs within one sentence",
-                   lambda r: cf.fig08_same_sentence(r.ds, r.heads, r.layers, model=m(r)), fig08_caption),
+                   lambda r: cf.fig08_same_sentence(r.dataset, r.heads, r.layers, model=m(r)), fig08_caption),
         FigureSpec("fig10_locations", "Fig 10", "locations of high-similarity pairs",
-                   lambda r: cf.fig10_locations(r.ds, model=m(r)), fig10_caption),
+                   lambda r: cf.fig10_locations(r.dataset, model=m(r)), fig10_caption),
         FigureSpec("fig11_anchors", "Fig 11", "anchor tokens",
-                   lambda r: cf.fig11_anchors(r.ds, r.heads, r.layers, model=m(r)), fig11_caption),
+                   lambda r: cf.fig11_anchors(r.dataset, r.heads, r.layers, model=m(r)), fig11_caption),
         FigureSpec("fig12_summed_similarity", "Fig 12", "summed similarity, first / middle / last layer",
-                   lambda r: cf.fig12_summed_similarity(r.ds, model=m(r)), fig12_caption),
+                   lambda r: cf.fig12_summed_similarity(r.dataset, model=m(r)), fig12_caption),
         FigureSpec("fig13_layer_distances", "Fig 13", "distances by layer",
-                   lambda r: cf.fig13_layer_distances(r.ds, model=m(r)), fig13_caption),
+                   lambda r: cf.fig13_layer_distances(r.dataset, model=m(r)), fig13_caption),
         FigureSpec("sim_value_histogram", "§3", "distribution of normalised similarity values",
-                   lambda r: cf.sim_value_histogram(r.ds, model=m(r)), simhist_caption),
+                   lambda r: cf.sim_value_histogram(r.dataset, model=m(r)), simhist_caption),
         FigureSpec("attention_focus", "§2, Fig 4", "where attention goes",
                    lambda r: cf.attention_focus(r.heads, model=m(r), shares=r.shares), focus_caption),
     ]
@@ -335,16 +287,16 @@ def _run_rows(run: RunData) -> list[tuple[str, str]]:
     rows = [
         ("model", f"{run.label} — {m.get('class', '?')} ({m.get('model_type', '?')})"),
         ("model source", str(m.get("source", "?"))),
-        ("layers × heads", f"{m.get('n_layers', run.ds.sizes['layer'])} × {m.get('n_heads', run.ds.sizes['head'])}, "
+        ("layers × heads", f"{m.get('n_layers', run.dataset.sizes['layer'])} × {m.get('n_heads', run.dataset.sizes['head'])}, "
                            f"{m.get('d_head', '?')} dimensions per head"),
         ("dtype, device", f"{m.get('dtype', run.meta.get('dtype', '?'))}, {m.get('device', run.meta.get('device', '?'))}"),
         ("corpus", f"{c.get('name', '?')} ({c.get('documents', '?')} documents"
                    + (f", {c['tokens']:,} tokens" if isinstance(c.get("tokens"), int) else "")
                    + f"; sha256 {str(c.get('sha256', '?'))[:16]}…)"),
-        ("windows analysed", f"{run.n_windows:,} windows of {run.ds.attrs.get('seq_len', run.meta.get('seq_len', '?'))} "
-                             f"tokens ({int(run.ds['tokens'].values):,} valid tokens)" if "tokens" in run.ds else str(run.n_windows)),
+        ("windows analysed", f"{run.n_windows:,} windows of {run.dataset.attrs.get('seq_len', run.meta.get('seq_len', '?'))} "
+                             f"tokens ({int(run.dataset['tokens'].values):,} valid tokens)" if "tokens" in run.dataset else str(run.n_windows)),
         ("threshold", f"{run.threshold:g} on S / max S (diagonal zeroed)"),
-        ("columns zeroed (Fig 3)", str(run.ds.attrs.get("top_k_columns", run.meta.get("top_k_columns", "?")))),
+        ("columns zeroed (Fig 3)", str(run.dataset.attrs.get("top_k_columns", run.meta.get("top_k_columns", "?")))),
     ]
     if run.meta.get("sentence_splitter"):
         rows.append(("sentence splitter", str(run.meta["sentence_splitter"])))
@@ -418,7 +370,7 @@ def build_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None =
             save_once(spec.make(run), tmp, spec.stem, dpi=dpi)
             figures.append({"stem": spec.stem, "label": spec.label, "title": spec.title, "caption": spec.caption(run),
                             "png": f"{spec.stem}.png", "svg": f"{spec.stem}.svg"})
-        claims = compute_claims(run.ds, run.heads, run.layers, run.meta, shares=run.shares)
+        claims = compute_claims(run.dataset, run.heads, run.layers, run.meta, shares=run.shares)
         write_claims(claims, tmp, run)
         example_ctx = _example_section(example, tmp) if example is not None else None
         from ..ablation.report import report_section

@@ -18,6 +18,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ..rundir import STATS_NC, WINDOWS
+
 HOLDS, FAILS, NA = "holds", "does not hold", "not applicable"
 VERDICTS = (HOLDS, FAILS, NA)
 
@@ -134,11 +136,11 @@ def token_shares(windows: pd.DataFrame | None, tokenizer=None, ds: xr.Dataset | 
         mask = np.concatenate([np.asarray(m, dtype=bool) for m in windows["attention_mask"]])
         n_tokens = int(mask.sum())
         n_windows = len(windows)
-        source = "windows.parquet"
+        source = WINDOWS
     elif ds is not None:
         n_tokens, n_windows = int(ds["tokens"].values), int(ds["windows"].values)
         mask = None
-        source = "stats.nc (windows, tokens)"
+        source = f"{STATS_NC} (windows, tokens)"
     else:
         return {"cls": math.nan, "sep": math.nan, "punct": None, "tokens": 0, "method": "no windows"}
     if n_tokens == 0:

@@ -43,8 +43,8 @@ def _labels(runs: list[RunData]) -> list[str]:
 
 
 def _random_distance(run: RunData) -> float:
-    chance = cf.chance_distances(run.ds)
-    return float((chance * run.ds["distance"].values).sum()) if chance.sum() > 0 else float("nan")
+    chance = cf.chance_distances(run.dataset)
+    return float((chance * run.dataset["distance"].values).sum()) if chance.sum() > 0 else float("nan")
 
 
 def compare_runs(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, *, dpi: int = 200) -> Path:
@@ -56,19 +56,19 @@ def compare_runs(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
     labels = _labels(runs)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    claims = {label: compute_claims(r.ds, r.heads, r.layers, r.meta, shares=r.shares) for label, r in zip(labels, runs)}
+    claims = {label: compute_claims(r.dataset, r.heads, r.layers, r.meta, shares=r.shares) for label, r in zip(labels, runs)}
     tmp = Path(tempfile.mkdtemp(prefix=".compare-", dir=out))
     try:
-        series = [{"label": label, "legend": f"{label}: {r.label}", "heads": r.heads, "layers": r.layers, "n_heads": int(r.ds.sizes["head"]),
+        series = [{"label": label, "legend": f"{label}: {r.label}", "heads": r.heads, "layers": r.layers, "n_heads": int(r.dataset.sizes["head"]),
                    "shares": r.shares, "random_distance": _random_distance(r)} for label, r in zip(labels, runs)]
         save_once(cf.layer_comparison(series), tmp, STEM, dpi=dpi)
-        depths = {int(r.ds.sizes["layer"]) for r in runs}
+        depths = {int(r.dataset.sizes["layer"]) for r in runs}
         warnings = []
         if len(depths) > 1:
             warnings.append(f"The runs have different depths ({', '.join(str(d) for d in sorted(depths))} layers): the "
                             "curves are drawn against the layer number, so the same layer number is not the same relative depth.")
         for key, what in (("threshold", "thresholds"), ("seq_len", "window lengths")):
-            values = {str(r.meta.get(key, r.ds.attrs.get(key))) for r in runs}
+            values = {str(r.meta.get(key, r.dataset.attrs.get(key))) for r in runs}
             if len(values) > 1:
                 warnings.append(f"The runs use different {what} ({', '.join(sorted(values))}); their statistics are not "
                                 "directly comparable.")
@@ -101,8 +101,8 @@ def compare_runs(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
             m = r.model
             run_rows.append({
                 "label": label, "path": str(r.path), "model": r.label, "note": model_description(m),
-                "shape": f"{r.ds.sizes['layer']} × {r.ds.sizes['head']}", "corpus": r.meta.get("corpus", {}).get("name", "?"),
-                "windows": f"{r.n_windows:,}", "seq_len": r.ds.attrs.get("seq_len", r.meta.get("seq_len", "?")),
+                "shape": f"{r.dataset.sizes['layer']} × {r.dataset.sizes['head']}", "corpus": r.meta.get("corpus", {}).get("name", "?"),
+                "windows": f"{r.n_windows:,}", "seq_len": r.dataset.attrs.get("seq_len", r.meta.get("seq_len", "?")),
                 "threshold": f"{r.threshold:g}", "created": r.meta.get("created", "?"),
             })
         default_run = next((r.model for r in runs if is_default_model(r.model)), None)
