@@ -364,3 +364,29 @@ def test_misuse_raises():
         CorpusStats(1, 2, 8, threshold=1.5)
     with pytest.raises(HeadsimError):
         CorpusStats.from_state_dict({"windows": np.zeros(())})
+
+
+def test_focus_targets_follow_the_windows_framing(tokenizer):
+    """The ``cls`` / ``sep`` attention targets are the window's own opening and closing tokens: a
+    BOS-framed decoder (an opener, no closer; GPT-2's ``<|endoftext|>`` is its BOS and EOS at once) has no
+    ``sep`` target even where the tokenizer names an EOS id, and the report's token shares classify the
+    same way."""
+    import pandas as pd
+
+    from headsim.report.claims import token_shares
+    from headsim.stats.batch import batch_info
+    from headsim.windows import Framing
+
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    ids = np.array([[cls, 2000, sep, 2001, 2002, sep], [cls, 2003, 2004, 0, 0, 0]])
+    mask = (np.arange(6)[None] < np.array([[6], [3]])).astype(np.int64)
+    sentences = np.where(mask == 1, 0, -1)
+    by_tokenizer = batch_info(ids, mask, sentences, tokenizer)
+    assert by_tokenizer.is_sep.tolist() == ((ids == sep) & (mask == 1)).tolist()
+    opener_only = batch_info(ids, mask, sentences, tokenizer, framing=Framing(cls, None, 0))
+    assert opener_only.is_cls.tolist() == ((ids == cls) & (mask == 1)).tolist() and not opener_only.is_sep.any()
+    windows = pd.DataFrame({"input_ids": list(ids), "attention_mask": list(mask)})
+    shares = token_shares(windows, tokenizer, framing={"open": cls, "close": None})
+    assert shares["cls"] == pytest.approx(2 / 9) and shares["sep"] == 0.0
+    assert token_shares(windows, tokenizer)["sep"] == pytest.approx(2 / 9)  # runs without a recorded framing
+    assert token_shares(windows, None, framing={"open": cls, "close": None})["sep"] == 0.0

@@ -156,7 +156,8 @@ class Engine:
         return record
 
     def batch_info(self, w: Windows) -> BatchInfo:
-        return batch_info(w.input_ids, w.attention_mask, w.sentence_ids, self.loaded.tokenizer, self.loaded.device)
+        return batch_info(w.input_ids, w.attention_mask, w.sentence_ids, self.loaded.tokenizer, self.loaded.device,
+                          framing=self.loaded.framing)
 
     def process(self, w: Windows, stats: CorpusStats | None = None) -> None:
         """Add one batch of windows to the statistics, through the model tap.

@@ -108,6 +108,7 @@ class LoadedModel:
             "family": self.arch.family,
             "analysed": f"the encoder of {type(self.model).__name__}" if self.arch.stack else type(self.model).__name__,
             "causal": self.arch.causal,
+            "framing": {"open": self.framing.open, "close": self.framing.close},
             "n_layers": self.n_layers,
             "n_heads": self.n_heads,
             "n_kv_heads": self.n_kv_heads,

@@ -6,7 +6,6 @@ import unicodedata
 
 import numpy as np
 
-from .errors import HeadsimError
 
 _PREFIXES = ("##", "\u0120", "\u2581")  # WordPiece continuation, GPT-2/RoBERTa space, SentencePiece space
 
@@ -16,15 +15,6 @@ def boundary_ids(tokenizer) -> tuple[int | None, int | None]:
     cls = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
     sep = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
     return (None if cls is None else int(cls)), (None if sep is None else int(sep))
-
-
-def special_ids(tokenizer) -> tuple[int, int]:
-    """:func:`boundary_ids`, required: a clear error for a tokenizer without them."""
-    cls, sep = boundary_ids(tokenizer)
-    if cls is None or sep is None:
-        raise HeadsimError("the tokenizer has no [CLS]/[SEP] (or <s>/</s>) tokens",
-                           "use an encoder tokenizer (BERT, RoBERTa) that defines them")
-    return cls, sep
 
 
 def token_body(token: str) -> str:

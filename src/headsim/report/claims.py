@@ -123,15 +123,20 @@ def sim_edges(ds: xr.Dataset) -> np.ndarray:
     return sim_bin_edges(ds)
 
 
-def token_shares(windows: pd.DataFrame | None, tokenizer=None, ds: xr.Dataset | None = None) -> dict:
+def token_shares(windows: pd.DataFrame | None, tokenizer=None, ds: xr.Dataset | None = None, *,
+                 framing: dict | None = None) -> dict:
     """Share of [CLS], [SEP] and punctuation tokens among the valid tokens of the analysed windows.
 
     With the model's ``tokenizer`` the ids in ``windows.parquet`` are classified exactly as the
-    statistics classify attention targets (:func:`headsim.tokens.special_ids`,
-    :func:`headsim.tokens.punctuation_lookup`). Without one, [CLS] and [SEP] count one each per
-    window (headsim's windows open with [CLS] and close with [SEP]) and punctuation is unknown.
-    Uniform attention over a window's valid keys would put exactly these shares on each kind.
+    statistics classify attention targets: the window's opening and closing tokens (``framing``, as
+    run.json's ``model.framing`` records them: ``{"open": id | None, "close": id | None}``; runs
+    without it: the tokenizer's, :func:`headsim.stats.batch.target_ids`) and
+    :func:`headsim.tokens.punctuation_lookup`. Without a tokenizer, the opening and closing tokens
+    count one each per window (none where ``framing`` says the windows have none) and punctuation is
+    unknown. Uniform attention over a window's valid keys would put exactly these shares on each kind.
     """
+    opens, closes = ((True, True) if framing is None
+                     else (framing.get("open") is not None, framing.get("close") is not None))
     if windows is not None and len(windows):
         mask = np.concatenate([np.asarray(m, dtype=bool) for m in windows["attention_mask"]])
         n_tokens = int(mask.sum())
@@ -146,17 +151,19 @@ def token_shares(windows: pd.DataFrame | None, tokenizer=None, ds: xr.Dataset | 
     if n_tokens == 0:
         return {"cls": math.nan, "sep": math.nan, "punct": None, "tokens": 0, "method": "no valid tokens"}
     if tokenizer is not None and mask is not None:
-        from ..tokens import punctuation_lookup, special_ids
+        from ..stats.batch import target_ids
+        from ..tokens import punctuation_lookup
 
         ids = np.concatenate([np.asarray(x, dtype=np.int64) for x in windows["input_ids"]])[mask]
-        cls, sep = special_ids(tokenizer)
+        cls, sep = (framing.get("open"), framing.get("close")) if framing is not None else target_ids(tokenizer)
+        share = lambda target: 0.0 if target is None else float((ids == target).mean())  # noqa: E731
         lookup = punctuation_lookup(tokenizer)
         punct = lookup[np.clip(ids, 0, len(lookup) - 1)] & (ids < len(lookup))
-        return {"cls": float((ids == cls).mean()), "sep": float((ids == sep).mean()), "punct": float(punct.mean()),
-                "tokens": n_tokens,
+        return {"cls": share(cls), "sep": share(sep), "punct": float(punct.mean()), "tokens": n_tokens,
                 "method": f"token ids of {source} classified with the model's tokenizer, as the statistics do"}
-    return {"cls": n_windows / n_tokens, "sep": n_windows / n_tokens, "punct": None, "tokens": n_tokens,
-            "method": f"one [CLS] and one [SEP] per window ({source}); punctuation not counted (tokenizer unavailable)"}
+    return {"cls": n_windows * opens / n_tokens, "sep": n_windows * closes / n_tokens, "punct": None, "tokens": n_tokens,
+            "method": f"one opening and one closing token per window where the model frames windows with them "
+                      f"({source}); punctuation not counted (tokenizer unavailable)"}
 
 
 def _signed_pct(x: float) -> str:

@@ -16,6 +16,7 @@ import torch
 
 from ..errors import require
 from ..tokens import boundary_ids, punctuation_lookup
+from ..windows import Framing
 
 
 @dataclass
@@ -51,11 +52,15 @@ class BatchInfo:
                          self.is_sep[index], self.is_punct[index])
 
 
-def batch_info(input_ids, attention_mask, sentence_ids, tokenizer, device: str | torch.device = "cpu") -> BatchInfo:
+def batch_info(input_ids, attention_mask, sentence_ids, tokenizer, device: str | torch.device = "cpu", *,
+               framing: Framing | None = None) -> BatchInfo:
     """Build a :class:`BatchInfo` from window arrays (numpy or torch) and the model's tokenizer.
 
-    [CLS] / [SEP] are the tokenizer's ``cls_token_id`` / ``sep_token_id`` (``bos`` / ``eos`` for
-    RoBERTa-style tokenizers); punctuation is :func:`punctuation_lookup`.
+    The ``cls`` / ``sep`` attention targets are the window's opening and closing tokens: those of
+    ``framing`` (:attr:`headsim.models.LoadedModel.framing`; a BOS-framed decoder has an opener and
+    no closer, so GPT-2's ``<|endoftext|>``, its BOS and EOS at once, is counted once, as the opener);
+    without it the tokenizer's ``cls_token_id`` / ``sep_token_id`` (``bos`` / ``eos`` for
+    RoBERTa-style tokenizers). Punctuation is :func:`punctuation_lookup`.
     """
     dev = torch.device(device)
     host_ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.int64)
@@ -65,11 +70,16 @@ def batch_info(input_ids, attention_mask, sentence_ids, tokenizer, device: str |
     require(ids.ndim == 2 and valid.shape == ids.shape and sent.shape == ids.shape,
             f"window arrays have shapes {tuple(ids.shape)}, {tuple(valid.shape)}, {tuple(sent.shape)}",
             "pass input_ids, attention_mask and sentence_ids shaped [windows, seq_len]")
-    cls, sep = boundary_ids(tokenizer)
+    cls, sep = target_ids(tokenizer, framing)
     is_cls = (ids == cls) & valid if cls is not None else torch.zeros_like(valid)
     is_sep = (ids == sep) & valid if sep is not None else torch.zeros_like(valid)
     is_punct = _punctuation(tokenizer, host_ids).to(dev) & valid
     return BatchInfo(ids, valid, torch.where(valid, sent, torch.full_like(sent, -1)), is_cls, is_sep, is_punct)
+
+
+def target_ids(tokenizer, framing: Framing | None = None) -> tuple[int | None, int | None]:
+    """Ids counted as the ``cls`` and ``sep`` attention targets (see :func:`batch_info`)."""
+    return (framing.open, framing.close) if framing is not None else boundary_ids(tokenizer)
 
 
 def _punctuation(tokenizer, ids: torch.Tensor) -> torch.Tensor:

@@ -134,12 +134,13 @@ def cut_text(text: str, loaded: LoadedModel, seq_len: int) -> Windows:
     return make_windows(text, loaded.tokenizer, check_seq_len(seq_len, loaded.max_seq_len), framing=loaded.framing)
 
 
-def window_focus(attention: np.ndarray, ids: np.ndarray, sentences: np.ndarray, tokenizer) -> dict[str, np.ndarray]:
+def window_focus(attention: np.ndarray, ids: np.ndarray, sentences: np.ndarray, loaded: LoadedModel) -> dict[str, np.ndarray]:
     """``attn_<target>`` → ``[L, H]``: the corpus statistic ``attn_focus`` of one window of valid tokens
     (``attention`` ``[L, H, n, n]``), per query token. The key targets are the corpus's
     (:func:`headsim.stats.batch_info` on the window's ids), the sums :func:`attention_focus`'s."""
     n = len(ids)
-    bt = batch_tensors(batch_info(ids[None], np.ones((1, n), dtype=np.int64), sentences[None], tokenizer))
+    bt = batch_tensors(batch_info(ids[None], np.ones((1, n), dtype=np.int64), sentences[None], loaded.tokenizer,
+                                  framing=loaded.framing))
     a = torch.as_tensor(attention, dtype=torch.float32)
     sums = torch.stack([attention_focus(a[li][None].sum(dim=-2), diagonal_sums(a[li][None]), bt.key_targets)
                         for li in range(a.shape[0])])  # [L, H, targets]
@@ -163,7 +164,7 @@ def window_view(loaded: LoadedModel, windows: Windows, window: int, text: str = 
         tokens=list(windows.tokens[w][:n]), ids=ids, offsets=windows.offsets[w, :n].copy(), sentences=sentences,
         special=framing_positions(loaded.framing, n), attention=attention.numpy(), head_outputs=outputs.numpy(),
         normalized=normalized_similarity(outputs).numpy(),
-        focus=window_focus(attention.numpy(), ids, sentences, loaded.tokenizer),
+        focus=window_focus(attention.numpy(), ids, sentences, loaded),
     )
 
 
