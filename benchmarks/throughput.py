@@ -39,7 +39,8 @@ from headsim.analysis import Engine, mask_agreement
 from headsim.corpus import default_corpus, load_corpus
 from headsim.models import from_pretrained_objects, load_model
 from headsim.stats import CorpusStats, heads_table
-from headsim.tokens import punctuation_lookup, special_ids
+from headsim.tokens import punctuation_lookup
+from headsim.windows import Framing
 from headsim.windows import Windows, iter_windows
 
 THRESHOLD, TOP_K = 0.3, 3
@@ -187,9 +188,10 @@ def profile(loaded, batches, device, seq_len, path: str, n: int = 3) -> None:
     Path(path).write_text("\n\n".join(tables))
 
 
-def naive_stats(model, tokenizer, windows: Windows, seq_len: int, device) -> dict:
-    """Per-window, per-head numpy code on top of output_attentions (the naive reference)."""
-    cls_id, sep_id = special_ids(tokenizer)
+def naive_stats(model, tokenizer, windows: Windows, seq_len: int, device, framing: Framing) -> dict:
+    """Per-window, per-head numpy code on top of output_attentions (the naive reference); the [CLS] /
+    [SEP] attention targets are the windows' opening and closing tokens (``framing``)."""
+    cls_id, sep_id = framing.open, framing.close
     punct = punctuation_lookup(tokenizer)
     cfg = model.config
     L, H = cfg.num_hidden_layers, cfg.num_attention_heads
@@ -460,7 +462,7 @@ def main(argv=None) -> dict:
             naive_model.model.load_state_dict(loaded.model.state_dict())
         subset = Windows.concat(batches).select(slice(0, n_naive))
         t0 = time.perf_counter()
-        ref = naive_stats(naive_model.model, loaded.tokenizer, subset, args.seq_len, loaded.device)
+        ref = naive_stats(naive_model.model, loaded.tokenizer, subset, args.seq_len, loaded.device, loaded.framing)
         t_naive = (time.perf_counter() - t0) / n_naive
         sub_engine = Engine(loaded, new_stats(loaded, args.seq_len), lambda: new_stats(loaded, args.seq_len))
         sub_engine.process(subset)

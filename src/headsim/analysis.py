@@ -391,12 +391,11 @@ def resume_settings(out_path: Path | None, *, resume: bool, overwrite: bool, eng
     """Check the output directory before the slow model load; with ``resume``, what the call leaves
     open (``windows``, ``batch_size``, ``dtype``, ``backend``) becomes the stored run's own setting.
     ``backend`` left open is otherwise ``"auto"``."""
-    if out_path is None or not resume:
-        if out_path is not None:
-            rundir.RunDir(out_path).check_target(resume=resume, overwrite=overwrite)
+    run_dir = rundir.RunDir(out_path) if out_path is not None else None
+    if run_dir is not None:
+        run_dir.check_target(resume=resume, overwrite=overwrite)
+    if run_dir is None or not resume:
         return Settings(windows, batch_size, dtype, backend or "auto")
-    run_dir = rundir.RunDir(out_path)
-    run_dir.check_target(resume=resume, overwrite=overwrite)
     stored_meta = run_dir.resume_meta()
     check_engine(stored_meta, engine, out_path)
     stored = RunSpec.from_meta(stored_meta, str(out_path / rundir.RUN_JSON))
