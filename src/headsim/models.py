@@ -98,6 +98,14 @@ class LoadedModel:
             n -= int(getattr(self.config, "pad_token_id", 1) or 0) + 1 if offset < 0 else offset
         return n
 
+    def _framing_record(self) -> dict | None:
+        """The ids that open and close this model's windows; ``None`` where its tokenizer cannot frame
+        windows (the windowing itself then refuses with the reason)."""
+        try:
+            return {"open": self.framing.open, "close": self.framing.close}
+        except HeadsimError:
+            return None
+
     def describe(self) -> dict:
         """A JSON-ready description for run metadata."""
         return {
@@ -108,7 +116,7 @@ class LoadedModel:
             "family": self.arch.family,
             "analysed": f"the encoder of {type(self.model).__name__}" if self.arch.stack else type(self.model).__name__,
             "causal": self.arch.causal,
-            "framing": {"open": self.framing.open, "close": self.framing.close},
+            "framing": self._framing_record(),
             "n_layers": self.n_layers,
             "n_heads": self.n_heads,
             "n_kv_heads": self.n_kv_heads,

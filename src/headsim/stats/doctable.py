@@ -22,10 +22,16 @@ def markdown_table() -> str:
     rows = ["| variable | dims, dtype | definition | fig | computed by |", "|---|---|---|---|---|"]
     for v in VARIABLES:
         dims = f"{', '.join(v.dims) or '—'}; {'i8' if v.count else 'f8'}"
-        rows.append(f"| `{v.name}` | {dims} | {v.definition or v.description} | {v.figure} | {v.computed_by()} |")
+        cells = (f"`{v.name}`", dims, v.definition or v.description, v.figure, v.computed_by())
+        rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     coords = ", ".join(f"`{d}` ({note})" for d, note in DIM_NOTES.items())
     attrs = ", ".join(f"`{a}`" for a in Layout(1, 1, 2).attrs(0.3, 0))
     return "\n".join([*rows, "", f"Coordinates: {coords}.", f"Attributes: {attrs}."])
+
+
+def _cell(text: str) -> str:
+    """A table cell: a ``|`` inside it (``|query − key|``, also in code spans) escaped, as GitHub's tables need."""
+    return text.replace("|", "\\|")
 
 
 def with_table(doc: str) -> str:
