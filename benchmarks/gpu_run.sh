@@ -17,7 +17,7 @@ KIT=(--corpus .gpukit/corpus.jsonl --tokenizer .gpukit/tokenizer)
 print('torch', torch.__version__, 'transformers', transformers.__version__, 'triton', triton.__version__, \
 '| CPUs: os.cpu_count', os.cpu_count(), 'usable', available_cpus())"
   if [ "$PART" = all ] || [ "$PART" = kernels ]; then
-    echo "== CUDA tests"; timeout 140 python3 -m pytest -q -p no:cacheprovider -rs tests/test_kernels.py tests/test_cuda.py
+    echo "== CUDA tests"; timeout 140 python3 -m pytest -q -p no:cacheprovider -rs tests/test_kernels.py tests/test_backends.py tests/test_cuda.py
     echo "== kernel resources (static, this machine's Triton) and launch sweep, against the kernels before Launch"
     timeout 45 python3 benchmarks/kernel_resources.py --launch 32,4,2 --launch 16,4,2 --launch 16,8,2 --launch 32,4,2,triangle --launch 16,4,2,triangle \
       --baseline .gpukit/baseline_triton_kernels.py --json "$OUT/kernel-resources.json"
