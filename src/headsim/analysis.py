@@ -136,11 +136,10 @@ class Engine:
         # memory at the moment memory ran out
         self._scratch = fresh() if self.backoff else None
 
-    def attention_source(self, stats: CorpusStats | None = None) -> str:
+    def attention_source(self) -> str:
         """Where the attention the statistics add comes from (recorded in run.json)."""
-        stats = self.stats if stats is None else stats
         if self.own_attention:
-            how = ("computed once for the statistics and the model" if stats.impl.computes_head_outputs
+            how = ("computed once for the statistics and the model" if self.stats.impl.computes_head_outputs
                    else "queries and keys as the model passes them")
             return f"headsim: softmax(QK^T*scale) over valid keys ({how}); equal to the family's eager attention"
         return ("the model's own eager attention function (transformers AttentionInterface)" if self.loaded.arch.interface

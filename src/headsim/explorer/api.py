@@ -298,7 +298,6 @@ class Run:
         if {"p_same_sentence", "p_same_sentence_chance"} <= set(heads.columns):
             heads["p_same_sentence_excess"] = heads["p_same_sentence"] - heads["p_same_sentence_chance"]
         self.path = self.run.path
-        self.meta = self.run.meta
         self.warnings: list[str] = []
         self.heads = heads.sort_values(["layer", "head"]).reset_index(drop=True)
         self.n_layers = int(self.heads["layer"].max())

@@ -140,11 +140,6 @@ def families() -> list[str]:
     return [a.family for a in ARCHS]
 
 
-def arch_of_type(model_type: str) -> Arch | None:
-    """The entry for a ``config.model_type``, or ``None``."""
-    return _BY_TYPE.get(model_type)
-
-
 _STACKS = ("layers", "encoder.layer", "encoder.layers", "h", "transformer.h", "transformer.layer", "decoder.layers",
            "model.layers", "block", "encoder.block")
 _PROJECTIONS = ("o_proj", "out_proj", "c_proj", "dense", "o", "Wo", "out_lin", "output.dense")

@@ -381,7 +381,3 @@ def edit_head_outputs(loaded, edits: dict[int, Callable[[torch.Tensor], torch.Te
         for h in handles:
             h.remove()
 
-
-def output_projection(loaded, layer: int) -> nn.Module:
-    """The attention output projection of 0-based ``layer`` (its input is every head's Z side by side)."""
-    return loaded.arch.output_projection_of(loaded.arch.layer_modules(loaded.model, loaded.n_layers)[layer])

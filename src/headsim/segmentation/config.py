@@ -62,12 +62,10 @@ def load_config(config: dict[str, Any] | str | Path | None) -> dict[str, Any]:
 
 
 def write_config(config: dict[str, Any], path: str | Path) -> Path:
-    """Write ``config`` as indented JSON (atomically: a temporary file, then a rename)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(check_config(config), indent=1) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
+    """Write ``config`` as indented JSON (atomically: :func:`headsim.rundir.write_bytes`)."""
+    from ..rundir import write_bytes
+
+    return write_bytes(Path(path), (json.dumps(check_config(config), indent=1) + "\n").encode("utf-8"))
 
 
 def for_model(config: dict[str, Any], loaded, *, shipped: bool) -> dict[str, Any]:

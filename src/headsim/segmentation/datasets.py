@@ -39,6 +39,16 @@ class SegDoc:
         return [u.text.strip() for u in self.units]
 
 
+def joined_segdoc(doc_id: str, segments: Sequence[str]) -> SegDoc:
+    """A :class:`SegDoc` of ``segments`` joined by blank lines (``"\\n\\n"``), each segment a gold
+    segment (:func:`segdoc`)."""
+    starts, position = [], 0
+    for segment in segments:
+        starts.append(position)
+        position += len(segment) + 2
+    return segdoc(doc_id, "\n\n".join(segments), starts[1:])
+
+
 def segdoc(doc_id: str, text: str, segment_starts: Sequence[int]) -> SegDoc:
     """A :class:`SegDoc` whose gold boundaries fall where the given segments start.
 
@@ -90,11 +100,7 @@ def choi_lee_docs(n_docs: int = 100, seed: int = 0, min_stories: int = 3, max_st
     docs = []
     for i in range(n_docs):
         picked = rng.sample(stories, rng.randint(min_stories, min(max_stories, len(stories))))
-        starts, position = [], 0
-        for story in picked:
-            starts.append(position)
-            position += len(story) + 2
-        docs.append(segdoc(f"choi-lee/{seed}/{i}", "\n\n".join(picked), starts[1:]))
+        docs.append(joined_segdoc(f"choi-lee/{seed}/{i}", picked))
     return docs
 
 
@@ -155,11 +161,7 @@ def _choi_doc(doc_id: str, stories: Sequence[list[str]], rng: random.Random, lo:
         i = rng.choice(pool)
         used.add(i)
         chosen.append(" ".join(stories[i][:n]))
-    starts, position = [], 0
-    for segment in chosen:
-        starts.append(position)
-        position += len(segment) + 2
-    return segdoc(doc_id, "\n\n".join(chosen), starts[1:])
+    return joined_segdoc(doc_id, chosen)
 
 
 def lee_source(docs_per_subset: int = 8, dev_fraction: float = 0.3, seed: int = 0) -> Source:
@@ -194,8 +196,7 @@ def lee_source(docs_per_subset: int = 8, dev_fraction: float = 0.3, seed: int = 
         for i in range(n_docs[side]):
             picked = rng.sample(pool, rng.randint(3, 10))
             texts = [" ".join(s) for s in picked]
-            starts = list(np.cumsum([0] + [len(t) + 2 for t in texts[:-1]]))
-            doc = segdoc(f"lee/{side}/stories/{i}", "\n\n".join(texts), [int(s) for s in starts[1:]])
+            doc = joined_segdoc(f"lee/{side}/stories/{i}", texts)
             out[side].append(doc)
             subset[doc.doc_id] = "stories"
     return Source("lee", out["dev"], out["test"], subset)
@@ -260,8 +261,7 @@ def shakespeare_acts(play_id: str, markdown: str) -> list[SegDoc]:
         if len(scenes) < 2:
             continue
         texts = ["\n".join(s) for s in scenes]
-        starts = list(np.cumsum([0] + [len(t) + 2 for t in texts[:-1]]))
-        doc = segdoc(f"shakespeare/{play_id}/act{a + 1}", "\n\n".join(texts), [int(s) for s in starts[1:]])
+        doc = joined_segdoc(f"shakespeare/{play_id}/act{a + 1}", texts)
         if doc.gold:
             docs.append(doc)
     return docs
@@ -327,8 +327,7 @@ def awscli_docs(min_examples: int = 4) -> list[SegDoc]:
             continue
         texts = [_collapse_literal_blocks(p) for p in parts]
         texts = [t for t in texts if t]
-        starts = list(np.cumsum([0] + [len(t) + 2 for t in texts[:-1]]))
-        doc = segdoc(f"awscli/{path.parent.name}/{path.stem}", "\n\n".join(texts), [int(s) for s in starts[1:]])
+        doc = joined_segdoc(f"awscli/{path.parent.name}/{path.stem}", texts)
         if doc.gold:
             docs.append(doc)
     return docs

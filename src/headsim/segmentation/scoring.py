@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import require
 
-__all__ = ["THRESHOLD_RULES", "depth_scores", "gap_similarity", "pick_boundaries", "prepare_units", "topic_scores"]
+__all__ = ["THRESHOLD_RULES", "depth_scores", "gap_similarity", "pick_boundaries", "prepare_units"]
 
 
 def gap_similarity(vectors: np.ndarray, n_heads: int, k: int, head_weights: np.ndarray | None = None) -> np.ndarray:
@@ -126,12 +126,6 @@ def prepare_units(vectors: np.ndarray, n_heads: int) -> np.ndarray:
     if len(v) > 1:
         v = v - v.mean(axis=0, keepdims=True)
     return v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), 1e-9)
-
-
-def topic_scores(prepared_doc: np.ndarray, k: int) -> np.ndarray:
-    """Depth score of each gap from prepared unit vectors ``[n, heads, d]``."""
-    n, h = prepared_doc.shape[:2]
-    return depth_scores(gap_similarity(prepared_doc.reshape(n, -1), h, k))
 
 
 def _zscore(x: np.ndarray) -> np.ndarray:

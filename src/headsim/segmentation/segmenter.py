@@ -31,7 +31,7 @@ from ..errors import require
 from ..models import LoadedModel, as_loaded
 from .columns import CANDIDATES, newline_cuts, sentence_cuts
 from .config import default_config, for_model, load_config, write_config
-from .datasets import SegDoc, segdoc
+from .datasets import SegDoc, joined_segdoc
 from .features import PassSpec, encoder_pass, sentence_embeddings, unit_vectors
 from .scoring import depth_scores, gap_scores, gap_similarity, pick_boundaries
 from .types import Segment, boundaries_to_segments
@@ -114,11 +114,7 @@ def _as_segdocs(documents: Any) -> list[SegDoc]:
                 f"document {i} is neither a SegDoc nor a list of segment texts",
                 "pass, per document, the list of its segments' texts in order")
         segments = [s.strip() for s in d if s.strip()]
-        starts, position = [], 0
-        for s in segments:
-            starts.append(position)
-            position += len(s) + 2
-        docs.append(segdoc(f"doc/{i}", "\n\n".join(segments), starts[1:]))
+        docs.append(joined_segdoc(f"doc/{i}", segments))
     require(any(d.gold for d in docs), "no training document has a boundary",
             "give documents with at least two segments")
     return docs
