@@ -344,7 +344,8 @@ def analyze(
                                                           backend=backend)
     if engine != "local":
         from .ray_engine import run_engine
-        return run_engine(**dict(params, windows=windows, batch_size=batch_size, dtype=dtype, backend=backend))
+        return run_engine(**dict(params, threshold=threshold, windows=windows, batch_size=batch_size, dtype=dtype,
+                                 backend=backend))
     settled = plan(model, corpus, windows=windows, seq_len=seq_len, threshold=threshold, top_k_columns=top_k_columns,
                    batch_size=batch_size, device=device, dtype=dtype, text_field=text_field, text_column=text_column,
                    sentence_splitter=sentence_splitter, allow_fewer=allow_fewer, backend=backend,
@@ -353,7 +354,7 @@ def analyze(
         return run(settled, None)
     with rundir.RunDir(out_path).writer(resume=resume, overwrite=overwrite) as run_dir:
         meta = start_run(run_dir, settled.meta, resume=resume)
-        return load_result(out_path) if meta is None else run(replace(settled, meta=meta), run_dir)
+        return meta if isinstance(meta, Result) else run(replace(settled, meta=meta), run_dir)
 
 
 def check_arguments(threshold: float, top_k_columns: int, windows: int | None, checkpoint_every: int | None,
@@ -498,18 +499,19 @@ def check_engine(old: dict | None, engine: str, out_path: Path) -> None:
                        f"resume it on its own engine: headsim analyze --out {out_path} --resume{flag}")
 
 
-def start_run(run_dir: rundir.RunDir, meta: dict, *, resume: bool) -> dict | None:
+def start_run(run_dir: rundir.RunDir, meta: dict, *, resume: bool) -> dict | Result:
     """Inside :meth:`RunDir.writer`: check a run to resume against ``meta`` and write ``run.json``;
-    the meta to run with (a resumed run keeps its own), or ``None`` when the run is finished already."""
+    the meta to run with (a resumed run keeps its own), or, when the run is finished already, its
+    :class:`Result` (read, and so verified, once)."""
     if resume:
         old = run_dir.resume_meta()
         changed = RunSpec.from_meta(old).differences(RunSpec.from_meta(meta))
         if old.get("complete"):
             require(not changed, f"--resume: {str(run_dir.path)!r} already holds a finished run made with other settings "
                     f"({describe_changes(changed)})", "pass --overwrite to replace it, or another --out")
-            run_dir.check_finished()  # a damaged run is refused here, as by every reader
+            finished = load_result(run_dir.path)  # a damaged run is refused here, as by every reader
             warnings.warn(f"{str(run_dir.path)!r} already holds this run, finished: nothing to do", stacklevel=3)
-            return None
+            return finished
         check_engine(old, meta.get("engine", "local"), run_dir.path)
         require(not changed, f"--resume refused: {str(run_dir.path)!r} was started with other settings "
                 f"({describe_changes(changed)})",
@@ -568,7 +570,7 @@ def _loop(plan: Plan, engine: Engine, done: int, run_dir: rundir.RunDir | None, 
     source = iter_windows((d.text for d in plan.corpus), loaded.tokenizer, spec.seq_len, pack=True,
                           batch_windows=spec.batch_size, sentence_splitter=spec.sentence_splitter, workers=n_workers,
                           token_strings=False, framing=loaded.framing)
-    parts, first, part_start, position = [], None, done, 0
+    parts, first, position = [], None, 0
     started = last_save = time.perf_counter()
     shown = _progress(plan.progress, target, done)
     with shown as advance, closing(prefetch(source)) as batches:
@@ -589,8 +591,8 @@ def _loop(plan: Plan, engine: Engine, done: int, run_dir: rundir.RunDir | None, 
                 break  # the finished run is written by finalize, with no checkpoint of its own
             due = (time.perf_counter() - last_save >= CHECKPOINT_SECONDS) if every is None else position % every == 0
             if run_dir is not None and (due or stop.signum is not None):
-                run_dir.save_checkpoint(engine.stats.state_dict(), position, parts, part_start)
-                parts, part_start, last_save = [], position, time.perf_counter()
+                run_dir.save_checkpoint(engine.stats.state_dict(), position, parts, one_part=True)
+                parts, last_save = [], time.perf_counter()
             if stop.signum is not None:
                 raise _stopped(stop.signum, position, target, run_dir)
         if position < target:

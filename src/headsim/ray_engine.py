@@ -446,27 +446,21 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
         share_windows: windows per share, rounded up to whole batches (default: about four shares per
             worker, at most 64 batches each).
     """
-    from .analysis import CorpusCount, finish_run, load_result, new_meta, start_run, window_target
-    from .context_similarity import check_threshold
+    from .analysis import CorpusCount, Result, finish_run, new_meta, start_run, window_target
     from .corpus_uri import load_corpus_any
     from .interrupts import StopRequests
     from .runspec import RunSpec
-    from .sentences import check_splitter
     from .stats import CorpusStats
     from .windows import check_seq_len
 
     import_ray()
-    threshold = check_threshold(threshold)
-    check_splitter(sentence_splitter)
     resources = Resources(workers, cpus_per_worker, gpus_per_worker).check()
     require(share_windows is None or (isinstance(share_windows, int) and share_windows >= 1),
             f"share_windows {share_windows!r} must be at least 1", "pass a positive number of windows")
     out_path = Path(out) if out is not None else None
     corp = load_corpus_any(corpus, text_field=text_field, text_column=text_column)
     texts = [d.text for d in corp]
-    if out_path is not None:  # refuse another run's directory before the cluster starts
-        rundir.RunDir(out_path).check_target(resume=resume, overwrite=overwrite)
-    # from here on a first SIGINT/SIGTERM stops the run after the share in hand, with a checkpoint
+    # the run directory is checked and held before the cluster starts; from here on a first SIGINT/SIGTERM stops the run after the share in hand, with a checkpoint
     with _writing(out_path, resume, overwrite) as run_dir, StopRequests() as stop, \
             Cluster(address, model, device, dtype, resources, seq_len, backend) as cluster:
         info, n = cluster.info, len(cluster.actors)
@@ -483,16 +477,17 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
                        sentence_splitter)
         meta = new_meta(info["model"], corp, corpus, count, spec, device=info["device"], backend=info["backend"],
                         engine="ray")
-        meta["ray"] = {"share_windows": _share_size(share_windows, target, bs, n)}
+        share = _share_size(share_windows, target, bs, n)
+        meta["ray"] = {"share_windows": share}
         total = CorpusStats(info["model"]["n_layers"], info["model"]["n_heads"], seq_len, threshold=threshold,
                             top_k_columns=top_k_columns)
         done: set[int] = set()
         if run_dir is not None:
             meta = start_run(run_dir, meta, resume=resume)
-            if meta is None:
-                return load_result(out_path)
+            if isinstance(meta, Result):
+                return meta
             before = int(meta["ray"]["share_windows"])
-            require(share_windows is None or _share_size(share_windows, target, bs, n) == before,
+            require(share_windows is None or share == before,
                     f"--resume refused: {str(out_path)!r} was cut into shares of {before} windows",
                     "resume with the same --share-windows, or without it")
         shares = plan_shares(counts, content, target, meta["ray"]["share_windows"])

@@ -49,7 +49,7 @@ def reproduce(
     run_dir = out_path / "run"
     loaded = as_loaded(model, device=device, dtype=dtype)
     corp = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
-    meta = _stored_meta(run_dir)
+    meta = rundir.RunDir(run_dir).stored_meta()
     finished = meta is not None and meta.get("complete") is True
     same = finished and _same_run(meta, loaded.source, corp.sha256, windows, seq_len, threshold)
     if not same:  # a finished run with other settings is replaced; an unfinished one is resumed
@@ -57,16 +57,6 @@ def reproduce(
                 overwrite=finished, resume=meta is not None and not finished, progress=progress)
     example = example_inspection(corp, loaded, seq_len=seq_len, threshold=threshold)
     return build_report(run_dir, out_path, example)
-
-
-def _stored_meta(run_dir: Path) -> dict | None:
-    """``run.json`` of the run already in ``run_dir`` (``None`` when there is none); a run written by
-    another headsim version is refused, as every command refuses it."""
-    stored = rundir.RunDir(run_dir)
-    meta = stored.read_meta() if run_dir.is_dir() else None
-    if meta is not None:
-        stored.check_layout(meta)
-    return meta
 
 
 def _same_run(meta: dict, source: str, corpus_sha256: str, windows: int | None, seq_len: int, threshold: float) -> bool:

@@ -203,19 +203,24 @@ def _damaged(path: Path, exc: Exception) -> HeadsimError:
                         "the file is damaged: run the analysis again (headsim analyze --overwrite) or restore the file")
 
 
-def read_dataset(path: Path) -> xr.Dataset:
+@contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """Any error reading ``path`` in the block (h5py, xarray, pyarrow and OS errors for a damaged
+    file) becomes one :func:`_damaged` line."""
     try:
-        with xr.open_dataset(path, engine="h5netcdf") as ds:
-            return ds.load()
-    except Exception as exc:  # noqa: BLE001 - h5py, xarray and OS errors for a damaged file
+        yield
+    except Exception as exc:  # noqa: BLE001 - several libraries, several types
         raise _damaged(path, exc) from exc
+
+
+def _open_dataset(path: Path) -> xr.Dataset:
+    with _reading(path):
+        return xr.open_dataset(path, engine="h5netcdf")
 
 
 def read_table(path: Path) -> pd.DataFrame:
-    try:
+    with _reading(path):
         return pd.read_parquet(path)
-    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a damaged file
-        raise _damaged(path, exc) from exc
 
 
 def write_table(path: Path, df: pd.DataFrame) -> Path:
@@ -407,17 +412,14 @@ class Run:
     @cached_property
     def dataset(self) -> xr.Dataset:
         """The statistics (``stats.nc``), read whole on first use."""
-        return read_dataset(self.path / STATS_NC)
+        path = self.path / STATS_NC
+        with _open_dataset(path) as ds, _reading(path):
+            return ds.load()
 
     @contextmanager
     def open_dataset(self) -> Iterator[xr.Dataset]:
         """The statistics opened lazily: only what is selected is read (closed when the block ends)."""
-        path = self.path / STATS_NC
-        try:
-            ds = xr.open_dataset(path, engine="h5netcdf")
-        except Exception as exc:  # noqa: BLE001 - h5py, xarray and OS errors for a damaged file
-            raise _damaged(path, exc) from exc
-        with ds:
+        with _open_dataset(self.path / STATS_NC) as ds:
             yield ds
 
     @cached_property
@@ -428,13 +430,11 @@ class Run:
     def window_table(self, rows: int | None = None, columns: list[str] | None = None) -> pa.Table:
         """The windows as an Arrow table: the first ``rows`` only (all by default), ``columns`` only."""
         path = self.path / WINDOWS
-        try:
+        with _reading(path):
             if rows is None:
                 return pq.read_table(path, columns=columns)
             batch = next(pq.ParquetFile(path).iter_batches(batch_size=rows, columns=columns), None)
             return pa.Table.from_batches([batch]) if batch is not None else pq.read_schema(path).empty_table()
-        except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a damaged file
-            raise _damaged(path, exc) from exc
 
     @property
     def n_windows(self) -> int:
@@ -524,10 +524,9 @@ class RunDir:
     def settings(self) -> dict:
         """The analyze settings this run was started with, as :func:`headsim.analyze` arguments
         (for ``--resume`` without repeating them); empty when there is no run here yet."""
-        meta = self.read_meta()
+        meta = self.stored_meta()
         if meta is None:
             return {}
-        self.check_layout(meta)
         out = RunSpec.from_meta(meta, str(self.path / RUN_JSON)).analyze_args()
         spec = (meta.get("corpus") or {}).get("spec")
         if spec is not None:
@@ -542,12 +541,19 @@ class RunDir:
                 f"analyse it again with this version: headsim analyze --out {self.path} --overwrite "
                 "(with the run's --model, --corpus and settings)")
 
+    def stored_meta(self) -> dict | None:
+        """``run.json`` of the run here (``None`` when there is none); one written with another layout
+        is refused (:meth:`check_layout`), as every reader refuses it."""
+        meta = self.read_meta()
+        if meta is not None:
+            self.check_layout(meta)
+        return meta
+
     def resume_meta(self) -> dict:
         """``run.json`` of the run ``--resume`` continues (this layout; :meth:`check_target` saw it exists)."""
-        meta = self.read_meta()
+        meta = self.stored_meta()
         require(meta is not None, f"nothing to resume in {str(self.path)!r} (the run stopped before its first write)",
                 "start the run again without --resume (add --overwrite to replace what is there)")
-        self.check_layout(meta)
         return meta
 
     def check_target(self, *, resume: bool, overwrite: bool) -> None:
@@ -713,15 +719,15 @@ class RunDir:
         man = self._manifest()
         return sorted((int(p["start"]), int(p["rows"])) for p in man["parts"]) if man is not None else []
 
-    def save_checkpoint(self, state: dict, done: int, parts: list[pa.Table], part_start: int | None = None) -> None:
+    def save_checkpoint(self, state: dict, done: int, parts: list[pa.Table], *, one_part: bool = False) -> None:
         """Commit a checkpoint: new window parts and state first, then the manifest that names them.
 
-        ``parts`` are :func:`windows_table` rows; with ``part_start`` they are consecutive from that
-        window and stored as one part, else each is a part of its own from its first ``window``.
+        ``parts`` are :func:`windows_table` rows, each stored as a part of its own from its first
+        ``window``; with ``one_part`` they are consecutive and stored as one part.
         """
         man = self._manifest() or {"parts": []}
         entries = list(man["parts"])
-        if parts and part_start is not None:
+        if parts and one_part:
             parts = [pa.concat_tables(parts)]
         for table in parts:
             if table.num_rows == 0:

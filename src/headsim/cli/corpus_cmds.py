@@ -16,7 +16,7 @@ def _from_run(ctx: typer.Context, out: Path, given: dict) -> dict:
     """``--resume``: every option left at its default takes the run's own setting."""
     from ..rundir import RunDir
 
-    stored = RunDir(out).settings() if out.is_dir() else {}
+    stored = RunDir(out).settings()
     if not stored:
         return given
     stored["sentences"] = stored.pop("sentence_splitter", None)

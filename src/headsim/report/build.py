@@ -69,7 +69,7 @@ def load_run_data(run_dir: str | os.PathLike, *, tokenizer=None, use_tokenizer: 
     if tokenizer is None and use_tokenizer:
         tokenizer = load_tokenizer(run.meta)
     data = RunData(run.path, run.meta, run.heads, run.layers)
-    data.shares = token_shares(data.windows, tokenizer, data.dataset, framing=data.meta.get("model", {}).get("framing"))
+    data.shares = token_shares(data.windows, tokenizer, data.dataset, framing=data.model.get("framing"))
     return data
 
 
