@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from headsim.errors import HeadsimError
+from headsim.errors import HeadsimError, require
 
 __all__ = [
     "Corpus",
@@ -349,7 +349,7 @@ def default_corpus() -> Corpus:
 
 def lee_documents() -> list[Document]:
     """The Lee news corpus shipped with gensim: 300 stories, one per line, ids ``lee/<line>``."""
-    lines = _read_text(_test_data_file(_LEE_FILE)).split("\n")
+    lines = _read_text(gensim_test_data(_LEE_FILE)).split("\n")
     return [
         Document(text=line.strip(), doc_id=f"lee/{i}", source="lee")
         for i, line in enumerate(lines)
@@ -367,7 +367,7 @@ def wikipedia_documents() -> list[Document]:
     its sections' prose (headings removed) and ``sections`` gives the heading of every span.
     Cached on disk (see the module docstring) and in memory.
     """
-    dump = _test_data_file(_WIKI_DUMP)
+    dump = gensim_test_data(_WIKI_DUMP)
     stat = dump.stat()
     key = f"{WIKI_FORMAT_VERSION}:{_WIKI_DUMP}:{stat.st_size}:{stat.st_mtime_ns}"
     if key not in _WIKI_MEMO:
@@ -381,20 +381,15 @@ def wikipedia_documents() -> list[Document]:
     return list(_WIKI_MEMO[key])
 
 
-def _test_data_file(name: str) -> Path:
-    """A file of gensim's bundled test data (located without importing gensim, which is slow)."""
+def gensim_test_data(name: str, needed_by: str = "the embedded corpus") -> Path:
+    """A file of gensim's bundled test data (located without importing gensim, which is slow), or one
+    clear error saying what needs it (``needed_by``) when gensim or the file is missing."""
     spec = importlib.util.find_spec("gensim")
-    if spec is None or spec.origin is None:
-        raise HeadsimError(
-            "gensim is not installed, and the embedded corpus ships inside its wheel.",
-            "Install it with: pip install 'gensim>=4.3'.",
-        )
+    require(spec is not None and spec.origin is not None,
+            f"{needed_by} needs gensim's test data, but gensim is not installed", "pip install 'gensim>=4.3'")
     path = Path(spec.origin).parent / "test" / "test_data" / name
-    if not path.is_file():
-        raise HeadsimError(
-            f"The embedded corpus file {name!r} is missing from {str(path.parent)!r}.",
-            "Reinstall gensim from its wheel (pip install --force-reinstall gensim).",
-        )
+    require(path.is_file(), f"{needed_by} needs {name!r}, which is missing from {str(path.parent)!r}",
+            "reinstall gensim from its wheel (pip install --force-reinstall gensim)")
     return path
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import require
-from .model.tap import capture
+from .model.tap import capture, check_layers
 from .models import LoadedModel, as_loaded
 from .windows import Windows, check_seq_len, check_texts, make_windows
 
@@ -45,17 +45,6 @@ class Extraction:
         require(layer in self.layers, f"layer {layer + 1} was not extracted",
                 f"extract with layers including it (have {[x + 1 for x in self.layers]})")
         return self.layers.index(layer)
-
-
-def check_layers(layers: Sequence[int] | None, n_layers: int) -> list[int]:
-    """0-based layer indices, validated; ``None`` → all."""
-    if layers is None:
-        return list(range(n_layers))
-    out = [int(x) for x in layers]
-    for x in out:
-        require(0 <= x < n_layers, f"layer {x + 1} is out of range",
-                f"this model has layers 1..{n_layers} (1-based)")
-    return sorted(set(out))
 
 
 def extract(

@@ -98,10 +98,9 @@ class Framing:
         """The framing an architecture entry names (:attr:`headsim.model.arch.Arch.framing`)."""
         framing = arch.framing
         if framing == "auto":  # inferred entries: what the tokenizer offers, as the family trains
-            opening, closing = boundary_ids(tokenizer)
-            has_cls_sep = tokenizer.cls_token_id is not None and tokenizer.sep_token_id is not None
+            opening, closing = boundary_ids(tokenizer)  # [CLS]/[SEP] where the tokenizer has them, else BOS/EOS
             framing = ("bos" if tokenizer.bos_token_id is not None else "none") if arch.causal else (
-                "cls_sep" if has_cls_sep or (opening is not None and closing is not None) else "none")
+                "cls_sep" if opening is not None and closing is not None else "none")
         if framing == "cls_sep":
             return cls.of_tokenizer(tokenizer)
         if framing == "bos":

@@ -111,16 +111,6 @@ def curves_figure(meta: dict, curves: pd.DataFrame) -> Figure:
     return fig
 
 
-def redraw(folder: Path) -> list[Path]:
-    """Draw the figures again from a saved study (``ablation.json`` and the parquet tables)."""
-    import json
-
-    folder = Path(folder)
-    meta = json.loads((folder / "ablation.json").read_text())
-    tables = [pd.read_parquet(folder / f"{name}.parquet") for name in ("heads", "groups", "curves")]
-    return draw_figures(folder, meta, *tables)
-
-
 def draw_figures(out: Path, meta: dict, heads: pd.DataFrame, groups: pd.DataFrame, curves: pd.DataFrame) -> list[Path]:
     """Write the study's figures (PNG + SVG) into ``out``."""
     written = []

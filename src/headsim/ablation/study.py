@@ -24,7 +24,8 @@ from ..errors import require
 from ..models import LoadedModel, as_loaded
 from ..rundir import Run, load_run
 from .curves import curve_points, removable
-from .importance import ROLES, ascending, descending, gradient_importance, label, random_orders, rank_correlation, role_scores
+from .importance import (ROLES, as_pairs, ascending, descending, gradient_importance, label, random_orders,
+                         rank_correlation, role_scores)
 from .intervention import MODES, ablate, head_means
 from .tasks import Task, get_tasks, load_drift_texts
 
@@ -84,7 +85,7 @@ class _Scorer:
         out: dict[str, float] = {}
         todo = [t for t in (tasks or self.tasks) if (key, t.name) not in self.memo]
         if todo:
-            pairs = [(i // self.model.n_heads, i % self.model.n_heads) for i in key]
+            pairs = as_pairs(key, self.model.n_heads)
             with ablate(self.model, pairs, mode=self.mode, means=self.means):
                 for t in todo:
                     self.memo[(key, t.name)] = t.evaluate(self.model)
@@ -198,7 +199,7 @@ def ablation_study(model=None, out: str | os.PathLike = "ablation-out", *, run_d
 def resummarize(folder: str | os.PathLike) -> Path:
     """Recompute ``ablation.json``'s summary and the figures from a saved study's tables (no model run)."""
     from ..rundir import read_json, write_json
-    from .plots import redraw
+    from .plots import draw_figures
 
     folder = Path(folder)
     meta = read_json(folder / ABLATION_JSON)
@@ -210,7 +211,7 @@ def resummarize(folder: str | os.PathLike) -> Path:
     meta["summary"] = _summary(full, groups, curves, heads, metric, meta["group_size"], meta["n_heads_total"], criteria, config)
     meta.setdefault("task_metrics", [list(get_tasks([t])[0].metrics) for t in config.tasks])
     write_json(folder / ABLATION_JSON, meta)
-    redraw(folder)
+    draw_figures(folder, meta, heads, groups, curves)
     return folder / ABLATION_JSON
 
 

@@ -25,7 +25,6 @@ importance; the loss is fixed on the full model when the task is prepared.
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,13 +43,9 @@ WORD_PAIRS = {"wordsim353": "wordsim353.tsv", "simlex999": "simlex999.txt"}
 
 def gensim_data_file(name: str, task: str) -> Path:
     """A file of gensim's test data, or one clear error naming the task that needs it."""
-    spec = importlib.util.find_spec("gensim")
-    require(spec is not None and spec.origin is not None,
-            f"task {task!r} needs gensim's test data, but gensim is not installed", "pip install 'gensim>=4.3'")
-    path = Path(spec.origin).parent / "test" / "test_data" / name
-    require(path.is_file(), f"task {task!r} needs {name!r}, which is missing from {str(path.parent)!r}",
-            "reinstall gensim from its wheel (pip install --force-reinstall gensim)")
-    return path
+    from ..corpus import gensim_test_data
+
+    return gensim_test_data(name, f"task {task!r}")
 
 
 def _lines(path: Path) -> list[str]:

@@ -10,6 +10,7 @@ entry in :data:`ARCHS` plus one row in ``tests/test_architectures.py``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from torch import nn
@@ -92,6 +93,18 @@ class Arch:
     def output_projection_of(self, layer: nn.Module) -> nn.Module:
         return layer.get_submodule(self.output_projection)
 
+    def output_projections(self, model: nn.Module, n_layers: int) -> list[nn.Module]:
+        """Every distinct attention output projection, in layer order (one for shared layers)."""
+        return _distinct(self.output_projection_of(x) for x in self.layer_modules(model, n_layers))
+
+    def attention_modules(self, model: nn.Module, n_layers: int) -> list[nn.Module]:
+        """Every distinct attention module, in layer order (one for shared layers)."""
+        return _distinct(self.attention_of(x) for x in self.layer_modules(model, n_layers))
+
+
+def _distinct(modules: Iterable[nn.Module]) -> list[nn.Module]:
+    return list({id(m): m for m in modules}.values())
+
 
 _BERT = dict(layers="encoder.layer", attention="attention.self", output_projection="attention.output.dense")
 _DECODER = dict(layers="layers", attention="self_attn", output_projection="self_attn.o_proj", causal=True,
@@ -145,11 +158,18 @@ _STACKS = ("layers", "encoder.layer", "encoder.layers", "h", "transformer.h", "t
 _PROJECTIONS = ("o_proj", "out_proj", "c_proj", "dense", "o", "Wo", "out_lin", "output.dense")
 
 
-def _uses_attention_interface(module: nn.Module) -> bool:
-    import inspect
+def eager_function_of(module: nn.Module) -> Callable | None:
+    """The ``eager_attention_forward`` of the module's own modelling file (transformers' per-family
+    eager attention), or ``None``."""
     import sys
 
-    if getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None) is None:
+    return getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
+
+
+def _uses_attention_interface(module: nn.Module) -> bool:
+    import inspect
+
+    if eager_function_of(module) is None:
         return False
     try:
         return "ALL_ATTENTION_FUNCTIONS" in inspect.getsource(type(module).forward)

@@ -25,7 +25,6 @@ attention itself and hand the model its outputs, so the statistics pay for atten
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
@@ -35,7 +34,7 @@ import torch
 from torch import nn
 
 from ..errors import HeadsimError, require
-from .arch import Arch
+from .arch import Arch, eager_function_of
 
 _TAP = "headsim_tap"  # attention through the tap; masks built as for eager attention
 _PLAIN = "headsim_plain"  # attention computed by a consumer (plain families); no mask built
@@ -73,7 +72,7 @@ class _Stop(Exception):
 
 
 def _eager_function(module: nn.Module) -> Callable:
-    fn = getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
+    fn = eager_function_of(module)
     if fn is None:
         raise HeadsimError(f"{type(module).__name__} has no eager attention function to read probabilities from",
                            "report this model class; its attention cannot be captured exactly")
@@ -160,7 +159,8 @@ def _tap_attention(module, query, key, value, attention_mask, scaling=None, drop
         from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
         impl = run.original.get(id(module.config), "sdpa")
-        fn = ALL_ATTENTION_FUNCTIONS.get_interface(impl, _eager_function(module)) if impl != "eager" else _eager_function(module)
+        eager = _eager_function(module)
+        fn = eager if impl == "eager" else ALL_ATTENTION_FUNCTIONS.get_interface(impl, eager)
         out, probs = fn(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
     if wanted and tap.qkv:
         cap = run.capture_of(layer)
@@ -218,6 +218,16 @@ def _right_align(ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, t
     return _roll_rows(ids, -shift, 1), _roll_rows(mask, -shift, 1), shift
 
 
+def check_layers(layers: Sequence[int] | None, n_layers: int) -> list[int]:
+    """0-based layer indices, validated and sorted without repeats; ``None`` → all."""
+    if layers is None:
+        return list(range(n_layers))
+    out = sorted({int(x) for x in layers})
+    for x in out:
+        require(0 <= x < n_layers, f"layer {x + 1} is out of range", f"this model has layers 1..{n_layers} (1-based)")
+    return out
+
+
 class Tap:
     """Capture of chosen layers of one loaded model (see the module docstring).
 
@@ -234,10 +244,7 @@ class Tap:
                  head_outputs: bool = True, qkv: bool = False, stop_early: bool = False) -> None:
         self.loaded = loaded
         self.arch: Arch = loaded.arch
-        n = loaded.n_layers
-        chosen = list(range(n)) if layers is None else sorted({int(x) for x in layers})
-        for x in chosen:
-            require(0 <= x < n, f"layer {x + 1} is out of range", f"this model has layers 1..{n} (1-based)")
+        chosen = check_layers(layers, loaded.n_layers)
         require(not qkv or self.arch.interface, f"{self.arch.family} does not expose queries and keys to headsim",
                 "capture attention and head outputs instead")
         self.layer_set = frozenset(chosen)
@@ -306,7 +313,6 @@ class Tap:
         """Pre-hooks on the output projections (head outputs) and, outside the interface, forward hooks
         on the attention modules (probabilities); each registered once per distinct module."""
         arch, loaded = self.arch, self.loaded
-        layers = arch.layer_modules(loaded.model, loaded.n_layers)
         n_heads = loaded.n_heads
         handles = []
 
@@ -329,10 +335,10 @@ class Tap:
                 run.deliver(layer)
 
         if run.compute is None:
-            for module in {id(m): m for m in (arch.output_projection_of(x) for x in layers)}.values():
+            for module in arch.output_projections(loaded.model, loaded.n_layers):
                 handles.append(module.register_forward_pre_hook(on_projection))
         if not arch.interface and run.compute is None:
-            for module in {id(m): m for m in (arch.attention_of(x) for x in layers)}.values():
+            for module in arch.attention_modules(loaded.model, loaded.n_layers):
                 handles.append(module.register_forward_hook(on_attention))
         return handles
 
@@ -372,9 +378,8 @@ def edit_head_outputs(loaded, edits: dict[int, Callable[[torch.Tensor], torch.Te
         return None if fn is None else (fn(args[0]), *args[1:])
 
     handles = [arch.stack_of(loaded.model).register_forward_pre_hook(reset)]
-    projections = {id(m): m for m in (arch.output_projection_of(x) for x in arch.layer_modules(loaded.model, loaded.n_layers))}
     try:
-        for module in projections.values():
+        for module in arch.output_projections(loaded.model, loaded.n_layers):
             handles.append(module.register_forward_pre_hook(edit))
         yield
     finally:

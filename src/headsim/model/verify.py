@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ..errors import HeadsimError
-from .tap import Tap, _implementation, capture
+from .tap import Tap, _configs, _implementation, capture
 
 VOCAB = 96
 #: the small sizes every tiny model starts from (config classes ignore the names they do not know)
@@ -66,10 +66,8 @@ def tiny_model(model_type: str, seed: int = 0, **overrides):
             if p.ndim == 2:
                 p.mul_(3.0)
     eager = copy.deepcopy(model)
-    for m in eager.modules():
-        c = getattr(m, "config", None)
-        if c is not None and hasattr(c, "_attn_implementation"):
-            c._attn_implementation_internal = "eager"
+    for c in _configs(eager):
+        c._attn_implementation_internal = "eager"
     return model, eager
 
 
@@ -127,8 +125,13 @@ class Verification:
     invariance: float
     causal_upper: float  # attention above the diagonal of valid rows (causal families: must be 0)
 
+    @property
+    def worst(self) -> float:
+        """The largest difference of all checks."""
+        return max(self.attention, self.head_outputs, self.invariance, self.causal_upper)
+
     def exact(self, tol: float = 1e-5) -> bool:
-        return max(self.attention, self.head_outputs, self.invariance, self.causal_upper) <= tol
+        return self.worst <= tol
 
 
 def _valid_block(x: torch.Tensor, b: int, n: int, square: bool) -> torch.Tensor:
@@ -192,7 +195,7 @@ def self_check(loaded, tol: float | None = None) -> Verification:
         raise HeadsimError(f"not supported: {type(loaded.model).__name__} has no architecture entry, and the layout read off "
                            f"its modules does not run ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})",
                            "use a model of a supported family; `headsim models` lists them") from exc
-    worst = max(got.attention, got.head_outputs, got.invariance, got.causal_upper)
+    worst = got.worst
     if not worst <= tol:
         raise HeadsimError(f"not supported: {type(loaded.model).__name__} has no architecture entry, and the layout read off "
                            f"its modules does not reproduce its attention exactly (largest difference {worst:.1e})",
