@@ -109,24 +109,18 @@ def gates(model: LoadedModel):
 def head_means(model: LoadedModel, texts: list[str], *, batch_size: int = 16) -> torch.Tensor:
     """Mean output vector of every head over the valid tokens of ``texts``: ``[L, H, d_head]``."""
     from ..model.embed import pad_batch, tokenize
-    from ..model.tap import hidden_states
+    from ..model.tap import Tap
 
     tokens = tokenize(model, texts)
-    sums = torch.zeros(model.n_layers, model.n_heads * model.d_head, dtype=torch.float64)
-    count = 0
-    state: dict[str, torch.Tensor] = {}
+    sums = torch.zeros(model.n_layers, model.n_heads, model.d_head, dtype=torch.float64)
+    count, tap, pad = 0, Tap(model), model.framing.pad
+    for start in range(0, len(tokens), batch_size):
+        ids, mask = pad_batch(list(tokens.ids[start:start + batch_size]), pad)
+        weight = mask.to(model.device, torch.float64)[:, None, :, None]  # [B, 1, T, 1]
 
-    def reader(layer: int):
-        def read(z: torch.Tensor) -> torch.Tensor:
-            sums[layer] += (z.double() * state["mask"][..., None]).sum((0, 1)).cpu()
-            return z
-        return read
+        def add(cap, weight=weight) -> None:
+            sums[cap.layer] += (cap.head_outputs.double() * weight).sum((0, 2)).cpu()
 
-    pad = model.framing.pad
-    with _pre_hooks(model, {layer: reader(layer) for layer in range(model.n_layers)}):
-        for start in range(0, len(tokens), batch_size):
-            ids, mask = pad_batch(list(tokens.ids[start:start + batch_size]), pad)
-            state["mask"] = mask.to(model.device, torch.float64)
-            hidden_states(model, ids, mask)
-            count += int(mask.sum())
-    return (sums / count).float().view(model.n_layers, model.n_heads, model.d_head)
+        tap.run(ids, mask, add, right_padded=True)
+        count += int(mask.sum())
+    return (sums / count).float()
