@@ -60,11 +60,10 @@ def _fetch(url: str, into: Path) -> Path:
         info = fs.get_file_info(path)
         require(info.type != pafs.FileType.NotFound, f"corpus URL {url!r} does not exist",
                 "check the URL (a .txt, .jsonl or .parquet file, or a directory of .txt files)")
+        local = into / (info.base_name or "corpus")
         if info.type == pafs.FileType.File:
-            local = into / (info.base_name or "corpus")
             _copy(fs, path, local)
             return local
-        local = into / (info.base_name or "corpus")
         local.mkdir()
         for item in fs.get_file_info(pafs.FileSelector(path, recursive=False)):
             if item.type == pafs.FileType.File and item.base_name.lower().endswith(".txt"):

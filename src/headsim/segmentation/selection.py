@@ -223,17 +223,16 @@ def fit_sentence(texts: Sequence[str], model: LoadedModel | str | None = None, *
                     c[2] += len(gold)
     f1 = {key: (2 * h / (f + g) if f + g else 0.0) for key, (h, f, g) in counts.items()}
     (layer, cand, thr), best = max(f1.items(), key=lambda kv: (kv[1], -kv[0][0]))
-    per_layer = {f"L{li + 1}": round(max(v for (l_, c, t), v in f1.items() if l_ == li and c == "any"), 4) for li in range(len(layers))}
-    per_layer_p = {f"L{li + 1}": round(max(v for (l_, c, t), v in f1.items() if l_ == li and c == "punctuation"), 4) for li in range(len(layers))}
-    per_layer_t = {f"L{li + 1}": round(max(v for (l_, c, t), v in f1.items() if l_ == li and c == "terminal"), 4) for li in range(len(layers))}
+    by_layer = {cand_: {f"L{li + 1}": round(max(v for (l_, c, _), v in f1.items() if l_ == li and c == cand_), 4)
+                        for li in range(len(layers))} for cand_ in ("any", "punctuation", "terminal")}
     return {
         "layer": int(layers[layer]),
         "candidates": cand,
         "threshold": float(thr),
         "fallback": bool(best < MIN_SENTENCE_F1),
         "dev": {"texts": len(texts), "f1_vs_pysbd": round(float(best), 4),
-                "best_f1_any_token_by_layer": per_layer, "best_f1_punctuation_by_layer": per_layer_p,
-                "best_f1_terminal_by_layer": per_layer_t},
+                "best_f1_any_token_by_layer": by_layer["any"], "best_f1_punctuation_by_layer": by_layer["punctuation"],
+                "best_f1_terminal_by_layer": by_layer["terminal"]},
     }
 
 
