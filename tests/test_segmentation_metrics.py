@@ -358,8 +358,11 @@ def test_leave_one_source_out_never_fits_on_the_held_out_source():
     splits = leave_one_source_out(sources)
     for held, (train, scored) in splits.items():
         assert {d.doc_id.split("/")[0] for d in train} == set(sources) - {held}
-        assert scored == sources[held].test and all(d in [e for s in sources.values() for e in s.dev] for d in train)
+        assert sorted(d.doc_id for d in scored) == [d.doc_id for d in sources[held].test] and all(d in [e for s in sources.values() for e in s.dev] for d in train)
     assert leave_one_source_out(sources, "dev")["x"][1] == sources["x"].dev
+    everything = leave_one_source_out(sources, "all")["x"][1]
+    assert everything[:1] == sources["x"].dev and sorted(d.doc_id for d in everything[1:]) == ["x/1", "x/2"]
+    assert leave_one_source_out(sources, "all", max_scored=2)["x"][1] == everything[:2]
     with pytest.raises(HeadsimError):
         leave_one_source_out(sources, "train")
     sources["y"] = Source("y", sources["x"].dev, [], {})  # the same document in two sources
