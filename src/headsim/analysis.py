@@ -336,8 +336,8 @@ def analyze(
             ``workers`` there); the same results either way.
     """
     params = dict(locals())  # for another engine, after the checks below
-    threshold = check_arguments(threshold, top_k_columns, windows, checkpoint_every, batch_size, sentence_splitter, workers,
-                                backend)
+    threshold = check_arguments(threshold, top_k_columns, windows, checkpoint_every, batch_size, sentence_splitter,
+                                workers if engine == "local" else None, backend)  # Ray checks its own workers
     out_path = Path(out) if out is not None else None
     windows, batch_size, dtype, backend = resume_settings(out_path, resume=resume, overwrite=overwrite, engine=engine,
                                                           windows=windows, batch_size=batch_size, dtype=dtype,
@@ -394,6 +394,7 @@ def resume_settings(out_path: Path | None, *, resume: bool, overwrite: bool, eng
     run_dir = rundir.RunDir(out_path) if out_path is not None else None
     if run_dir is not None:
         run_dir.check_target(resume=resume, overwrite=overwrite)
+        rundir.check_writable(out_path)  # a read-only or full output fails before the model loads
     if run_dir is None or not resume:
         return Settings(windows, batch_size, dtype, backend or "auto")
     stored_meta = run_dir.resume_meta()

@@ -237,17 +237,28 @@ def _read_text(path: Path) -> str:
             f"Cannot read corpus file {str(path)!r}: {exc.strerror or exc}.",
             "Check that the file exists and that you have permission to read it.",
         ) from None
-    bad_byte = data.find(b"\x00")
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise HeadsimError(
+            f"Corpus file {str(path)!r} is binary, not UTF-8 text (a NUL byte at offset {nul}).",
+            "Give a UTF-8 text file (.txt, .jsonl) or a .parquet file.",
+        )
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        bad_byte = exc.start if bad_byte < 0 else min(bad_byte, exc.start)
-    if bad_byte >= 0:
-        raise HeadsimError(
-            f"Corpus file {str(path)!r} is binary, not UTF-8 text (bad byte at offset {bad_byte}).",
-            "Give a UTF-8 text file, or convert the file to UTF-8 first.",
-        )
+        raise HeadsimError(not_utf8(path, exc), convert_hint(path)) from None
     return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def not_utf8(path: Path, exc: UnicodeDecodeError) -> str:
+    """The problem of a text file that is not UTF-8 (headsim reads UTF-8 only)."""
+    return (f"{str(path)!r} is not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start} is not "
+            "UTF-8 (perhaps Latin-1 or Windows-1252); headsim reads UTF-8")
+
+
+def convert_hint(path: Path) -> str:
+    """How to convert a text file to UTF-8."""
+    return f"convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8 {str(path)!r} > converted.txt"
 
 
 def _txt_documents(path: Path) -> list[Document]:

@@ -139,6 +139,28 @@ def _write_failed(path: Path, exc: OSError) -> HeadsimError:
     return HeadsimError(f"cannot write {str(path)!r}: {what}", fix)
 
 
+@contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """OS errors in the block (full disk, read-only file system, no permission) become the one-line
+    error that names ``path``, the output being written."""
+    try:
+        yield
+    except OSError as exc:
+        raise _write_failed(Path(path), exc) from exc
+
+
+def check_writable(path: str | os.PathLike) -> None:
+    """Refuse, before any slow work, an output ``path`` whose nearest existing folder cannot be
+    written (a probe folder is made there and removed; nothing else is created)."""
+    folder = Path(path).absolute()
+    while not folder.exists() and folder.parent != folder:
+        folder = folder.parent
+    if not folder.is_dir():
+        return  # a file in the way: the command's own check names it
+    with writing(Path(path)):
+        os.rmdir(tempfile.mkdtemp(prefix=".headsim-probe-", dir=folder))
+
+
 def atomic_write(path: Path, write: Callable[[Path], object]) -> Path:
     """Call ``write(tmp_path)`` and move the result onto ``path``; an OS error (full disk, no
     permission) becomes a :class:`HeadsimError` and leaves ``path`` as it was."""
@@ -359,7 +381,10 @@ class RunLock:
             holder = self.holder()
             if holder:  # stale: take it over
                 self.path.unlink(missing_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{LOCK}.tmp-", dir=self.path.parent)
+            try:
+                fd, tmp = tempfile.mkstemp(prefix=f".{LOCK}.tmp-", dir=self.path.parent)
+            except OSError as exc:
+                raise _write_failed(self.path.parent, exc) from exc
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as fh:
                     json.dump(info, fh)

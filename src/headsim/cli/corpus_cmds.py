@@ -52,7 +52,7 @@ def analyze(
     backend: Optional[str] = typer.Option(None, "--backend", help="Statistics backend: auto (Triton kernels on CUDA where Triton runs, else eager), eager, compiled (torch.compile) or triton. Default: auto, or the run's own with --resume."),
     fused: Optional[bool] = typer.Option(None, "--fused/--eager", hidden=True, help="Old spelling of --backend compiled / --backend eager."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Processes that tokenize and split sentences; 0 = in-process thread (default: automatic). With --engine ray: Ray workers, one model copy each (default: one per CPU/GPU of the cluster)."),
-    engine: str = typer.Option("local", "--engine", help="local (this process) or ray (a Ray cluster; pip install \"headsim[ray]\"). Same results."),
+    engine: str = typer.Option("local", "--engine", help="local (this process) or ray (a Ray cluster; needs the Ray extra: pip install \"headsim\\[ray]\"). Same results."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster: auto, ray://HOST:10001 (default: start a local one)."),
     gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="GPUs each Ray worker reserves."),
     cpus_per_worker: float = typer.Option(1.0, "--cpus-per-worker", help="CPUs each Ray worker reserves (and its torch threads)."),
