@@ -475,3 +475,44 @@ def test_10_every_reader_refuses_a_broken_run_alike(env, reference, tmp_path, ho
         assert "--overwrite" in expected.value.fix
         analyze(str(model), str(corpus), windows=4, out=run, seq_len=32, overwrite=True, progress=False)
         assert RunDir(run).check_finished()["windows"] == 4
+
+
+# -- issue 32: shards of one corpus merge into the whole run; overlapping runs are refused -------------
+
+
+def test_shards_merge_into_the_single_run_and_overlaps_are_refused(env, reference, tmp_path, capsys):
+    import numpy as np
+    import pandas as pd
+
+    shards = [tmp_path / f"shard{i}" for i in (1, 2, 3)]
+    for i, out in enumerate(shards, start=1):
+        code, err = cli(capsys, *analyze_args(env, out, 48, "--shard", f"{i}/3"))
+        assert code == 0, err
+    metas = [json.loads((s / "run.json").read_text()) for s in shards]
+    assert [m["holds"][0]["windows"] for m in metas] == [[[0, 16]], [[16, 32]], [[32, 48]]]
+    assert json.loads((reference[48] / "run.json").read_text())["holds"][0]["windows"] == [[0, 48]]
+    code, err = cli(capsys, "merge", shards[2], shards[0], shards[1], "--out", tmp_path / "merged")
+    assert code == 0, err
+    with xr.open_dataset(reference[48] / "stats.nc", engine="h5netcdf") as a, \
+            xr.open_dataset(tmp_path / "merged" / "stats.nc", engine="h5netcdf") as b:
+        assert set(a.data_vars) == set(b.data_vars) and int(b["windows"]) == 48
+        for name in a.data_vars:
+            x, y = a[name].values, b[name].values
+            if x.dtype.kind in "iu":
+                np.testing.assert_array_equal(x, y, err_msg=name)  # counts: exactly
+            else:
+                np.testing.assert_allclose(x, y, rtol=1e-9, atol=0, err_msg=name)  # float sums: to rounding
+    windows = pd.read_parquet(tmp_path / "merged" / "windows.parquet")
+    whole = pd.read_parquet(reference[48] / "windows.parquet")
+    assert sorted(map(tuple, windows["input_ids"].map(list))) == sorted(map(tuple, whole["input_ids"].map(list)))
+    # the issue's case: 48 and 200 windows, both from the start, would count windows 0..47 twice
+    code, err = cli(capsys, "merge", reference[48], reference[200], "--out", tmp_path / "twice")
+    one_line_error(code, err)
+    assert "both hold windows 0..47" in err and "--shard" in err and not (tmp_path / "twice").exists()
+    code, err = cli(capsys, "merge", tmp_path / "merged", shards[1], "--out", tmp_path / "again")  # a merge holds its parts
+    one_line_error(code, err)
+    for bad in ("0/3", "4/3", "x", "1/0"):
+        one_line_error(*cli(capsys, *analyze_args(env, tmp_path / "bad", 48, "--shard", bad)))
+    code, err = cli(capsys, *analyze_args(env, tmp_path / "bad", 2, "--shard", "1/3"))  # 2 windows: part 1 of 3 is empty
+    one_line_error(code, err)
+    assert "holds no window" in err

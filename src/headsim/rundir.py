@@ -556,6 +556,9 @@ class RunDir:
         spec = (meta.get("corpus") or {}).get("spec")
         if spec is not None:
             out["corpus"] = spec
+        shard = meta.get("shard")
+        if isinstance(shard, dict):
+            out["shard"] = f"{shard['index']}/{shard['count']}"
         return out
 
     def check_layout(self, meta: dict) -> None:
