@@ -23,7 +23,6 @@ import headsim
 from cli_processes import spawn, wait_for
 from headsim.analysis import analyze
 from headsim.corpus import lee_documents, load_corpus
-from headsim.corpus_uri import load_corpus_any
 from headsim.errors import HeadsimError
 from headsim.models import from_pretrained_objects, load_model
 from headsim.ray_engine import plan_shares, share_batches
@@ -136,16 +135,16 @@ def test_corpus_urls_read_like_local_paths(tmp_path, corpus):
     for local, kw in ((corpus, {}), (tmp_path / "c.jsonl", {"text_field": "body"}),
                       (tmp_path / "c.parquet", {"text_column": "t"}), (tmp_path / "dir", {})):
         want = load_corpus(local, **kw)
-        got = load_corpus_any(local.as_uri(), **kw)
+        got = load_corpus(local.as_uri(), **kw)
         assert got.name == local.as_uri() and got.sha256 == want.sha256 and len(got) == len(want) > 0
         assert [d.doc_id for d in got] == [d.doc_id for d in want]
         assert all(d.source.startswith(local.as_uri()) for d in got)
     with pytest.raises(HeadsimError, match="does not exist"):
-        load_corpus_any((tmp_path / "missing.txt").as_uri())
+        load_corpus((tmp_path / "missing.txt").as_uri())
     with pytest.raises(HeadsimError, match="no column 'nope'"):  # the reader's error names the URL
-        load_corpus_any((tmp_path / "c.parquet").as_uri(), text_column="nope")
+        load_corpus((tmp_path / "c.parquet").as_uri(), text_column="nope")
     with pytest.raises(HeadsimError, match="cannot open corpus URL"):
-        load_corpus_any("nosuchscheme://bucket/corpus.txt")
+        load_corpus("nosuchscheme://bucket/corpus.txt")
 
 
 def test_an_unreachable_cluster_is_refused_at_once():

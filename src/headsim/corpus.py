@@ -10,7 +10,8 @@ reads one from a spec:
 * a ``.txt`` file: documents separated by one or more blank lines;
 * a directory: every ``*.txt`` file in it (not recursive), sorted by name, each read as above;
 * a ``.jsonl`` file: one JSON object per line, the text in ``text_field``;
-* a ``.parquet`` file: one row per document, the text in ``text_column``.
+* a ``.parquet`` file: one row per document, the text in ``text_column``;
+* any of these at a URL (``s3://``, ``gs://``, ``http(s)://``, ``file://``, …: :mod:`headsim.corpus_uri`).
 
 Documents are stripped of surrounding whitespace and empty ones are dropped. A user document's
 ``doc_id`` is ``"<file name>#<i>"``, ``i`` counting the records of that file from 0 (a block of a
@@ -168,8 +169,8 @@ def load_corpus(
     """Read a corpus from ``spec``: ``"default"``, a .txt/.jsonl/.parquet file or a .txt directory.
 
     Args:
-        spec: ``"default"`` for the embedded corpus, else a path (``"./default"`` for a file named
-            ``default``).
+        spec: ``"default"`` for the embedded corpus, a URL (``scheme://…``), else a path (``"./default"``
+            for a file named ``default``).
         text_field: the key holding the text in each object of a ``.jsonl`` file.
         text_column: the column holding the text in a ``.parquet`` file.
 
@@ -179,6 +180,10 @@ def load_corpus(
     """
     if isinstance(spec, str) and spec == "default":
         return default_corpus()
+    if isinstance(spec, str) and re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", spec):
+        from .corpus_uri import load_url  # remote reads: deadlines, retries, one-line causes
+
+        return load_url(spec, text_field=text_field, text_column=text_column)
     if not isinstance(spec, (str, os.PathLike)):
         raise HeadsimError(f"Corpus spec {spec!r} is not a path.", f"Give {_SUPPORTED}.")
     name = os.fspath(spec)

@@ -2,7 +2,7 @@
 
 Plan → shares → exact merge:
 
-1. The driver reads the corpus (:func:`headsim.corpus_uri.load_corpus_any`: local specs and URLs)
+1. The driver reads the corpus (:func:`headsim.corpus.load_corpus`: local specs and URLs)
    and starts the workers, Ray actors (:class:`Worker`) that each hold one copy of the model.
 2. The workers count every text's tokens (blocks of texts, in parallel). From the counts the driver
    numbers the packed windows once, as the single process cuts them, and splits ``[0, windows)``
@@ -502,7 +502,7 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
             worker, at most 64 batches each).
     """
     from .analysis import CorpusCount, Result, check_shard, finish_run, new_meta, shard_range, start_run, window_target
-    from .corpus_uri import load_corpus_any
+    from .corpus import Corpus, load_corpus
     from .interrupts import StopRequests
     from .runspec import RunSpec
     from .stats import CorpusStats
@@ -514,7 +514,7 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
     require(share_windows is None or (isinstance(share_windows, int) and share_windows >= 1),
             f"share_windows {share_windows!r} must be at least 1", "pass a positive number of windows")
     out_path = Path(out) if out is not None else None
-    corp = load_corpus_any(corpus, text_field=text_field, text_column=text_column)
+    corp = corpus if isinstance(corpus, Corpus) else load_corpus(corpus, text_field=text_field, text_column=text_column)
     texts = [d.text for d in corp]
     # the run directory is checked and held before the cluster starts; a signal during the start-up stops it at
     # once (the cluster's exit ends every actor); from then on a first SIGINT/SIGTERM stops the run after the
@@ -529,10 +529,10 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
         counting = time.perf_counter() - t
         tokens = int(counts.sum())
         count = CorpusCount(-(-tokens // content), tokens, True)
-        first, stop = 0, window_target(corp, count, windows, seq_len, info["specials"], allow_fewer)
+        first, end = 0, window_target(corp, count, windows, seq_len, info["specials"], allow_fewer)
         if shard is not None:
-            first, stop = shard_range(stop, shard)
-        target = stop - first
+            first, end = shard_range(end, shard)
+        target = end - first
         bs = int(batch_size) if batch_size else int(info["batch_size"])
         spec = RunSpec(info["source"], corp.sha256, target, seq_len, threshold, top_k_columns, bs, info["dtype"],
                        sentence_splitter, first)
@@ -551,7 +551,7 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
             require(share_windows is None or share == before,
                     f"--resume refused: {str(out_path)!r} was cut into shares of {before} windows",
                     "resume with the same --share-windows, or without it")
-        shares = plan_shares(counts, content, stop, meta["ray"]["share_windows"], start=first)
+        shares = plan_shares(counts, content, end, meta["ray"]["share_windows"], start=first)
         saved = run_dir.load_checkpoint(contiguous=False) if run_dir is not None else None
         if saved is not None:
             total = CorpusStats.from_state_dict(saved[0])
