@@ -14,6 +14,7 @@ import os
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -516,3 +517,113 @@ def test_shards_merge_into_the_single_run_and_overlaps_are_refused(env, referenc
     code, err = cli(capsys, *analyze_args(env, tmp_path / "bad", 2, "--shard", "1/3"))  # 2 windows: part 1 of 3 is empty
     one_line_error(code, err)
     assert "holds no window" in err
+
+
+# -- issue 32: every command, with a read-only output, a full disk and a missing input: one line, exit 2 ----
+
+
+@pytest.fixture
+def failing_writes(monkeypatch):
+    """``fail(folder, errno)``: every file or folder created, and every rename, under ``folder`` fails
+    with ``errno`` (a read-only file system, a full disk) as the OS would report it (root ignores
+    permissions, so they cannot stand in for a read-only disk here)."""
+    import errno as errnos
+
+    def fail(folder: Path, code: int) -> None:
+        root = str(Path(folder).absolute())
+
+        def under(path) -> bool:
+            try:
+                return os.path.abspath(os.fspath(path)).startswith(root)
+            except TypeError:
+                return False
+
+        def refuse(path):
+            raise OSError(code, os.strerror(code), os.fspath(path))
+
+        writes = os.O_WRONLY | os.O_RDWR | os.O_CREAT
+        for name, check in (("mkdir", lambda p, *a, **k: under(p)),
+                            ("open", lambda p, flags=0, *a, **k: under(p) and flags & writes),
+                            ("replace", lambda src, dst, *a, **k: under(dst)),
+                            ("rename", lambda src, dst, *a, **k: under(dst)),
+                            ("link", lambda src, dst, *a, **k: under(dst))):
+            original = getattr(os, name)
+
+            def patched(*args, _original=original, _check=check, **kwargs):
+                if _check(*args, **kwargs):
+                    refuse(args[1] if _original.__name__ in ("replace", "rename", "link") else args[0])
+                return _original(*args, **kwargs)
+
+            monkeypatch.setattr(os, name, patched)
+        assert errnos.errorcode[code]
+
+    return fail
+
+
+@pytest.fixture(scope="module")
+def halves(env, tmp_path_factory) -> list[Path]:
+    """Two shards of an 8-window run (disjoint: they merge)."""
+    root = tmp_path_factory.mktemp("halves")
+    for i in (1, 2):
+        assert run_app([str(a) for a in analyze_args(env, root / f"half{i}", 8, "--shard", f"{i}/2")]) == 0
+    return [root / "half1", root / "half2"]
+
+
+def _commands(env, reference, halves, out: Path, missing: Path, port: int) -> dict[str, tuple[list, list]]:
+    """For each command: (arguments writing under ``out``, arguments naming the ``missing`` input)."""
+    model, corpus, _ = env
+    text = out.parent / "text.txt"
+    text.write_text("The cat sat on the mat. " * 4, encoding="utf-8")
+    small = ["--model", model, "--seq-len", "32"]
+    return {
+        "analyze": (analyze_args(env, out / "run", 4), analyze_args(env, out / "run", 4)[:3] + ["--corpus", missing, "--out", out.parent / "a"]),
+        "merge": (["merge", *halves, "--out", out / "m"], ["merge", halves[0], missing, "--out", out.parent / "m"]),
+        "reproduce": (["reproduce", *small, "--corpus", corpus, "--windows", "4", "--out", out / "rep"],
+                      ["reproduce", *small, "--corpus", missing, "--windows", "4", "--out", out.parent / "rep"]),
+        "report": (["report", reference[48], "--no-example", "--out", out / "rep"], ["report", missing, "--no-example"]),
+        "compare": (["compare", reference[48], reference[200], "--out", out / "cmp"],
+                    ["compare", reference[48], missing, "--out", out.parent / "cmp"]),
+        "inspect": (["inspect", "The cat sat.", "--model", model, "--out", out / "ins"],
+                    ["inspect", "--text-file", missing, "--model", model, "--out", out.parent / "ins"]),
+        "segment": (["segment", text, "--model", model, "--out", out / "seg.jsonl"], ["segment", missing, "--model", model]),
+        "ablate": (["ablate", "--model", model, "--out", out / "abl"], ["ablate", "--model", model, "--run", missing, "--out", out.parent / "abl"]),
+        "serve": ([], ["serve", "--model", model, "--run", missing, "--port", port]),
+    }
+
+
+@pytest.mark.parametrize("case", ["read-only output", "full disk", "missing input"])
+def test_every_command_fails_in_one_line(env, reference, halves, tmp_path, capsys, failing_writes, case):
+    import errno as errnos
+
+    out, missing = tmp_path / "out", tmp_path / "missing"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    commands = _commands(env, reference, halves, out, missing, port)
+    if case != "missing input":
+        out.mkdir()
+        failing_writes(out, errnos.EROFS if case == "read-only output" else errnos.ENOSPC)
+    for name, (writing, reading) in commands.items():
+        args = reading if case == "missing input" else writing
+        if not args:
+            continue
+        code, err = cli(capsys, *args)
+        one_line_error(code, err)
+        expect = {"read-only output": "Read-only file system", "full disk": "No space left",
+                  "missing input": str(missing)}[case]
+        assert expect in err, (name, err)
+    assert not missing.exists()
+
+
+def test_an_unexpected_error_is_one_line_and_its_traceback_behind_debug(env, tmp_path, capsys, monkeypatch):
+    import headsim.merging as merging
+
+    def broken(*args, **kwargs):
+        raise KeyError("a library's own error")
+
+    monkeypatch.setattr(merging, "merge_runs", broken)
+    code, err = cli(capsys, "merge", tmp_path / "a", tmp_path / "b", "--out", tmp_path / "m")
+    one_line_error(code, err)
+    assert "KeyError" in err and "--debug" in err
+    code, err = cli(capsys, "merge", tmp_path / "a", tmp_path / "b", "--out", tmp_path / "m", "--debug")
+    assert code == 2 and "Traceback" in err and "in broken" in err

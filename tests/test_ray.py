@@ -139,7 +139,7 @@ def test_corpus_urls_read_like_local_paths(tmp_path, corpus):
         assert got.name == local.as_uri() and got.sha256 == want.sha256 and len(got) == len(want) > 0
         assert [d.doc_id for d in got] == [d.doc_id for d in want]
         assert all(d.source.startswith(local.as_uri()) for d in got)
-    with pytest.raises(HeadsimError, match="does not exist"):
+    with pytest.raises(HeadsimError, match="missing.txt': not found"):
         load_corpus((tmp_path / "missing.txt").as_uri())
     with pytest.raises(HeadsimError, match="no column 'nope'"):  # the reader's error names the URL
         load_corpus((tmp_path / "c.parquet").as_uri(), text_column="nope")
