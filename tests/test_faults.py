@@ -106,6 +106,15 @@ def reference(env, tmp_path_factory) -> dict[int, Path]:
     return out
 
 
+@pytest.fixture(scope="module")
+def halves(env, tmp_path_factory) -> list[Path]:
+    """Two shards of an 8-window run (disjoint: they merge)."""
+    root = tmp_path_factory.mktemp("halves")
+    for i in (1, 2):
+        assert run_app([str(a) for a in analyze_args(env, root / f"half{i}", 8, "--shard", f"{i}/2")]) == 0
+    return [root / "half1", root / "half2"]
+
+
 def interrupted_run(env, out: Path, windows: int, after: int) -> None:
     """An in-process run stopped (KeyboardInterrupt) once ``after`` windows are done."""
     model, corpus, _ = env
@@ -122,7 +131,7 @@ def interrupted_run(env, out: Path, windows: int, after: int) -> None:
 # -- case 1: --overwrite deletes only headsim's own files -------------------------------------
 
 
-def test_1_overwrite_never_deletes_user_files(env, reference, tmp_path, capsys):
+def test_1_overwrite_never_deletes_user_files(env, reference, halves, tmp_path, capsys):
     v = tmp_path / "v"
     (v / "sub").mkdir(parents=True)
     (v / "run.json").write_text('{"name": "x"}')
@@ -140,7 +149,7 @@ def test_1_overwrite_never_deletes_user_files(env, reference, tmp_path, capsys):
     (run / "checkpoint" / "keep.me").write_text("mine too")
     before = tree(run)
     for args in (analyze_args(env, run, 4, "--overwrite"),
-                 ["merge", reference[48], reference[200], "--out", run, "--overwrite"]):
+                 ["merge", *halves, "--out", run, "--overwrite"]):
         code, err = cli(capsys, *args)
         one_line_error(code, err)
         assert tree(run) == before and "notes.txt" in err
@@ -159,11 +168,10 @@ def test_1_overwrite_never_deletes_user_files(env, reference, tmp_path, capsys):
 # -- case 2: merge never destroys its inputs ----------------------------------------------------
 
 
-def test_2_merge_never_writes_over_its_inputs(env, reference, tmp_path, capsys):
+def test_2_merge_never_writes_over_its_inputs(env, halves, tmp_path, capsys):
     a, b = tmp_path / "a", tmp_path / "b"
-    shutil.copytree(reference[48], a)
-    model, corpus, _ = env
-    assert run_app([str(x) for x in analyze_args(env, b, 8, "--threshold", "0.3")]) == 0
+    shutil.copytree(halves[0], a)
+    shutil.copytree(halves[1], b)
     before = {p: tree(p) for p in (a, b)}
     for out in (a, b, a / "inner", tmp_path):
         code, err = cli(capsys, "merge", a, b, "--out", out, "--overwrite")
@@ -279,9 +287,8 @@ def test_5_damaged_checkpoint_is_never_resumed_into_a_wrong_run(env, reference, 
 # -- case 6: merge refuses duplicates and runs made with other settings ---------------------------
 
 
-def test_6_merge_refuses_duplicates_and_other_settings(env, reference, tmp_path, capsys):
-    a, b = reference[48], tmp_path / "b"
-    assert run_app([str(x) for x in analyze_args(env, b, 8)]) == 0
+def test_6_merge_refuses_duplicates_and_other_settings(env, halves, tmp_path, capsys):
+    a, b = halves
     copy = tmp_path / "copy"
     shutil.copytree(a, copy)
     merged = tmp_path / "ab"
@@ -558,15 +565,6 @@ def failing_writes(monkeypatch):
         assert errnos.errorcode[code]
 
     return fail
-
-
-@pytest.fixture(scope="module")
-def halves(env, tmp_path_factory) -> list[Path]:
-    """Two shards of an 8-window run (disjoint: they merge)."""
-    root = tmp_path_factory.mktemp("halves")
-    for i in (1, 2):
-        assert run_app([str(a) for a in analyze_args(env, root / f"half{i}", 8, "--shard", f"{i}/2")]) == 0
-    return [root / "half1", root / "half2"]
 
 
 def _commands(env, reference, halves, out: Path, missing: Path, port: int) -> dict[str, tuple[list, list]]:

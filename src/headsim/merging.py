@@ -61,13 +61,13 @@ def check_mergeable(runs: list[rundir.Run]) -> None:
             require(rid not in seen, f"runs {str(seen.get(rid))!r} and {str(run.path)!r} hold the same analysis (run id {rid})",
                     "pass each run once (a copy of a run, or a merge that already holds it, would count its windows twice)")
             seen[rid] = run.path
-    check_disjoint(runs)
     first = runs[0]
     for run in runs[1:]:
         changed = first.spec.differences(run.spec, RunSpec.NUMBERS)
         require(not changed, f"runs {str(first.path)!r} and {str(run.path)!r} differ in settings that change the numbers ("
                 + ", ".join(f"{key}: {a!r} vs {b!r}" for key, (a, b) in changed.items()) + ")",
                 "merge only runs made with the same model and settings (analyse the shards again with one setting)")
+    check_disjoint(runs)
 
 
 def merge_datasets(datasets: list[xr.Dataset]) -> xr.Dataset:
