@@ -625,3 +625,21 @@ def test_an_unexpected_error_is_one_line_and_its_traceback_behind_debug(env, tmp
     assert "KeyError" in err and "--debug" in err
     code, err = cli(capsys, "merge", tmp_path / "a", tmp_path / "b", "--out", tmp_path / "m", "--debug")
     assert code == 2 and "Traceback" in err and "in broken" in err
+
+
+def test_small_items_of_issue_32(env, tmp_path, capsys):
+    model, corpus, _ = env
+    capsys.readouterr()
+    assert run_app(["analyze", "--help"]) == 0
+    assert 'pip install "headsim[ray]"' in " ".join(capsys.readouterr().out.split()).replace("│ ", "").replace(" │", "")
+    long_text = " ".join(["The cat sat on the mat and looked at the dog."] * 20)
+    code = run_app(["inspect", long_text, "--model", str(model), "--seq-len", "32", "--out", str(tmp_path / "ins")])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    notes = [line for line in err.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and "analysed window 0 only (32 tokens)" in notes[0] and "--window N" in notes[0], err
+    latin = tmp_path / "latin1.txt"
+    latin.write_bytes("café crème".encode("latin-1"))
+    code, err = cli(capsys, "inspect", "--text-file", latin, "--model", model, "--out", tmp_path / "ins2")
+    one_line_error(code, err)
+    assert "not UTF-8" in err and "binary" not in err and "iconv -f latin1 -t utf-8" in err

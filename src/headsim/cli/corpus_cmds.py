@@ -32,7 +32,7 @@ def _from_run(ctx: typer.Context, out: Path, given: dict) -> dict:
 def analyze(
     ctx: typer.Context,
     model: str = Model,
-    corpus: str = typer.Option("default", "--corpus", "-c", help="'default' (embedded Wikipedia + Lee), a .txt file, a directory of .txt, .jsonl or .parquet."),
+    corpus: str = typer.Option("default", "--corpus", "-c", help="'default' (embedded Wikipedia + Lee), a .txt file, a directory of .txt, .jsonl or .parquet; also at a URL (s3://, gs://, http(s)://)."),
     windows: Optional[int] = typer.Option(None, "--windows", "-n", help="Windows to analyse (default: the whole corpus)."),
     out: Path = typer.Option(..., "--out", "-o", help="Run directory to write."),
     seq_len: int = SeqLen,
