@@ -147,9 +147,8 @@ def test_quickstart_notebook_executes_and_its_html_works_offline(browser, shots,
     from headsim.views.html.notebook import offline_exporter
 
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    env_path = os.environ.get("PYTHONPATH", "")
-    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}},
-                            env={**os.environ, "PYTHONPATH": env_path}).execute()
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",  # the kernel inherits PYTHONPATH
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.output_type == "error"]
     html_outputs = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]
