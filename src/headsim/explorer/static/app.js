@@ -18,15 +18,7 @@ const MAX_ROWS = 500;
 // ------------------------------------------------------------------------------------------
 // small utilities
 
-function esc(s) {
-  return String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
-}
-function fmt(v, digits = 3) {
-  if (v == null || !Number.isFinite(v)) return '—';
-  if (Math.abs(v) >= 100) return v.toFixed(0);
-  if (Math.abs(v) >= 10) return v.toFixed(1);
-  return v.toFixed(digits);
-}
+const { esc, fmt } = P;  // shared with the notebook displays (draw.js)
 function rafOnce(fn) {
   let pending = false;
   return (...args) => {

@@ -3,7 +3,7 @@
 
 // Colour scales, colours and token ticks are the shared drawing code of the explorer and the notebook
 // displays (headsim/views/html/assets/draw.js, served as /static/shared/draw.js).
-export { FONT, MONO, MAGMA, BLUES, VIRIDIS, sqrtScale, BLUES_SQRT, MASK, HL, SEP, colorAt, shortTok, tickSet } from './shared/draw.js';
+export { FONT, MONO, MAGMA, BLUES, VIRIDIS, sqrtScale, BLUES_SQRT, MASK, HL, SEP, colorAt, shortTok, tickSet, esc, fmt } from './shared/draw.js';
 import { FONT, MONO, tickSet, HL, SEP } from './shared/draw.js';
 
 export const CONFIG = {

@@ -55,6 +55,18 @@ export function lut(scale) {
   return out;
 }
 
+/** Text made safe for innerHTML. */
+export function esc(s) {
+  return String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
+}
+/** A number in 3 significant places (— when missing). */
+export function fmt(v, digits = 3) {
+  if (v == null || !Number.isFinite(v)) return '—';
+  if (Math.abs(v) >= 100) return v.toFixed(0);
+  if (Math.abs(v) >= 10) return v.toFixed(1);
+  return v.toFixed(digits);
+}
+
 export function shortTok(tok, max = 12) {
   return tok.length > max ? tok.slice(0, max - 1) + '…' : tok;
 }

@@ -4,15 +4,7 @@
 // (quantised matrices, zlib-compressed, base64). Shared by notebook displays and exported pages.
 import * as D from './draw.js';
 
-function esc(s) {
-  return String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
-}
-function fmt(v, digits = 3) {
-  if (v == null || !Number.isFinite(v)) return '—';
-  if (Math.abs(v) >= 100) return v.toFixed(0);
-  if (Math.abs(v) >= 10) return v.toFixed(1);
-  return v.toFixed(digits);
-}
+const { esc, fmt } = D;
 
 /** Bytes of a base64 string, inflated when ``zlib`` (the browser's own DecompressionStream: nothing loaded). */
 export async function decodeBytes(b64, zlib = true) {
