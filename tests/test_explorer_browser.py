@@ -119,13 +119,12 @@ def _wait_head(page, layer: int, head: int) -> None:
 
 
 def _thumb_point(page, layer: int, head: int) -> tuple[float, float]:
-    """Page coordinates of the centre of a head's thumbnail (1-based layer/head), via Plotly's axes."""
+    """Page coordinates of the centre of a head's thumbnail (1-based layer/head) on the shared canvas grid."""
     return tuple(page.evaluate(
         """([l, h]) => {
-            const d = document.getElementById('thumb-plot'), g = window.headsim.state.grid;
-            const xa = d._fullLayout.xaxis, ya = d._fullLayout.yaxis, r = d.getBoundingClientRect();
-            const x = (h - 1) * g.step + (g.size - 1) / 2, y = (l - 1) * g.step + (g.size - 1) / 2;
-            return [r.left + xa._offset + xa.l2p(x), r.top + ya._offset + ya.l2p(y)];
+            const c = document.querySelector('#thumb-plot canvas.thumb-grid'), g = window.headsim.state.grid;
+            const r = c.getBoundingClientRect();
+            return [r.left + g.left + (h - 1) * g.step + g.tile / 2, r.top + g.top + (l - 1) * g.step + g.tile / 2];
         }""", [layer, head]))
 
 

@@ -3,7 +3,8 @@
 
 // Colour scales, colours and token ticks are the shared drawing code of the explorer and the notebook
 // displays (headsim/views/html/assets/draw.js, served as /static/shared/draw.js).
-export { FONT, MONO, MAGMA, BLUES, VIRIDIS, sqrtScale, BLUES_SQRT, MASK, HL, SEP, colorAt, shortTok, tickSet, esc, fmt } from './shared/draw.js';
+export { FONT, MONO, MAGMA, BLUES, VIRIDIS, sqrtScale, BLUES_SQRT, MASK, HL, SEP, colorAt, shortTok, tickSet, esc, fmt,
+  drawGrid, tileAt, drawColorbar } from './shared/draw.js';
 import { FONT, MONO, tickSet, HL, SEP } from './shared/draw.js';
 
 export const CONFIG = {
@@ -73,40 +74,4 @@ export function separatorShapes(columns, n) {
     out.push({ ...line, x0: -0.5, x1: n - 0.5, y0: c, y1: c });
   }
   return out;
-}
-
-/** The model view: every head's thumbnail tiled into one heatmap, layers as rows, heads as columns. */
-export function tileThumbnails(thumbs, size) {
-  const L = thumbs.length, H = thumbs[0].length;
-  const gap = Math.max(2, Math.round(size / 6));
-  const step = size + gap;
-  const rows = L * step - gap, cols = H * step - gap;
-  const z = Array.from({ length: rows }, () => new Array(cols).fill(null));
-  for (let l = 0; l < L; l++) {
-    for (let h = 0; h < H; h++) {
-      const img = thumbs[l][h];
-      for (let r = 0; r < size; r++) {
-        const zr = z[l * step + r];
-        for (let c = 0; c < size; c++) zr[h * step + c] = img[r * size + c];
-      }
-    }
-  }
-  return { z, L, H, size, gap, step, rows, cols };
-}
-
-export function tileFrame(grid, l, h, color, width, dash) {
-  const pad = grid.gap * 0.42;
-  return {
-    type: 'rect', xref: 'x', yref: 'y', layer: 'above',
-    x0: h * grid.step - 0.5 - pad, x1: h * grid.step + grid.size - 0.5 + pad,
-    y0: l * grid.step - 0.5 - pad, y1: l * grid.step + grid.size - 0.5 + pad,
-    line: { color, width, dash: dash || 'solid' }, fillcolor: 'rgba(0,0,0,0)',
-  };
-}
-
-/** Which (layer, head), 0-based, a point of the tiled heatmap belongs to; null in the gaps. */
-export function tileAt(grid, x, y) {
-  const h = Math.floor((x + 0.5) / grid.step), l = Math.floor((y + 0.5) / grid.step);
-  if (l < 0 || h < 0 || l >= grid.L || h >= grid.H) return null;
-  return { l, h };
 }
