@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
 from pathlib import Path
 
 CHROMIUM = "/usr/bin/chromium"
@@ -9,6 +11,26 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
         "--disable-sync", "--no-first-run", "--allow-file-access-from-files"]
 MISSING = (f"{CHROMIUM} is absent: install Debian's Chromium (apt-get install -y chromium) to run the browser tests"
            if not Path(CHROMIUM).exists() else "")
+
+
+@contextmanager
+def chromium():
+    """Debian's headless Chromium through Playwright, closed afterwards (one session per test module)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def screenshot_dir(tmp_path: Path) -> Path:
+    """Where screenshots go: ``$HEADSIM_SCREENSHOTS`` when set, else ``tmp_path``."""
+    out = Path(os.environ.get("HEADSIM_SCREENSHOTS") or tmp_path)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
 
 
 def check_standalone_page(browser, path: Path, screenshot: Path | None = None, *, layer: int = 2, head: int = 3) -> None:

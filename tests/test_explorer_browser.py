@@ -11,7 +11,6 @@ Run with ``pytest -m browser tests/test_explorer_browser.py``. Screenshots go to
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 import time
@@ -23,7 +22,7 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
-from browser_support import ARGS, CHROMIUM, MISSING  # noqa: E402
+from browser_support import MISSING, chromium, screenshot_dir  # noqa: E402
 SENTENCE = ("The old mill stands by the river, and the river turns the wheel of the old mill. "
             "Millers sold flour to the town across the river.")
 
@@ -87,17 +86,13 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+    with chromium() as b:
         yield b
-        b.close()
 
 
 @pytest.fixture
 def shots(tmp_path) -> Path:
-    out = Path(os.environ.get("HEADSIM_SCREENSHOTS") or tmp_path)
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+    return screenshot_dir(tmp_path)
 
 
 class Watch:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import zlib
 from pathlib import Path
@@ -118,22 +117,20 @@ def test_export_run_figure(runs, tmp_path):
 
 @pytest.fixture(scope="module")
 def browser():
-    from browser_support import ARGS, CHROMIUM, MISSING
+    from browser_support import MISSING, chromium
 
     if MISSING:
         pytest.skip(MISSING)
-    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is absent: pip install playwright")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+    pytest.importorskip("playwright.sync_api", reason="Playwright for Python is absent: pip install playwright")
+    with chromium() as b:
         yield b
-        b.close()
 
 
 @pytest.fixture
 def shots(tmp_path) -> Path:
-    out = Path(os.environ.get("HEADSIM_SCREENSHOTS") or tmp_path)
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+    from browser_support import screenshot_dir
+
+    return screenshot_dir(tmp_path)
 
 
 @pytest.mark.slow
