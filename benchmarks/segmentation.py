@@ -51,7 +51,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 sys.path.insert(0, str(Path(__file__).parent))
 
-from segmentation_features import CachedEncoder, FeatureStore  # noqa: E402
+from segmentation_features import MAX_SCORED, CachedEncoder, FeatureStore  # noqa: E402
 
 from headsim.segmentation.baselines import (  # noqa: E402
     ChonkieSemanticBaseline,
@@ -83,7 +83,6 @@ from headsim.segmentation.selection import default_document, fit_topic_from_feat
 from headsim.segmentation.units import sentence_units  # noqa: E402
 
 SEED = 0
-MAX_SCORED = 40  # documents scored per held-out source (the encoder time on 2 shared cores bounds it)
 CONDITIONS = ("threshold", "oracle-k")
 METRICS = ("pk", "windowdiff", "b")
 GOLDEN_RULES = Path(__file__).parent / "data" / "pysbd_golden_rules_en.json"
@@ -490,7 +489,8 @@ def write_default(sources: dict[str, Source], store: FeatureStore, log: Callable
     from segmentation_features import SEQ_LEN, STRIDE
 
     topic.update(seq_len=SEQ_LEN, stride=STRIDE)
-    write_config(default_document(topic, len(dev)), DEFAULT_CONFIG_PATH)
+    write_config(default_document(topic, len(dev), command="python benchmarks/segmentation.py --write-default"),
+                 DEFAULT_CONFIG_PATH)
     log(f"wrote {DEFAULT_CONFIG_PATH} (fitted on {len(dev)} development documents of {', '.join(sources)})")
 
 

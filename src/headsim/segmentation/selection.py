@@ -250,10 +250,10 @@ def dev_documents() -> list[SegDoc]:
 
 
 def default_document(topic: dict[str, Any], n_documents: int, model_name: str = "default", *,
-                     sentence: dict[str, Any] | None = None) -> dict[str, Any]:
+                     sentence: dict[str, Any] | None = None, command: str) -> dict[str, Any]:
     """The shipped configuration's JSON object: ``topic`` fitted on ``n_documents`` development
     documents of every source; ``sentence`` fitted (:func:`fit_sentence`), or ``None`` to keep the
-    shipped sentence level."""
+    shipped sentence level. ``command``: the command that writes it (recorded as ``produced_by``)."""
     from .config import default_config
     from .datasets import SOURCES
 
@@ -261,8 +261,8 @@ def default_document(topic: dict[str, Any], n_documents: int, model_name: str = 
            else "sentence level as shipped before")
     return {
         "model": model_name if model_name != "default" else "all-MiniLM-L6-v2 (embedded default)",
-        "produced_by": "python -m headsim.segmentation.selection --write: topic level on the development "
-                       f"documents of {', '.join(SOURCES)} ({n_documents} documents); {how}",
+        "produced_by": f"{command}: topic level on the development documents of {', '.join(SOURCES)} "
+                       f"({n_documents} documents); {how}",
         "topic": topic,
         "sentence": sentence if sentence is not None else default_config()["sentence"],
     }
@@ -280,7 +280,8 @@ def regenerate_default(model: LoadedModel | str | None = None, *, topic_only: bo
     if not topic_only:
         wiki_dev, _ = dev_test_split(wikipedia_topic_docs(), 0.3, seed=0)
         sentence = fit_sentence([d.text for d in wiki_dev[:10]], loaded)
-    return default_document(topic, len(dev), loaded.name, sentence=sentence)
+    command = "python -m headsim.segmentation.selection --write" + (" --topic-only" if topic_only else "")
+    return default_document(topic, len(dev), loaded.name, sentence=sentence, command=command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
