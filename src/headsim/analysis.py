@@ -433,7 +433,7 @@ def plan(model: LoadedModel | str | None, corpus: Corpus | str, *, windows: int 
     statistics backend is chosen here, once (a named one that cannot run is refused before the run)."""
     loaded = as_loaded(model, device=device, dtype=dtype)
     choice = choose_backend(backend, loaded.device)  # a named backend that cannot run is refused here
-    seq_len = check_seq_len(seq_len, loaded.max_seq_len)
+    seq_len = check_seq_len(seq_len, loaded.max_seq_len, loaded.extrapolates)
     corp = corpus if isinstance(corpus, Corpus) else load_corpus(corpus, text_field=text_field, text_column=text_column)
     # The whole corpus is counted only where the number matters before the run: to analyse all of it, or
     # to refuse too large a --windows up front. Otherwise the windowing itself tells (its tokenizer pass
