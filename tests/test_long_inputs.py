@@ -4,13 +4,18 @@ products round like any other shape's, and later layers inherit it), blocks arri
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
+from random_windows import assert_matches_reference, to_info
+from random_windows import random_batch as random_batch_stats
+from reference_stats import binned_reference, reference_stats
 
 from headsim.model.arch import ARCHS
 from headsim.model.tap import Tap
 from headsim.model.verify import random_batch, tiny_model
 from headsim.models import from_pretrained_objects
+from headsim.stats import CorpusStats
 from headsim.windows import check_seq_len
 
 ROWS = sorted({a.model_types[0] for a in ARCHS})
@@ -57,3 +62,55 @@ def test_a_window_past_the_position_limit():
     assert llama.extrapolates and not bert.extrapolates
     with pytest.warns(UserWarning, match="seq_len 80 is longer than this model's position limit of 64 tokens"):
         assert check_seq_len(80, llama.max_seq_len, llama.extrapolates) == 80
+
+
+def _binned_run(tile_rows: int | None, resolution: int, **kwargs):
+    rng = np.random.default_rng(11)
+    n_layers, n_heads, t = 2, 3, 21
+    batches = [random_batch_stats(rng, 4, n_layers, n_heads, t) for _ in range(3)]
+    batches[1]["attention"] = None  # attention skipped for one batch
+    settings = {"threshold": 0.3, "top_k_columns": 3, "sim_bins": 40, "sim_range": (-0.2, 1.0), "fraction_bins": 10}
+    stats = CorpusStats(n_layers, n_heads, t, resolution=resolution, **settings, **kwargs)
+    for batch in batches:
+        info = to_info(batch)
+        stats.begin_batch(info)
+        for layer in range(n_layers):
+            if batch["attention"] is not None:
+                a = torch.as_tensor(batch["attention"][:, layer])
+                step = t if tile_rows is None else tile_rows
+                for start in range(0, t, step):
+                    stats.add_attention_block(layer, slice(start, min(start + step, t)), a[:, :, start:start + step], info)
+            stats.update_layer(layer, None, torch.as_tensor(batch["head_outputs"][:, layer]), info)
+    return stats, reference_stats(batches, n_layers, n_heads, t, **settings), t
+
+
+@pytest.mark.parametrize("tile_rows", [None, 4])
+def test_windows_within_the_resolution_equal_todays_statistics(tile_rows):
+    """Blocks of a window that fits the resolution are joined and counted as one matrix: the reference."""
+    stats, ref, _ = _binned_run(tile_rows, resolution=512)
+    assert not stats.binned
+    assert_matches_reference(stats.to_dataset(), ref)
+
+
+@pytest.mark.parametrize("tile_bytes", [1, 1 << 30])
+def test_binned_statistics_equal_binning_the_exact_ones(tile_bytes):
+    """Above the resolution (21 tokens on 5 bins) every position-pair statistic is the binned exact
+    one, the rest exact, whether the blocks are one row or the whole window."""
+    stats, ref, t = _binned_run(4, resolution=5, tile_bytes=tile_bytes)
+    assert stats.binned and stats.rows_per_block(4) == (1 if tile_bytes == 1 else t)
+    ds = stats.to_dataset()
+    assert ds.sizes["query"] == ds.sizes["key"] == ds.sizes["distance"] == 5
+    assert list(ds["query"].values) == [0, 5, 9, 13, 17]  # first position of each bin p·5//21
+    assert_matches_reference(ds, binned_reference(ref, t, 5))
+
+
+def test_binned_state_round_trips_and_other_backends_are_refused():
+    from headsim.errors import HeadsimError
+
+    stats, _, t = _binned_run(7, resolution=8)
+    again = CorpusStats.from_state_dict(stats.state_dict())
+    assert again.binned and again.resolution == 8
+    for name in stats.acc:
+        assert torch.equal(again.acc[name], stats.acc[name]), name
+    with pytest.raises(HeadsimError, match="statistics backend 'compiled' does not compute windows longer than the resolution"):
+        CorpusStats(2, 3, t, resolution=8, backend="compiled")
