@@ -114,3 +114,78 @@ def test_binned_state_round_trips_and_other_backends_are_refused():
         assert torch.equal(again.acc[name], stats.acc[name]), name
     with pytest.raises(HeadsimError, match="statistics backend 'compiled' does not compute windows longer than the resolution"):
         CorpusStats(2, 3, t, resolution=8, backend="compiled")
+
+
+def test_a_budget_that_cannot_hold_one_window_stops_at_once(tiny_bert, tmp_path):
+    from headsim.analysis import analyze
+    from headsim.errors import HeadsimError
+
+    with pytest.raises(HeadsimError, match=r"^--max-memory 1 MiB cannot hold one window of 32 tokens"):
+        analyze(tiny_bert, "default", seq_len=32, max_memory="1MB", out=tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(HeadsimError, match="--max-memory 'lots' is not an amount of memory"):
+        analyze(tiny_bert, "default", seq_len=32, max_memory="lots", progress=False)
+
+
+def test_2048_tokens_of_a_grouped_query_decoder_equal_a_float64_recomputation(tokenizer):
+    """One 2,048-token window of a tiny Llama (4 query heads on 2 key/value heads), binned on 256
+    positions: attention statistics against the eager model's own probabilities in float64, pair
+    statistics against S = Z·Zᵀ from Z = A·V in float64 (a pair may flip only within 1e-4 of the
+    threshold)."""
+    import copy
+
+    from headsim.analysis import Engine
+    from headsim.model.verify import eager_attentions, values
+    from headsim.windows import Windows
+
+    tok = copy.deepcopy(tokenizer)
+    tok.bos_token = tok.cls_token
+    model, eager = tiny_model("llama", vocab_size=len(tok), max_position_embeddings=4096)
+    loaded = from_pretrained_objects(model, tok, name="tiny-llama")
+    t, r = 2048, 256
+    rng = np.random.default_rng(3)
+    ids = rng.integers(1000, 1040, size=(1, t))  # 40 distinct ids: many repeated pairs
+    ids[0, 0] = tok.cls_token_id
+    sentence = (np.arange(t) // 50)[None].copy()
+    sentence[0, 0] = -1
+    w = Windows(ids, np.ones((1, t), np.int64), np.full((1, t, 2), -1), sentence, np.full((1, t), -1))
+    fresh = lambda: CorpusStats(loaded.n_layers, loaded.n_heads, t, resolution=r, tile_bytes=1 << 20)
+    stats = fresh()
+    engine = Engine(loaded, stats, fresh, tile_bytes=1 << 20)
+    assert engine._tap.rows_per_tile(1, loaded.n_heads, t) < t  # the window really is cut into blocks
+    engine.process(w)
+    ds = stats.to_dataset()
+    ids_t, mask_t = torch.as_tensor(ids), torch.ones(1, t, dtype=torch.long)
+    attentions = eager_attentions(loaded, eager, ids_t, mask_t)
+    vals = values(loaded, ids_t, mask_t)
+    bins = torch.as_tensor(np.arange(t) * r // t)
+    upper = torch.ones(t, t, dtype=torch.bool).triu(1)
+    group = loaded.n_heads // vals[0].shape[1]
+
+    def binned(x):  # [H, T, T] → [H, R, R]
+        out = torch.zeros(x.shape[0], r, t, dtype=x.dtype).index_add_(1, bins, x)
+        return torch.zeros(x.shape[0], r, r, dtype=x.dtype).index_add_(2, bins, out)
+
+    for layer in range(loaded.n_layers):
+        a = attentions[layer][0]  # [H, T, T] float64
+        np.testing.assert_allclose(ds["attn_sum"].values[layer], binned(a).numpy(), atol=2e-4)
+        z = a @ vals[layer][0].repeat_interleave(group, dim=0)  # [H, T, d]
+        s = z @ z.transpose(-1, -2)
+        s.diagonal(dim1=-2, dim2=-1).zero_()
+        s = s / s.amax(dim=(-1, -2), keepdim=True)
+        high = (s > 0.3) & upper
+        near = ((s - 0.3).abs() < 1e-4) & upper
+        slack = near.sum(dim=(-1, -2)).numpy()
+        assert slack.max() < 50
+        got = ds["n_pairs"].values[layer]
+        assert (np.abs(got - high.sum(dim=(-1, -2)).numpy()) <= slack).all()
+        assert (got > 0).all()
+        location = binned(high.double())
+        np.testing.assert_array_less(np.abs(ds["location_counts"].values[layer] - (location + location.transpose(1, 2)).numpy()).sum(axis=(1, 2)),
+                                     2 * slack + 1)
+        d = torch.zeros(loaded.n_heads, r, dtype=torch.float64)
+        hi, qi, ki = high.nonzero(as_tuple=True)
+        d.index_put_((hi, bins[ki - qi]), torch.ones(len(hi), dtype=torch.float64), accumulate=True)
+        assert (np.abs(ds["distance_hist"].values[layer] - d.numpy()).sum(axis=1) <= slack).all()
+        same_id = torch.as_tensor(ids[0][:, None] == ids[0][None, :])
+        assert (np.abs(ds["n_repeat"].values[layer] - (high & same_id).sum(dim=(-1, -2)).numpy()) <= slack).all()
