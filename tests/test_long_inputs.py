@@ -130,8 +130,8 @@ def test_a_budget_that_cannot_hold_one_window_stops_at_once(tiny_bert, tmp_path)
 def test_2048_tokens_of_a_grouped_query_decoder_equal_a_float64_recomputation(tokenizer):
     """One 2,048-token window of a tiny Llama (4 query heads on 2 key/value heads), binned on 256
     positions: attention statistics against the eager model's own probabilities in float64, pair
-    statistics against S = Z·Zᵀ from Z = A·V in float64 (a pair may flip only within 1e-4 of the
-    threshold)."""
+    statistics against S = Z·Zᵀ from Z = A·V in float64 (a pair may flip only within 2e-5 of the
+    threshold, float32 against float64)."""
     import copy
 
     from headsim.analysis import Engine
@@ -140,11 +140,11 @@ def test_2048_tokens_of_a_grouped_query_decoder_equal_a_float64_recomputation(to
 
     tok = copy.deepcopy(tokenizer)
     tok.bos_token = tok.cls_token
-    model, eager = tiny_model("llama", vocab_size=len(tok), max_position_embeddings=4096)
+    model, eager = tiny_model("llama", vocab_size=len(tok), max_position_embeddings=4096, num_hidden_layers=1)
     loaded = from_pretrained_objects(model, tok, name="tiny-llama")
     t, r = 2048, 256
     rng = np.random.default_rng(3)
-    ids = rng.integers(1000, 1040, size=(1, t))  # 40 distinct ids: many repeated pairs
+    ids = rng.integers(1000, 3000, size=(1, t))  # repeated ids among 2,000
     ids[0, 0] = tok.cls_token_id
     sentence = (np.arange(t) // 50)[None].copy()
     sentence[0, 0] = -1
@@ -174,10 +174,10 @@ def test_2048_tokens_of_a_grouped_query_decoder_equal_a_float64_recomputation(to
         s.diagonal(dim1=-2, dim2=-1).zero_()
         s = s / s.amax(dim=(-1, -2), keepdim=True)
         high = (s > 0.3) & upper
-        near = ((s - 0.3).abs() < 1e-4) & upper
+        near = ((s - 0.3).abs() < 2e-5) & upper
         slack = near.sum(dim=(-1, -2)).numpy()
-        assert slack.max() < 50
         got = ds["n_pairs"].values[layer]
+        assert slack.sum() <= 0.01 * got.sum() + 2
         assert (np.abs(got - high.sum(dim=(-1, -2)).numpy()) <= slack).all()
         assert (got > 0).all()
         location = binned(high.double())
