@@ -31,6 +31,7 @@ class RunSpec:
     batch_size: int
     dtype: str
     sentence_splitter: str
+    first_window: int = 0  # the corpus's window the run starts at (a --shard of it; 0: from the start)
     #: windows longer than this keep position-pair statistics on this many position bins
     #: (runs written before it existed were never binned)
     resolution: int = DEFAULT_RESOLUTION
@@ -40,7 +41,8 @@ class RunSpec:
     #: the analyze option that sets each field
     FLAGS = {"model_source": "--model", "corpus_sha256": "--corpus", "windows": "--windows", "seq_len": "--seq-len",
              "threshold": "--threshold", "top_k_columns": "--top-k-columns", "batch_size": "--batch-size",
-             "dtype": "--dtype", "sentence_splitter": "--sentences", "resolution": "--resolution"}
+             "dtype": "--dtype", "sentence_splitter": "--sentences", "first_window": "--shard",
+             "resolution": "--resolution"}
 
     # -- run.json ----------------------------------------------------------------------------
 
@@ -55,7 +57,7 @@ class RunSpec:
         """The spec stored in a ``run.json``; an error naming ``where`` (its path) when it is missing or malformed."""
         stored = meta.get(KEY)
         names = [f.name for f in fields(cls)]
-        required = [f.name for f in fields(cls) if f.default is MISSING]
+        required = [f.name for f in fields(cls) if f.default is MISSING]  # runs from before a field was added lack it
         if not isinstance(stored, dict) or set(required) - set(stored):
             raise HeadsimError(f"{where} holds no complete run spec",
                                "analyse the corpus again with this version of headsim (headsim analyze --overwrite …)")
@@ -87,6 +89,10 @@ def resume_flags(changed: dict[str, tuple], meta: dict) -> str:
     """The options that give back a stored run's settings (``meta``: its run.json), as a user types them."""
     parts = []
     for key, (value, _) in changed.items():
+        if key == "first_window":
+            shard = meta.get("shard")
+            parts.append(f"--shard {shard['index']}/{shard['count']}" if shard else "no --shard")
+            continue
         if key == "corpus_sha256":
             corpus = meta.get("corpus") or {}
             value = corpus.get("spec") or f"<the corpus {corpus.get('name')!r} the run was made from>"
