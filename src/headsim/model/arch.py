@@ -35,8 +35,9 @@ class Arch:
             query head's output vectors side by side (the paper's head outputs Z).
         stack: path from the loaded model to the analysed stack (``""``: the model; ``"encoder"``
             for encoder-decoders, whose encoder is analysed).
-        interface: attention runs through transformers' ``AttentionInterface`` (else through
-            ``output_attentions``, for DeBERTa-v2 and MPNet).
+        interface: attention runs through transformers' ``AttentionInterface`` (else the family's own
+            attention module returns its probabilities, read by a forward hook; the tap then runs the
+            family's eager path: BLOOM, MPT, Falcon, XGLM, DeBERTa, DeBERTa-v2, MPNet).
         causal: decoder-only (each query sees earlier keys only).
         plain: attention is exactly ``softmax(Q·Kᵀ·scale)`` over the window's valid keys (absolute
             positions, no bias, no cap, no window): headsim may compute it itself, once, for both the
@@ -49,7 +50,8 @@ class Arch:
         position_offset: positions the embedding table reserves before the first token (RoBERTa:
             ``pad_token_id + 1``); ``-1`` reads ``pad_token_id + 1`` from the config.
         n_heads_attr, n_kv_heads_attr, head_dim_attr, hidden_attr, n_layers_attr: config names of
-            the sizes (the first that exists of a tuple).
+            the sizes (the first that exists of a tuple; a head's output vectors have the value size,
+            ``v_head_dim`` under multi-head latent attention).
         sinks: what plays the separator / sink role of the paper's Figs 2–5 in this family.
         inferred: not in the table: read off the model's modules by :func:`infer_arch` (the coverage
             sweep, ``benchmarks/coverage.py``, says which inferred families it found exact).
@@ -69,7 +71,7 @@ class Arch:
     position_offset: int = 0
     n_heads_attr: tuple[str, ...] = ("num_attention_heads", "n_head", "n_heads", "num_heads")
     n_kv_heads_attr: tuple[str, ...] = ("num_key_value_heads",)
-    head_dim_attr: tuple[str, ...] = ("head_dim", "d_kv")
+    head_dim_attr: tuple[str, ...] = ("v_head_dim", "head_dim", "d_kv")
     hidden_attr: tuple[str, ...] = ("hidden_size", "n_embd", "dim", "d_model")
     n_layers_attr: tuple[str, ...] = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers")
     sinks: str = "[CLS] and [SEP], sentence-final punctuation"
@@ -125,6 +127,8 @@ ARCHS: tuple[Arch, ...] = (
          output_projection="attention.dense", shared_layers=True, plain=True),
     Arch("deberta-v2", ("deberta-v2",), layers="encoder.layer", attention="attention.self",
          output_projection="attention.output.dense", interface=False),
+    Arch("deberta", ("deberta",), layers="encoder.layer", attention="attention.self",
+         output_projection="attention.output.dense", interface=False),
     Arch("modernbert", ("modernbert",), layers="layers", attention="attn", output_projection="attn.Wo"),
     Arch("mpnet", ("mpnet",), layers="encoder.layer", attention="attention.attn",
          output_projection="attention.attn.o", interface=False,
@@ -141,6 +145,14 @@ ARCHS: tuple[Arch, ...] = (
     Arch("mistral", ("mistral",), **_DECODER),
     Arch("qwen2", ("qwen2",), **dict(_DECODER, framing="none", sinks="the first token (Qwen is trained without BOS); sentence-final punctuation")),
     Arch("qwen3", ("qwen3",), **dict(_DECODER, framing="none", sinks="the first token (Qwen is trained without BOS); sentence-final punctuation")),
+    Arch("bloom", ("bloom",), layers="h", attention="self_attention", output_projection="self_attention.dense",
+         interface=False, causal=True, framing="auto", sinks=_DECODER["sinks"]),
+    Arch("mpt", ("mpt",), layers="blocks", attention="attn", output_projection="attn.out_proj", interface=False,
+         causal=True, framing="auto", sinks=_DECODER["sinks"]),
+    Arch("falcon", ("falcon",), layers="h", attention="self_attention", output_projection="self_attention.dense",
+         interface=False, causal=True, framing="auto", n_kv_heads_attr=("num_kv_heads",), sinks=_DECODER["sinks"]),
+    Arch("xglm", ("xglm",), layers="layers", attention="self_attn", output_projection="self_attn.out_proj",
+         interface=False, causal=True, framing="auto", sinks="</s> (XGLM opens every text with it); sentence-final punctuation"),
     Arch("gemma2", ("gemma2",), **_DECODER),
     Arch("gemma3-text", ("gemma3_text",), **_DECODER),
     Arch("phi3", ("phi3",), **_DECODER),

@@ -8,7 +8,9 @@ hands each consumer, per layer, what it asked for (:class:`LayerCapture`):
   attention function with the queries and keys the model passes (rotated, grouped), the model's own
   mask (causal, sliding window, padding, position bias) and its own kwargs (scaling, softcap,
   sinks); headsim never re-implements positions or masks. Families outside the interface
-  (DeBERTa-v2, MPNet) return them under ``output_attentions``, read from their attention modules.
+  (ALiBi families, Falcon, XGLM, DeBERTa, MPNet) return them from their attention modules, read by a
+  forward hook; their passes run the family's eager path, so the probabilities and Z come from
+  the one computation.
 - ``head_outputs``: each query head's output vectors Z, read as the input of the attention output
   projection (so whatever the module does between attention and projection is included), split
   into heads: ``[batch, head, seq, d_head]``.
@@ -251,7 +253,7 @@ class Tap:
         self.last_layer = max(chosen) if chosen else -1
         self.attention, self.head_outputs, self.qkv = bool(attention), bool(head_outputs), bool(qkv)
         self.stop_early = bool(stop_early) and bool(chosen)
-        self._configs = _configs(loaded.model) if self.arch.interface else []
+        self._configs = _configs(loaded.model)
 
     # ------------------------------------------------------------------ passes
     def run(self, input_ids, attention_mask, on_layer: Callable[[LayerCapture], None] | None = None, *,
@@ -284,7 +286,10 @@ class Tap:
         stack = self.arch.stack_of(model)
         name = _PLAIN if compute is not None else _TAP
         _register()
-        with _implementation(model, name if self.arch.interface else None, self._configs) as original:
+        # outside the interface the family's own module computes attention; asked for its probabilities
+        # every pass runs its eager path (Falcon's others add a boolean mask, or ALiBi once instead of twice)
+        impl = name if self.arch.interface else "eager"
+        with _implementation(model, impl, self._configs) as original:
             run = _Pass(self, on_layer, shift, original)
             run.compute = compute
             handles = self._hooks(run, stack)

@@ -18,6 +18,7 @@ T5, reach magnitudes where float32 summation order alone moves values by more th
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +33,9 @@ SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, interme
              max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2, num_key_value_heads=2,
              head_dim=8)
 
+#: an override that removes a name of :data:`SMALL` (the family computes it)
+DROP = object()
+
 #: model_type → config overrides of :data:`SMALL` where a family names its sizes differently.
 OVERRIDES: dict[str, dict] = {
     "roberta": {"pad_token_id": 1}, "xlm-roberta": {"pad_token_id": 1}, "camembert": {"pad_token_id": 1},
@@ -44,6 +48,14 @@ OVERRIDES: dict[str, dict] = {
     "bart": {"d_model": 32, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
              "decoder_attention_heads": 4, "encoder_ffn_dim": 48, "decoder_ffn_dim": 48, "pad_token_id": 1},
     "gpt2": {"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64},
+    "gptj": {"rotary_dim": 4}, "codegen": {"rotary_dim": 4},
+    "falcon": {"head_dim": DROP, "num_kv_heads": DROP},
+    "mpt": {"d_model": 32, "n_heads": 4, "n_layers": 2, "max_seq_len": 64},
+    "xglm": {"d_model": 32, "num_layers": 2, "attention_heads": 4, "ffn_dim": 48},
+    "deepseek_v3": {"q_lora_rank": 16, "kv_lora_rank": 8, "qk_rope_head_dim": 4, "qk_nope_head_dim": 4,
+                    "v_head_dim": 8, "n_routed_experts": 4, "num_experts_per_tok": 2, "n_group": 1, "topk_group": 1,
+                    "moe_intermediate_size": 16, "first_k_dense_replace": 1, "head_dim": DROP,
+                    "num_key_value_heads": 4},
     "mistral": {"sliding_window": 5},
     "gemma2": {"sliding_window": 5, "attn_logit_softcapping": 5.0, "query_pre_attn_scalar": 8},
     "gemma3_text": {"sliding_window": 5, "query_pre_attn_scalar": 8},
@@ -58,6 +70,7 @@ def tiny_model(model_type: str, seed: int = 0, **overrides):
     kwargs = dict(SMALL)
     kwargs.update(OVERRIDES.get(model_type, {}))
     kwargs.update(overrides)
+    kwargs = {k: v for k, v in kwargs.items() if v is not DROP}
     config = AutoConfig.for_model(model_type, **kwargs)
     torch.manual_seed(seed)
     model = AutoModel.from_config(config).eval()
@@ -93,8 +106,29 @@ def eager_attentions(loaded, eager, ids, mask) -> list[torch.Tensor]:
     return [a.double() for a in out.attentions]
 
 
-#: outside the attention interface the values come from a hook on this projection (layer-relative)
-VALUE_PROJECTIONS = {"deberta-v2": "attention.self.value_proj", "mpnet": "attention.attn.v"}
+def _heads(x: torch.Tensor, n: int) -> torch.Tensor:
+    """``[B, T, n·d]`` → ``[B, n, T, d]``."""
+    return x.view(*x.shape[:2], n, -1).transpose(1, 2)
+
+
+def _falcon_values(attn, out: torch.Tensor) -> torch.Tensor:
+    _, value = attn._split_heads(out)[1:]
+    return value.transpose(1, 2)
+
+
+#: outside the attention interface the values come from a forward hook on a projection (path from
+#: the attention module) and are read off its output as the family's own code splits it: ``(path,
+#: read(attention module, output) → [B, H_kv, T, d])``
+VALUE_PROJECTIONS: dict[str, tuple[str, Callable]] = {
+    "deberta-v2": ("value_proj", lambda a, o: _heads(o, a.num_attention_heads)),
+    "mpnet": ("v", lambda a, o: _heads(o, a.num_attention_heads)),
+    "xglm": ("v_proj", lambda a, o: _heads(o, a.num_heads)),
+    "mpt": ("Wqkv", lambda a, o: _heads(o.chunk(3, dim=2)[2], a.n_heads)),
+    "bloom": ("query_key_value", lambda a, o: o.view(*o.shape[:2], a.num_heads, 3, a.head_dim)[..., 2, :].transpose(1, 2)),
+    "falcon": ("query_key_value", _falcon_values),
+    "deberta": ("in_proj", lambda a, o: _heads(o, a.num_attention_heads).chunk(3, dim=-1)[2]
+                + a.transpose_for_scores(a.v_bias[None, None, :])),
+}
 
 
 def values(loaded, ids, mask) -> list[torch.Tensor]:
@@ -102,18 +136,19 @@ def values(loaded, ids, mask) -> list[torch.Tensor]:
     if loaded.arch.interface:
         got = Tap(loaded, qkv=True, head_outputs=False).run(ids, mask).layers
         return [got[i].value.double() for i in range(loaded.n_layers)]
-    path = VALUE_PROJECTIONS[loaded.config.model_type]
+    path, read = VALUE_PROJECTIONS[loaded.config.model_type]
     out: list[torch.Tensor] = []
-    hooks = [layer.get_submodule(path).register_forward_hook(lambda m, a, o: out.append(o))
-             for layer in loaded.arch.layer_modules(loaded.model, loaded.n_layers)]
+    hooks = []
+    for attn in loaded.arch.attention_modules(loaded.model, loaded.n_layers):
+        hooks.append(attn.get_submodule(path).register_forward_hook(
+            lambda m, a, o, attn=attn: out.append(read(attn, o))))
     try:
-        with torch.no_grad():
+        with torch.no_grad(), _implementation(loaded.model, "eager"):  # as the tap runs these families
             loaded.arch.stack_of(loaded.model)(input_ids=ids, attention_mask=mask)
     finally:
         for h in hooks:
             h.remove()
-    b, t, _ = out[0].shape
-    return [v.double().view(b, t, loaded.n_heads, -1).transpose(1, 2) for v in out]
+    return [v.double() for v in out]
 
 
 @dataclass
