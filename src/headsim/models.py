@@ -56,7 +56,23 @@ class LoadedModel:
 
     @property
     def n_layers(self) -> int:
-        return int(config_value(self.stack_config, self.arch.n_layers_attr))
+        """Analysed layers: the stack's, and an encoder-decoder's decoder self- and cross-attention
+        layers after its encoder's (:attr:`stacks` says which is which)."""
+        n, n_dec = self.arch.depths(self.model)
+        return n + 2 * n_dec
+
+    @property
+    def stacks(self) -> list[str]:
+        """Each layer's stack (:data:`headsim.model.arch.STACKS`)."""
+        return self.arch.stacks(self.model)
+
+    @property
+    def analysed(self) -> str:
+        """What the layers are, in words (an encoder-decoder's three stacks, or the model)."""
+        name = type(self.model).__name__
+        if self.arch.decoder is not None:
+            return f"the encoder self-attention, decoder self-attention and cross-attention of {name}"
+        return f"the encoder of {name}" if self.arch.stack else name
 
     @property
     def n_heads(self) -> int:
@@ -114,7 +130,8 @@ class LoadedModel:
             "class": type(self.model).__name__,
             "model_type": getattr(self.config, "model_type", None),
             "family": self.arch.family,
-            "analysed": f"the encoder of {type(self.model).__name__}" if self.arch.stack else type(self.model).__name__,
+            "analysed": self.analysed,
+            "stacks": self.stacks,
             "causal": self.arch.causal,
             "framing": self._framing_record(),
             "n_layers": self.n_layers,
@@ -288,8 +305,11 @@ def _checked(loaded: LoadedModel) -> LoadedModel:
     if loaded.arch.stack:
         import warnings
 
-        warnings.warn(f"{type(loaded.model).__name__} is an encoder-decoder: headsim analyses its encoder "
-                      f"({loaded.n_layers} layers x {loaded.n_heads} heads)", stacklevel=3)
+        n, n_dec = loaded.arch.depths(loaded.model)
+        what = (f"its encoder ({n} layers), then per decoder layer its self- and cross-attention ({n_dec} x 2 layers), "
+                "decoder and encoder fed the same window" if n_dec else f"its encoder ({n} layers)")
+        warnings.warn(f"{type(loaded.model).__name__} is an encoder-decoder: headsim analyses {what}, "
+                      f"{loaded.n_heads} heads each", stacklevel=3)
     if loaded.arch.inferred:
         from .model.verify import self_check
 

@@ -18,6 +18,30 @@ from torch import nn
 from ..errors import HeadsimError
 
 FRAMINGS = ("cls_sep", "bos", "eos", "none", "auto")
+#: what a layer of the analysed model is: one self-attention stack (encoders, decoders), or one of an
+#: encoder-decoder's three (its decoder's layers each give a self- and a cross-attention layer)
+STACKS = ("self", "encoder self", "decoder self", "decoder cross")
+
+
+@dataclass(frozen=True)
+class Decoder:
+    """An encoder-decoder's decoder, analysed after its encoder.
+
+    Attributes:
+        layers: path from the loaded model to the decoder's ``nn.ModuleList`` of layers.
+        self_attention / cross_attention: path from one decoder layer to the module that calls the
+            attention function (self-attention over decoder positions; cross-attention of decoder
+            queries over encoder keys).
+        self_projection / cross_projection: path from one decoder layer to each one's output projection.
+        n_layers_attr: config names of the decoder's depth (the first that exists).
+    """
+
+    layers: str
+    self_attention: str
+    self_projection: str
+    cross_attention: str
+    cross_projection: str
+    n_layers_attr: tuple[str, ...] = ("num_decoder_layers", "decoder_layers")
 
 
 @dataclass(frozen=True)
@@ -53,6 +77,8 @@ class Arch:
             the sizes (the first that exists of a tuple; a head's output vectors have the value size,
             ``v_head_dim`` under multi-head latent attention).
         sinks: what plays the separator / sink role of the paper's Figs 2–5 in this family.
+        decoder: an encoder-decoder's decoder (:class:`Decoder`): its self- and cross-attention
+            layers follow the encoder's (``stack`` is then ``"encoder"``); ``None``: one stack.
         inferred: not in the table: read off the model's modules by :func:`infer_arch` (the coverage
             sweep, ``benchmarks/coverage.py``, says which inferred families it found exact).
     """
@@ -75,10 +101,27 @@ class Arch:
     hidden_attr: tuple[str, ...] = ("hidden_size", "n_embd", "dim", "d_model")
     n_layers_attr: tuple[str, ...] = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers")
     sinks: str = "[CLS] and [SEP], sentence-final punctuation"
+    decoder: Decoder | None = None
     inferred: bool = False
 
     def __post_init__(self) -> None:
         assert self.framing in FRAMINGS, self.framing
+
+    def depths(self, model: nn.Module) -> tuple[int, int]:
+        """Layers of the analysed stack and of the decoder (0 without one)."""
+        config = getattr(self.stack_of(model), "config", model.config)
+        n = int(config_value(config, self.n_layers_attr))
+        if self.decoder is None:
+            return n, 0
+        return n, int(config_value(model.config, self.decoder.n_layers_attr, n))
+
+    def stacks(self, model: nn.Module) -> list[str]:
+        """Each analysed layer's stack (:data:`STACKS`), in the order the model calls them: the
+        encoder's layers, then per decoder layer its self-attention and its cross-attention."""
+        n, n_dec = self.depths(model)
+        if self.decoder is None:
+            return ["self"] * n
+        return ["encoder self"] * n + ["decoder self", "decoder cross"] * n_dec
 
     def stack_of(self, model: nn.Module) -> nn.Module:
         """The analysed stack (the model itself, or an encoder-decoder's encoder)."""
@@ -96,12 +139,21 @@ class Arch:
         return layer.get_submodule(self.output_projection)
 
     def output_projections(self, model: nn.Module, n_layers: int) -> list[nn.Module]:
-        """Every distinct attention output projection, in layer order (one for shared layers)."""
-        return _distinct(self.output_projection_of(x) for x in self.layer_modules(model, n_layers))
+        """Every distinct attention output projection, in layer order (one for shared layers; an
+        encoder-decoder's decoder self- and cross-attention projections after the encoder's)."""
+        own = [self.output_projection_of(x) for x in self.layer_modules(model, self.depths(model)[0])]
+        return _distinct(own + self._decoder_modules(model, "self_projection", "cross_projection"))
 
     def attention_modules(self, model: nn.Module, n_layers: int) -> list[nn.Module]:
-        """Every distinct attention module, in layer order (one for shared layers)."""
-        return _distinct(self.attention_of(x) for x in self.layer_modules(model, n_layers))
+        """Every distinct attention module, in layer order (as :meth:`output_projections`)."""
+        own = [self.attention_of(x) for x in self.layer_modules(model, self.depths(model)[0])]
+        return _distinct(own + self._decoder_modules(model, "self_attention", "cross_attention"))
+
+    def _decoder_modules(self, model: nn.Module, own: str, cross: str) -> list[nn.Module]:
+        if self.decoder is None:
+            return []
+        paths = (getattr(self.decoder, own), getattr(self.decoder, cross))
+        return [layer.get_submodule(p) for layer in model.get_submodule(self.decoder.layers) for p in paths]
 
 
 def _distinct(modules: Iterable[nn.Module]) -> list[nn.Module]:
@@ -111,6 +163,11 @@ def _distinct(modules: Iterable[nn.Module]) -> list[nn.Module]:
 _BERT = dict(layers="encoder.layer", attention="attention.self", output_projection="attention.output.dense")
 _DECODER = dict(layers="layers", attention="self_attn", output_projection="self_attn.o_proj", causal=True,
                 framing="bos", sinks="the BOS token (the attention sink of decoders); sentence-final punctuation")
+
+_T5_DECODER = Decoder("decoder.block", "layer.0.SelfAttention", "layer.0.SelfAttention.o", "layer.1.EncDecAttention",
+                      "layer.1.EncDecAttention.o")
+_BART = dict(stack="encoder", layers="layers", attention="self_attn", output_projection="self_attn.out_proj",
+             decoder=Decoder("decoder.layers", "self_attn", "self_attn.out_proj", "encoder_attn", "encoder_attn.out_proj"))
 
 #: Every supported family, encoders first. ``plain`` is set only where tests show headsim's own
 #: softmax equals the model's eager attention.
@@ -133,12 +190,12 @@ ARCHS: tuple[Arch, ...] = (
     Arch("mpnet", ("mpnet",), layers="encoder.layer", attention="attention.attn",
          output_projection="attention.attn.o", interface=False,
          sinks="<s> and </s>, sentence-final punctuation"),
-    Arch("t5-encoder", ("t5", "mt5", "umt5"), stack="encoder", layers="block", attention="layer.0.SelfAttention",
-         output_projection="layer.0.SelfAttention.o", framing="eos",
+    Arch("t5", ("t5", "mt5", "umt5"), stack="encoder", layers="block", attention="layer.0.SelfAttention",
+         output_projection="layer.0.SelfAttention.o", framing="eos", decoder=_T5_DECODER,
          sinks="</s> and sentence-final punctuation (T5 windows have no opening token)"),
-    Arch("bart-encoder", ("bart", "mbart"), stack="encoder", layers="layers", attention="self_attn",
-         output_projection="self_attn.out_proj",
-         sinks="<s> and </s>, sentence-final punctuation"),
+    Arch("bart", ("bart", "mbart"), **_BART, sinks="<s> and </s>, sentence-final punctuation"),
+    Arch("marian", ("marian",), **_BART, framing="eos",
+         sinks="</s> and sentence-final punctuation (Marian windows have no opening token)"),
     Arch("gpt2", ("gpt2",), layers="h", attention="attn", output_projection="attn.c_proj", causal=True,
          framing="bos", sinks="the BOS token (<|endoftext|>); sentence-final punctuation"),
     Arch("llama", ("llama",), **_DECODER),
@@ -248,6 +305,12 @@ def arch_for(model: nn.Module) -> Arch:
     if getattr(config, "is_decoder", False) and not arch.causal:
         raise HeadsimError(f"not supported: {type(model).__name__} configured as a decoder (is_decoder=True)",
                            "load the model as a bidirectional encoder (is_decoder=False)")
+    heads = [getattr(config, k, None) for k in ("encoder_attention_heads", "decoder_attention_heads",
+                                                 "num_heads", "num_decoder_heads")]
+    if arch.decoder is not None and len({h for h in heads if h is not None}) > 1:
+        raise HeadsimError(f"not supported: {type(model).__name__} ({arch.family}) has encoder and decoder stacks with "
+                           f"different numbers of heads ({', '.join(str(h) for h in heads if h is not None)})",
+                           "use a model whose encoder and decoder have the same number of heads")
     try:
         layers = arch.layer_modules(model, 1)
         arch.output_projection_of(layers[0])

@@ -254,6 +254,7 @@ class Tap:
         self.attention, self.head_outputs, self.qkv = bool(attention), bool(head_outputs), bool(qkv)
         self.stop_early = bool(stop_early) and bool(chosen)
         self._configs = _configs(loaded.model)
+        self.n_own = self.arch.depths(loaded.model)[0]  # an encoder-decoder's encoder layers (run alone when enough)
 
     # ------------------------------------------------------------------ passes
     def run(self, input_ids, attention_mask, on_layer: Callable[[LayerCapture], None] | None = None, *,
@@ -284,6 +285,7 @@ class Tap:
         ids, mask, shift = (ids, mask, None) if right_padded else _right_align(ids, mask)
         model = loaded.model
         stack = self.arch.stack_of(model)
+        through_decoder = self.last_layer >= self.n_own  # an encoder-decoder's decoder layers are asked for
         name = _PLAIN if compute is not None else _TAP
         _register()
         # outside the interface the family's own module computes attention; asked for its probabilities
@@ -299,8 +301,13 @@ class Tap:
             try:
                 with torch.enable_grad() if grad else torch.inference_mode():
                     kwargs = {"output_attentions": True} if (self.attention and not self.arch.interface) else {}
-                    out = stack(input_ids=ids, attention_mask=mask, **kwargs)
-                hidden = out[0] if isinstance(out, tuple) else out.last_hidden_state
+                    if through_decoder:
+                        out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids,
+                                    decoder_attention_mask=mask, use_cache=False, **kwargs)
+                        hidden = out.encoder_last_hidden_state
+                    else:
+                        out = stack(input_ids=ids, attention_mask=mask, **kwargs)
+                        hidden = out[0] if isinstance(out, tuple) else out.last_hidden_state
                 hidden = run.unshift(hidden, (1,))
             except _Stop:
                 pass
@@ -310,8 +317,9 @@ class Tap:
                     h.remove()
         calls = run.attention_calls if compute is not None else run.projection_calls
         if hidden is not None:
-            require(calls == loaded.n_layers, f"{type(model).__name__} ran {calls} attention layers through the tap for "
-                    f"{loaded.n_layers} layers", "report this model; its layers cannot be captured")
+            ran = loaded.n_layers if through_decoder else self.n_own
+            require(calls == ran, f"{type(model).__name__} ran {calls} attention layers through the tap for "
+                    f"{ran} layers", "report this model; its layers cannot be captured")
         return TapOutput(hidden, run.out)
 
     def _hooks(self, run: _Pass, stack: nn.Module) -> list:

@@ -33,6 +33,9 @@ SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, interme
              max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2, num_key_value_heads=2,
              head_dim=8)
 
+_BART = {"d_model": 32, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
+         "decoder_attention_heads": 4, "encoder_ffn_dim": 48, "decoder_ffn_dim": 48, "pad_token_id": 1}
+
 #: an override that removes a name of :data:`SMALL` (the family computes it)
 DROP = object()
 
@@ -45,9 +48,10 @@ OVERRIDES: dict[str, dict] = {
     "deberta-v2": {"relative_attention": True, "pos_att_type": ["p2c", "c2p"], "max_relative_positions": 16},
     "modernbert": {"global_attn_every_n_layers": 2, "local_attention": 4, "cls_token_id": 1, "sep_token_id": 2},
     "t5": {"d_model": 32, "d_kv": 8, "num_layers": 2, "num_heads": 4, "d_ff": 48},
-    "bart": {"d_model": 32, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
-             "decoder_attention_heads": 4, "encoder_ffn_dim": 48, "decoder_ffn_dim": 48, "pad_token_id": 1},
+    "bart": _BART, "mbart": _BART, "marian": _BART,
     "gpt2": {"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64},
+    "qwen2_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16, "shared_expert_intermediate_size": 16},
+    "qwen3_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16},
     "gptj": {"rotary_dim": 4}, "codegen": {"rotary_dim": 4},
     "falcon": {"head_dim": DROP, "num_kv_heads": DROP},
     "mpt": {"d_model": 32, "n_heads": 4, "n_layers": 2, "max_seq_len": 64},
@@ -99,11 +103,17 @@ def eager_attentions(loaded, eager, ids, mask) -> list[torch.Tensor]:
     to eager attention for this pass), float64, one ``[B, H, T, T]`` per layer."""
     model = loaded.model if eager is None else eager
     with torch.no_grad(), _implementation(model, "eager" if eager is None else None):
-        out = loaded.arch.stack_of(model)(input_ids=ids, attention_mask=mask, output_attentions=True)
-    if out.attentions is None or len(out.attentions) != loaded.n_layers:
-        raise AssertionError(f"the eager model returned {0 if out.attentions is None else len(out.attentions)} "
+        if loaded.arch.decoder is None:
+            got = loaded.arch.stack_of(model)(input_ids=ids, attention_mask=mask, output_attentions=True).attentions
+        else:  # the tap's order: encoder layers, then each decoder layer's self- and cross-attention
+            out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids, decoder_attention_mask=mask,
+                        output_attentions=True, use_cache=False)
+            got = None if out.encoder_attentions is None else (
+                list(out.encoder_attentions) + [a for pair in zip(out.decoder_attentions, out.cross_attentions) for a in pair])
+    if got is None or len(got) != loaded.n_layers:
+        raise AssertionError(f"the eager model returned {0 if got is None else len(got)} "
                              f"attention maps for {loaded.n_layers} layers")
-    return [a.double() for a in out.attentions]
+    return [a.double() for a in got]
 
 
 def _heads(x: torch.Tensor, n: int) -> torch.Tensor:
@@ -196,7 +206,8 @@ def verify(loaded, eager=None, seed: int = 0) -> Verification:
     scale = max(1.0, float(z.abs().max()))
     err_z /= scale
     upper = torch.triu(torch.ones(ids.shape[1], ids.shape[1], dtype=torch.bool), 1) & rows[:, None, None, :, None]
-    causal_upper = float(att.masked_select(upper).abs().max()) if loaded.arch.causal else 0.0
+    causal = [li for li, stack in enumerate(loaded.stacks) if loaded.arch.causal or stack == "decoder self"]
+    causal_upper = float(att[:, causal].masked_select(upper).abs().max()) if causal else 0.0
     # invariance: window 1 alone, in the batch, and left-padded by 5
     n = int(rows[1].sum())
     alone = capture(loaded, ids[1:2, :n], mask[1:2, :n])
