@@ -43,6 +43,16 @@ def test_every_falcon_layout_is_exact(layout):
     assert verify(from_pretrained_objects(model, None, "falcon"), eager).exact(1e-5)
 
 
+@pytest.mark.parametrize("model_type", ["llava", "qwen2_vl", "qwen2_5_vl", "gemma3"])
+def test_a_multimodal_models_text_stack_is_read_on_text_only_input(model_type):
+    """Llava, Qwen2-VL/2.5-VL and Gemma 3: the language model beside the vision tower, as its own family."""
+    model, eager = tiny_model(model_type)
+    loaded = from_pretrained_objects(model, None, model_type)
+    assert loaded.arch.stack == "language_model" and loaded.analysed.startswith("the text stack of")
+    assert loaded.arch.causal and loaded.n_layers == model.config.text_config.num_hidden_layers
+    assert verify(loaded, eager).exact(1e-5)
+
+
 def test_the_cross_attention_heads_are_the_models_own(family):
     """Encoder-decoders: encoder layers, then per decoder layer its self- and cross-attention, each
     layer's map equal to the eager model's own (cross maps over decoder queries and encoder keys)."""
@@ -119,3 +129,21 @@ def test_an_inferred_layout_that_is_not_exact_is_refused(monkeypatch):
     monkeypatch.setattr(tap, "_tap_attention", skewed)
     with pytest.raises(HeadsimError, match="does not reproduce its attention exactly"):
         from_pretrained_objects(model, None, "olmo")
+
+
+def test_an_encoder_decoders_tables_say_each_layers_stack():
+    """The ``stack`` coordinate an encoder-decoder's run puts on ``layer`` survives the netCDF round
+    trip and becomes the tables' ``stack`` column, row by row."""
+    import io
+
+    import xarray as xr
+
+    from headsim.stats import CorpusStats, heads_table, layers_table
+
+    stacks = ["encoder self"] * 2 + ["decoder self", "decoder cross"] * 2
+    ds = CorpusStats(6, 4, 8).to_dataset().assign_coords(stack=("layer", stacks))
+    back = xr.open_dataset(io.BytesIO(bytes(ds.to_netcdf(engine="h5netcdf"))), engine="h5netcdf")
+    heads, layers = heads_table(back), layers_table(back)
+    assert list(layers["stack"]) == stacks and list(heads.columns[:3]) == ["layer", "stack", "head"]
+    assert list(heads["stack"]) == [s for s in stacks for _ in range(4)]
+    assert "stack" not in heads_table(CorpusStats(6, 4, 8).to_dataset()).columns

@@ -72,6 +72,8 @@ class LoadedModel:
         name = type(self.model).__name__
         if self.arch.decoder is not None:
             return f"the encoder self-attention, decoder self-attention and cross-attention of {name}"
+        if self.arch.stack.startswith("language_model"):
+            return f"the text stack of {name} (text-only input)"
         return f"the encoder of {name}" if self.arch.stack else name
 
     @property
@@ -302,7 +304,7 @@ def _checked(loaded: LoadedModel) -> LoadedModel:
     attention and head outputs on a few random tokens (:func:`headsim.model.verify.self_check`).
     An encoder-decoder says that its encoder is what headsim analyses (a warning; run.json's
     ``model.analysed`` records it too)."""
-    if loaded.arch.stack:
+    if loaded.arch.stack == "encoder":
         import warnings
 
         n, n_dec = loaded.arch.depths(loaded.model)

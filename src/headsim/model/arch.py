@@ -11,7 +11,7 @@ entry in :data:`ARCHS` plus one row in ``tests/test_architectures.py``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from torch import nn
 
@@ -295,6 +295,11 @@ def arch_for(model: nn.Module) -> Arch:
     naming its class and the supported families."""
     config = model.config
     model_type = getattr(config, "model_type", "")
+    text = _text_stack(model)
+    if text is not None:  # a multimodal language model: its text stack, read as that family's
+        inner = arch_for(text)
+        return replace(inner, stack=".".join(p for p in ("language_model", inner.stack) if p),
+                       family=f"{inner.family} (text stack of {model_type})")
     arch = _BY_TYPE.get(model_type) or infer_arch(model)
     if arch is None:
         raise HeadsimError(
@@ -319,6 +324,14 @@ def arch_for(model: nn.Module) -> Arch:
         raise HeadsimError(f"{type(model).__name__} does not have the {arch.family} layout ({exc})",
                            "load the base model of the family (AutoModel), not a modified one") from exc
     return arch
+
+
+def _text_stack(model: nn.Module) -> nn.Module | None:
+    """A multimodal model's language model (Llava, Qwen2-VL, Gemma 3 …: a ``language_model`` beside a
+    vision tower), or ``None``."""
+    text = getattr(model, "language_model", None)
+    vision = any(hasattr(model, name) for name in ("vision_tower", "visual", "vision_model"))
+    return text if vision and isinstance(text, nn.Module) and hasattr(text, "config") else None
 
 
 def config_value(config, names: tuple[str, ...], default=None):

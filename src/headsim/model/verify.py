@@ -66,12 +66,33 @@ OVERRIDES: dict[str, dict] = {
 }
 
 
+_TEXT = {k: v for k, v in SMALL.items() if k != "max_position_embeddings"}
+_VISION = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=1, num_attention_heads=4, image_size=16,
+               patch_size=8)
+_QWEN_VISION = dict(depth=1, embed_dim=32, hidden_size=32, num_heads=4, mlp_ratio=2, intermediate_size=48,
+                    out_hidden_size=32, patch_size=4, temporal_patch_size=1, spatial_merge_size=1)
+_MROPE = {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [1, 1, 2]}}
+#: multimodal language models: the whole config (a tiny text stack of the family's own kind and a
+#: tiny vision tower); headsim analyses the text stack on text-only input
+MULTIMODAL: dict[str, dict] = {
+    "llava": dict(text_config=dict(_TEXT, model_type="llama"), vision_config=dict(_VISION, model_type="clip_vision_model"),
+                  image_token_id=95),
+    "qwen2_vl": dict(text_config=dict(_TEXT, **_MROPE), vision_config=_QWEN_VISION, image_token_id=95,
+                     video_token_id=94),
+    "qwen2_5_vl": dict(text_config=dict(_TEXT, **_MROPE), vision_config=dict(_QWEN_VISION, out_hidden_size=32,
+                       fullatt_block_indexes=[0], window_size=8), image_token_id=95, video_token_id=94),
+    "gemma3": dict(text_config=dict(_TEXT, sliding_window=5, query_pre_attn_scalar=8),
+                   vision_config=dict(_VISION, model_type="siglip_vision_model"), mm_tokens_per_image=4,
+                   image_token_index=95, boi_token_index=93, eoi_token_index=94),
+}
+
+
 def tiny_model(model_type: str, seed: int = 0, **overrides):
     """A tiny random-weight base model of ``model_type`` (weights scaled up so attention is far from
     uniform), and a copy with the same weights running eager attention."""
     from transformers import AutoConfig, AutoModel
 
-    kwargs = dict(SMALL)
+    kwargs = dict(MULTIMODAL[model_type]) if model_type in MULTIMODAL else dict(SMALL)
     kwargs.update(OVERRIDES.get(model_type, {}))
     kwargs.update(overrides)
     kwargs = {k: v for k, v in kwargs.items() if v is not DROP}
