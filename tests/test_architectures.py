@@ -35,12 +35,15 @@ def test_rows_cover_every_family():
     assert [a.family for a in ARCHS if not set(a.model_types) & set(ROWS)] == []
 
 
-@pytest.mark.parametrize("layout", [dict(new_decoder_architecture=True, num_kv_heads=2), dict(multi_query=False),
-                                    dict(alibi=True), dict(alibi=True, multi_query=False, parallel_attn=False)])
-def test_every_falcon_layout_is_exact(layout):
-    """Falcon's layouts: grouped (40B), multi-head, ALiBi instead of rotary, sequential blocks."""
+@pytest.mark.parametrize("layout, kv_heads", [(dict(new_decoder_architecture=True, num_kv_heads=2), 2),
+                                              (dict(multi_query=False), 4), (dict(alibi=True), 1),
+                                              (dict(alibi=True, multi_query=False, parallel_attn=False), 4)])
+def test_every_falcon_layout_is_exact(layout, kv_heads):
+    """Falcon's layouts: grouped (40B), multi-head, multi-query with ALiBi instead of rotary, sequential blocks."""
     model, eager = tiny_model("falcon", **layout)
-    assert verify(from_pretrained_objects(model, None, "falcon"), eager).exact(1e-5)
+    loaded = from_pretrained_objects(model, None, "falcon")
+    assert verify(loaded, eager).exact(1e-5)
+    assert loaded.n_kv_heads == kv_heads
 
 
 @pytest.mark.parametrize("model_type", ["llava", "qwen2_vl", "qwen2_5_vl", "gemma3"])

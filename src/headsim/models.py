@@ -84,7 +84,10 @@ class LoadedModel:
     @property
     def n_kv_heads(self) -> int:
         """Key/value heads (fewer than :attr:`n_heads` under grouped-query attention)."""
-        return int(config_value(self.stack_config, self.arch.n_kv_heads_attr, self.n_heads))
+        config = self.stack_config
+        if getattr(config, "multi_query", False) and not getattr(config, "new_decoder_architecture", False):
+            return 1  # Falcon's multi-query layout (its num_kv_heads then says nothing)
+        return int(config_value(config, self.arch.n_kv_heads_attr, self.n_heads))
 
     @property
     def d_head(self) -> int:

@@ -246,13 +246,23 @@ def _uses_attention_interface(module: nn.Module) -> bool:
         return False
 
 
+def own_value_projection(module: nn.Module) -> str | None:
+    """The name of an attention module's value projection (a linear layer), or ``None``."""
+    for name in ("value", "v_lin", "v_proj", "v"):
+        got = getattr(module, name, None)
+        if isinstance(got, nn.Linear):
+            return name
+    return None
+
+
 def infer_arch(model: nn.Module) -> Arch | None:
     """An entry read off an unlisted model's modules, or ``None``.
 
     Accepted only when the layout is unambiguous: one stack of ``num_hidden_layers`` layers; in a
     layer, one module that calls its attention through transformers' ``AttentionInterface`` (and
-    whose modelling file defines the eager function the tap reads probabilities from); a linear
-    output projection under a conventional name. Encoder-decoders are read at their encoder.
+    whose modelling file defines the eager function the tap reads probabilities from), else one
+    attention module with a linear value projection of its own (BERT-like families that return
+    their probabilities themselves); a linear output projection under a conventional name. Encoder-decoders are read at their encoder.
     """
     config = model.config
     stack_path = "encoder" if getattr(config, "is_encoder_decoder", False) and hasattr(model, "encoder") else ""
@@ -269,6 +279,10 @@ def infer_arch(model: nn.Module) -> Arch | None:
         return None
     layer = layers[0]
     attention = [name for name, m in layer.named_modules() if name and _uses_attention_interface(m)]
+    interface = len(attention) == 1
+    if not interface:  # an attention module of its own that returns (context, probabilities)
+        attention = [name for name, m in layer.named_modules()
+                     if name and "attention" in type(m).__name__.lower() and own_value_projection(m) is not None]
     if len(attention) != 1:
         return None
     attn_path = attention[0]
@@ -285,7 +299,7 @@ def infer_arch(model: nn.Module) -> Arch | None:
         return None
     causal = bool(getattr(attn, "is_causal", False)) and not stack_path
     return Arch(getattr(config, "model_type", "?"), (getattr(config, "model_type", "?"),), layers=layers_path,
-                attention=attn_path, output_projection=candidate, stack=stack_path, causal=causal,
+                attention=attn_path, output_projection=candidate, stack=stack_path, causal=causal, interface=interface,
                 framing="auto", inferred=True,
                 sinks="read off the module layout: see the family's own [CLS]/BOS and punctuation")
 

@@ -162,12 +162,20 @@ VALUE_PROJECTIONS: dict[str, tuple[str, Callable]] = {
 }
 
 
+def _own_values(loaded) -> tuple[str, Callable]:
+    """An inferred entry outside the interface: its value projection, split into ``n_heads`` heads."""
+    from .arch import own_value_projection
+
+    attn = loaded.arch.attention_modules(loaded.model, loaded.n_layers)[0]
+    return own_value_projection(attn), lambda a, o: _heads(o, loaded.n_heads)
+
+
 def values(loaded, ids, mask) -> list[torch.Tensor]:
     """Each layer's values ``[B, H_kv, T, d]`` as the attention receives them (float64)."""
     if loaded.arch.interface:
         got = Tap(loaded, qkv=True, head_outputs=False).run(ids, mask).layers
         return [got[i].value.double() for i in range(loaded.n_layers)]
-    path, read = VALUE_PROJECTIONS[loaded.config.model_type]
+    path, read = VALUE_PROJECTIONS.get(loaded.config.model_type) or _own_values(loaded)
     out: list[torch.Tensor] = []
     hooks = []
     for attn in loaded.arch.attention_modules(loaded.model, loaded.n_layers):
