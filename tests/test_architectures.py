@@ -6,6 +6,7 @@ numbers do not depend on its batch nor on the padding side; causal maps are tria
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -14,7 +15,7 @@ from headsim.model.arch import ARCHS
 from headsim.model.plain import attention_probs
 from headsim.model.tap import Tap
 from headsim.model.verify import random_batch as make_batch
-from headsim.model.verify import tiny_model, verify
+from headsim.model.verify import tiny_config_kwargs, tiny_model, verify
 from headsim.models import from_pretrained_objects
 
 #: the model types users run most (issue 31), every family of the table among them; some are read
@@ -150,3 +151,30 @@ def test_an_encoder_decoders_tables_say_each_layers_stack():
     assert list(layers["stack"]) == stacks and list(heads.columns[:3]) == ["layer", "stack", "head"]
     assert list(heads["stack"]) == [s for s in stacks for _ in range(4)]
     assert "stack" not in heads_table(CorpusStats(6, 4, 8).to_dataset()).columns
+
+
+@pytest.mark.slow
+def test_an_encoder_decoder_run_labels_every_layer_with_its_stack(tmp_path):
+    """A tiny BART analysed end to end: stats.nc, the tables and run.json say each layer's stack;
+    decoder self-attention is causal, so its maps give fewer similar pairs than the encoder's."""
+    import copy
+
+    import headsim
+    from transformers import AutoConfig, AutoModel
+
+    tok = copy.deepcopy(headsim.load_model().tokenizer)
+    config = AutoConfig.for_model("bart", **dict(tiny_config_kwargs("bart"), vocab_size=len(tok), pad_token_id=0,
+                                                 max_position_embeddings=128))
+    torch.manual_seed(0)
+    AutoModel.from_config(config).save_pretrained(tmp_path / "bart")
+    tok.save_pretrained(tmp_path / "bart")
+    (tmp_path / "c.txt").write_text(("The red fox jumps over the fence. A small bird sings in the garden. " * 6 + "\n\n") * 4)
+    with pytest.warns(UserWarning, match="BartModel is an encoder-decoder"):
+        res = headsim.analyze(str(tmp_path / "bart"), str(tmp_path / "c.txt"), windows=4, seq_len=32,
+                              out=tmp_path / "run")
+    stacks = ["encoder self"] * 2 + ["decoder self", "decoder cross"] * 2
+    assert list(res.dataset["stack"].values) == stacks and res.meta["model"]["stacks"] == stacks
+    assert list(res.layers["stack"]) == stacks
+    attn = res.dataset["attn_sum"].sum("head").values  # [layer, query, key]
+    upper = np.triu(np.ones(attn.shape[1:], dtype=bool), 1)
+    assert attn[2][upper].max() == 0 and attn[3][upper].max() > 0  # decoder self causal, cross not

@@ -87,16 +87,21 @@ MULTIMODAL: dict[str, dict] = {
 }
 
 
+def tiny_config_kwargs(model_type: str, **overrides) -> dict:
+    """The config arguments of a tiny ``model_type``: :data:`SMALL` (or the whole config of a
+    multimodal model) with the family's :data:`OVERRIDES` and ``overrides``."""
+    kwargs = dict(MULTIMODAL[model_type]) if model_type in MULTIMODAL else dict(SMALL)
+    kwargs.update(OVERRIDES.get(model_type, {}))
+    kwargs.update(overrides)
+    return {k: v for k, v in kwargs.items() if v is not DROP}
+
+
 def tiny_model(model_type: str, seed: int = 0, **overrides):
     """A tiny random-weight base model of ``model_type`` (weights scaled up so attention is far from
     uniform), and a copy with the same weights running eager attention."""
     from transformers import AutoConfig, AutoModel
 
-    kwargs = dict(MULTIMODAL[model_type]) if model_type in MULTIMODAL else dict(SMALL)
-    kwargs.update(OVERRIDES.get(model_type, {}))
-    kwargs.update(overrides)
-    kwargs = {k: v for k, v in kwargs.items() if v is not DROP}
-    config = AutoConfig.for_model(model_type, **kwargs)
+    config = AutoConfig.for_model(model_type, **tiny_config_kwargs(model_type, **overrides))
     torch.manual_seed(seed)
     model = AutoModel.from_config(config).eval()
     with torch.no_grad():
