@@ -300,6 +300,7 @@ def infer_arch(model: nn.Module) -> Arch | None:
     causal = bool(getattr(attn, "is_causal", False)) and not stack_path
     return Arch(getattr(config, "model_type", "?"), (getattr(config, "model_type", "?"),), layers=layers_path,
                 attention=attn_path, output_projection=candidate, stack=stack_path, causal=causal, interface=interface,
+                decoder=_bart_like_decoder(model) if stack_path and interface else None,
                 framing="auto", inferred=True,
                 sinks="read off the module layout: see the family's own [CLS]/BOS and punctuation")
 
@@ -338,6 +339,20 @@ def arch_for(model: nn.Module) -> Arch:
         raise HeadsimError(f"{type(model).__name__} does not have the {arch.family} layout ({exc})",
                            "load the base model of the family (AutoModel), not a modified one") from exc
     return arch
+
+
+def _bart_like_decoder(model: nn.Module) -> Decoder | None:
+    """The decoder of an encoder-decoder laid out as BART's (``decoder.layers``, each with ``self_attn``
+    and ``encoder_attn`` and their ``out_proj``), or ``None`` (its encoder is then read alone)."""
+    got = _BART["decoder"]
+    try:
+        layer = model.get_submodule(got.layers)[0]
+        for path in (got.self_attention, got.self_projection, got.cross_attention, got.cross_projection):
+            layer.get_submodule(path)
+    except (AttributeError, IndexError, TypeError):
+        return None
+    return got if all(_uses_attention_interface(layer.get_submodule(p)) for p in (got.self_attention,
+                                                                                    got.cross_attention)) else None
 
 
 def _text_stack(model: nn.Module) -> nn.Module | None:

@@ -31,7 +31,8 @@ VOCAB = 96
 #: the small sizes every tiny model starts from (config classes ignore the names they do not know)
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48, vocab_size=VOCAB,
              max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2, num_key_value_heads=2,
-             head_dim=8)
+             head_dim=8, encoder_attention_heads=4, decoder_attention_heads=4, encoder_layers=2, decoder_layers=2,
+             encoder_ffn_dim=48, decoder_ffn_dim=48)
 
 _BART = {"d_model": 32, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
          "decoder_attention_heads": 4, "encoder_ffn_dim": 48, "decoder_ffn_dim": 48, "pad_token_id": 1}
