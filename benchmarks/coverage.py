@@ -159,7 +159,7 @@ def write_doc(rows: dict[str, dict], path: Path) -> None:
     ]
     stale = [t for t, r in rows.items() if r.get("transformers") != transformers.__version__]
     if stale:
-        lines[-3:-3] = [f"*{len(stale)} rows (status marked †) are from an earlier sweep, not yet re-run with "
+        lines[-2:-2] = [f"*{len(stale)} rows (status marked †) are from an earlier sweep, not yet re-run with "
                         f"transformers {transformers.__version__} and the current headsim; `python "
                         "benchmarks/coverage.py --update` re-checks them.*", ""]
     for t, r in rows.items():
@@ -197,7 +197,8 @@ def main(argv=None) -> dict:
     types = args.types.split(",") if args.types else text_model_types()
     path = Path(args.json)
     rows = merge_rows(path, {}) if args.update else {}
-    types.sort(key=lambda t: rows.get(t, {}).get("status") == "exact")  # stable: the unsettled first
+    if not args.types:  # the unsettled first (stable: alphabetical within)
+        types.sort(key=lambda t: rows.get(t, {}).get("status") == "exact")
     for t in types:
         rows[t] = dict(check_isolated(t, args.timeout), transformers=transformers.__version__)
         print(f"{t:<28}{rows[t]['status']:<10}{rows[t].get('reason', '')}", flush=True)
