@@ -605,6 +605,9 @@ def finish_run(meta: dict, stats: CorpusStats, names: tuple[str, str], elapsed: 
     checkpointed (or kept in memory without one). ``names``: the model's and the corpus's."""
     ds = stats.to_dataset()
     ds.attrs.update({"model": names[0], "corpus": names[1]})
+    stacks = meta.get("model", {}).get("stacks") or []
+    if set(stacks) - {"self"} and len(stacks) == ds.sizes["layer"]:  # an encoder-decoder's three stacks
+        ds = ds.assign_coords(stack=("layer", list(stacks)))
     heads, layers = heads_table(ds), layers_table(ds)
     meta.update({"complete": True, "seconds": round(elapsed, 3), "windows_per_second": round(processed / max(elapsed, 1e-9), 3),
                  "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})

@@ -56,7 +56,25 @@ class LoadedModel:
 
     @property
     def n_layers(self) -> int:
-        return int(config_value(self.stack_config, self.arch.n_layers_attr))
+        """Analysed layers: the stack's, and an encoder-decoder's decoder self- and cross-attention
+        layers after its encoder's (:attr:`stacks` says which is which)."""
+        n, n_dec = self.arch.depths(self.model)
+        return n + 2 * n_dec
+
+    @property
+    def stacks(self) -> list[str]:
+        """Each layer's stack (:data:`headsim.model.arch.STACKS`)."""
+        return self.arch.stacks(self.model)
+
+    @property
+    def analysed(self) -> str:
+        """What the layers are, in words (an encoder-decoder's three stacks, or the model)."""
+        name = type(self.model).__name__
+        if self.arch.decoder is not None:
+            return f"the encoder self-attention, decoder self-attention and cross-attention of {name}"
+        if self.arch.stack.startswith("language_model"):
+            return f"the text stack of {name} (text-only input)"
+        return f"the encoder of {name}" if self.arch.stack else name
 
     @property
     def n_heads(self) -> int:
@@ -66,7 +84,10 @@ class LoadedModel:
     @property
     def n_kv_heads(self) -> int:
         """Key/value heads (fewer than :attr:`n_heads` under grouped-query attention)."""
-        return int(config_value(self.stack_config, self.arch.n_kv_heads_attr, self.n_heads))
+        config = self.stack_config
+        if getattr(config, "multi_query", False) and not getattr(config, "new_decoder_architecture", False):
+            return 1  # Falcon's multi-query layout (its num_kv_heads then says nothing)
+        return int(config_value(config, self.arch.n_kv_heads_attr, self.n_heads))
 
     @property
     def d_head(self) -> int:
@@ -121,7 +142,8 @@ class LoadedModel:
             "class": type(self.model).__name__,
             "model_type": getattr(self.config, "model_type", None),
             "family": self.arch.family,
-            "analysed": f"the encoder of {type(self.model).__name__}" if self.arch.stack else type(self.model).__name__,
+            "analysed": self.analysed,
+            "stacks": self.stacks,
             "causal": self.arch.causal,
             "framing": self._framing_record(),
             "n_layers": self.n_layers,
@@ -292,11 +314,14 @@ def _checked(loaded: LoadedModel) -> LoadedModel:
     attention and head outputs on a few random tokens (:func:`headsim.model.verify.self_check`).
     An encoder-decoder says that its encoder is what headsim analyses (a warning; run.json's
     ``model.analysed`` records it too)."""
-    if loaded.arch.stack:
+    if loaded.arch.stack == "encoder":
         import warnings
 
-        warnings.warn(f"{type(loaded.model).__name__} is an encoder-decoder: headsim analyses its encoder "
-                      f"({loaded.n_layers} layers x {loaded.n_heads} heads)", stacklevel=3)
+        n, n_dec = loaded.arch.depths(loaded.model)
+        what = (f"its encoder ({n} layers), then per decoder layer its self- and cross-attention ({n_dec} x 2 layers), "
+                "decoder and encoder fed the same window" if n_dec else f"its encoder ({n} layers)")
+        warnings.warn(f"{type(loaded.model).__name__} is an encoder-decoder: headsim analyses {what}, "
+                      f"{loaded.n_heads} heads each", stacklevel=3)
     if loaded.arch.inferred:
         from .model.verify import self_check
 
