@@ -19,6 +19,8 @@ from .errors import require
 from .models import LoadedModel, as_loaded
 from .rundir import writing
 from .views import TextView, block_average, separator_lines, text_view
+from .display import HtmlDisplay
+from .views.html import text_view_html
 
 EXAMPLES = ("gerstenslager", "airport_policing")
 
@@ -42,7 +44,7 @@ def check_index(value: int, n: int, what: str) -> int:
 
 
 @dataclass
-class Inspection:
+class Inspection(HtmlDisplay):
     """Everything `headsim inspect` shows for one window (a :class:`~headsim.views.TextView` and the
     chosen head, thresholds and layers); layer/head fields are 0-based."""
 
@@ -95,6 +97,10 @@ class Inspection:
             "separators": [int(s) for s in self.separators], "figure_layers": [x + 1 for x in self.figure_layers],
             "numbering": "layers and heads from 1; token positions from 0 ([CLS] = 0)",
         }
+
+    def _html_body(self) -> tuple[str, str]:
+        body = text_view_html(self.view, layer=self.layer, head=self.head, threshold=self.threshold)
+        return f"headsim: layer {self.layer + 1}, head {self.head + 1}", body
 
     def head_pairs(self, layer: int | None = None, head: int | None = None) -> pd.DataFrame:
         """Pair table of one head (default: the inspected one)."""

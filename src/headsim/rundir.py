@@ -58,6 +58,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import xarray as xr
 
+from .display import HtmlDisplay
 from .errors import HeadsimError, require
 from .runspec import RunSpec
 
@@ -414,7 +415,7 @@ class RunLock:
 
 
 @dataclass
-class Run:
+class Run(HtmlDisplay):
     """A finished run, read by :meth:`RunDir.load`: ``run.json`` (:attr:`meta`), its :attr:`spec` and
     the two summary tables at once; the statistics (:attr:`dataset`) and the windows when first used.
     :meth:`open_dataset` and :meth:`window_table` read lazily (one head of the statistics, the first
@@ -468,6 +469,12 @@ class Run:
     @property
     def threshold(self) -> float:
         return float(self.meta["threshold"])
+
+    def _html_body(self) -> tuple[str, str]:
+        """Settings, model (with its revision), the top heads and Figs 6 and 8 (see :meth:`to_html`)."""
+        from .views.html.summaries import run_html
+
+        return run_html(self)
 
     def sentences_per_window(self) -> float:
         """Mean number of sentences in a window (NaN for a run without windows)."""
