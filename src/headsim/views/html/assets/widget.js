@@ -39,7 +39,11 @@ export function matrices(data, attn, sim) {
     counts.push(row);
   }
   return {
-    attention: (l, h, i, j) => { const v = attn[((l * H + h) * n + i) * n + j] / levels; return v * v; },
+    attention: (l, h, i, j) => {
+      const k = ((l * H + h) * n + i) * n + j;
+      const v = (k & 1 ? attn[k >> 1] & 15 : attn[k >> 1] >> 4) / levels;  // two values a byte
+      return v * v;
+    },
     similarityLevel: q,
     similarity: (l, h, i, j) => { const k = q(l, h, i, j); return k < 0 ? 0 : k / steps; },
     above: (l, h, i, j, t) => q(l, h, i, j) >= Math.round(t * steps),
@@ -53,7 +57,7 @@ const TEMPLATE = `
   <label>thumbnails <select class="hsv-kind"><option value="similarity">similarity</option><option value="attention">attention</option></select></label>
   <label>frame colour <select class="hsv-colorby"></select></label>
   <label class="hsv-slider">similarity threshold <b class="hsv-thr-value"></b>
-    <input class="hsv-threshold" type="range" min="0.01" max="1" step="0.01"></label>
+    <input class="hsv-threshold" type="range" max="1"></label>
 </div>
 <div class="hsv-body">
   <div class="hsv-gridbox">
@@ -121,6 +125,9 @@ export async function mount(root) {
   for (const [key, st] of Object.entries(data.stats)) sel.add(new Option(`${st.label} (${st.group})`, key));
   sel.value = S.colorBy in data.stats || S.colorBy === 'none' ? S.colorBy : 'pairs';
   S.colorBy = sel.value;
+  const thr = $('hsv-threshold');  // the slider moves in the payload's exact steps of S
+  thr.min = thr.step = String(1 / data.similarity.steps);
+  S.t = Math.max(1, Math.round(S.t * data.similarity.steps)) / data.similarity.steps;  // a threshold between steps: the nearest
   $('hsv-threshold').value = S.t;
 
   const thumbs = { similarity: [], attention: [] };
@@ -191,7 +198,7 @@ export async function mount(root) {
       + `<td>${esc(labels[i])}</td><td>${esc(labels[j])}</td><td>${i}</td><td>${j}</td><td>${v.toFixed(2)}</td></tr>`).join('')
       || `<tr><td colspan="5">No pair above ${t.toFixed(2)}: lower the threshold.</td></tr>`;
     $('hsv-pair-note').textContent = `layer ${l + 1}, head ${h + 1}: ${pairs.length} above ${t.toFixed(2)}`
-      + (pairs.length > MAX_ROWS ? ` (the ${MAX_ROWS} most similar shown)` : '') + ' · S to 0.01';
+      + (pairs.length > MAX_ROWS ? ` (the ${MAX_ROWS} most similar shown)` : '') + ` · S to ${fmt(1 / data.similarity.steps, 2)}`;
   }
 
   const tokenEls = [];
