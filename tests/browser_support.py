@@ -62,7 +62,7 @@ def check_standalone_page(browser, path: Path, screenshot: Path | None = None, *
             " let k = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) k++; return [c.width, c.height, k]; }")
         assert drawn[0] > 100 and drawn[1] > 100 and drawn[2] > 0.3 * drawn[0] * drawn[1], f"head grid not drawn: {drawn}"
         assert not root.locator(".hsv-fallback").count(), "the static fallback is still shown"
-        before = root.locator("canvas.hsv-sim").evaluate("c => c.toDataURL()")
+        before = root.locator(".hsv-sim canvas").evaluate("c => c.toDataURL()")
         box = root.locator("canvas.hsv-grid").bounding_box()
         x, y = root.locator("canvas.hsv-grid").evaluate(
             "(c, [l, h]) => { const g = window.headsimViews.lastGrid(c); return [g.left + (h - 1) * g.step + g.tile / 2,"
@@ -72,8 +72,26 @@ def check_standalone_page(browser, path: Path, screenshot: Path | None = None, *
                                " return r.dataset.layer === String(l) && r.dataset.head === String(h); }",
                                arg=[layer, head], timeout=5_000)
         assert f"Layer {layer}, head {head}" in root.locator(".hsv-title").inner_text()
-        assert root.locator("canvas.hsv-sim").evaluate("c => c.toDataURL()") != before, "the similarity map did not change"
+        assert root.locator(".hsv-sim canvas").evaluate("c => c.toDataURL()") != before, "the similarity map did not change"
         assert f"layer {layer}, head {head}" in root.locator(".hsv-pair-note").inner_text()
+        # the shared matrix panels: hover reads out a cell, a dragged rectangle zooms all three, double-click resets
+        sim = root.locator(".hsv-sim canvas")
+        geom = sim.evaluate("c => window.headsimViews.panels(c.closest('.hsv-root')).sim.geom")
+        sbox = sim.bounding_box()
+        cx = lambda j: sbox["x"] + geom["x0"] + (j + 0.5) * geom["cw"]  # noqa: E731
+        cy = lambda i: sbox["y"] + geom["y0"] + (i + 0.5) * geom["ch"]  # noqa: E731
+        page.mouse.move(cx(2), cy(1))
+        assert root.locator(".hsv-hover").inner_text().startswith("1:"), root.locator(".hsv-hover").inner_text()
+        page.mouse.move(cx(1), cy(1))
+        page.mouse.down()
+        page.mouse.move(cx(3), cy(4), steps=4)
+        page.mouse.up()
+        ranges = sim.evaluate("c => Object.values(window.headsimViews.panels(c.closest('.hsv-root'))).map(v => v.range)")
+        assert ranges == [{"r0": 1, "r1": 5, "c0": 1, "c1": 4}] * 3, ranges
+        if screenshot is not None:
+            page.screenshot(path=str(screenshot.with_name(screenshot.stem + "_zoom.png")), full_page=True)
+        page.mouse.dblclick(sbox["x"] + geom["x0"] + 2, sbox["y"] + geom["y0"] + 2)
+        assert sim.evaluate("c => window.headsimViews.panels(c.closest('.hsv-root')).sim.range") is None
         if screenshot is not None:
             page.screenshot(path=str(screenshot), full_page=True)
     finally:
