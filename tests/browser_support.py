@@ -33,6 +33,21 @@ def screenshot_dir(tmp_path: Path) -> Path:
     return out
 
 
+def cell_point(canvas, geom: dict, i: int, j: int) -> tuple[float, float]:
+    """Page coordinates of the centre of cell (i, j) of a draw.js matrix panel's ``canvas`` (a locator) as
+    drawn with geometry ``geom`` (counted from its first row and column shown)."""
+    box = canvas.bounding_box()
+    return box["x"] + geom["x0"] + (j + 0.5) * geom["cw"], box["y"] + geom["y0"] + (i + 0.5) * geom["ch"]
+
+
+def drag_cells(page, canvas, geom: dict, start: tuple[int, int], end: tuple[int, int]) -> None:
+    """Drag a zoom rectangle on a matrix panel from cell ``start`` to cell ``end`` ((i, j) each)."""
+    page.mouse.move(*cell_point(canvas, geom, *start))
+    page.mouse.down()
+    page.mouse.move(*cell_point(canvas, geom, *end), steps=4)
+    page.mouse.up()
+
+
 def check_standalone_page(browser, path: Path, screenshot: Path | None = None, *, layer: int = 2, head: int = 3) -> None:
     """Open a standalone headsim HTML file with every request that is not ``file:``/``data:``/``blob:``
     aborted, and check: no page or console error, no request attempted elsewhere, every head explorer
@@ -77,20 +92,14 @@ def check_standalone_page(browser, path: Path, screenshot: Path | None = None, *
         # the shared matrix panels: hover reads out a cell, a dragged rectangle zooms all three, double-click resets
         sim = root.locator(".hsv-sim canvas")
         geom = sim.evaluate("c => window.headsimViews.panels(c.closest('.hsv-root')).sim.geom")
-        sbox = sim.bounding_box()
-        cx = lambda j: sbox["x"] + geom["x0"] + (j + 0.5) * geom["cw"]  # noqa: E731
-        cy = lambda i: sbox["y"] + geom["y0"] + (i + 0.5) * geom["ch"]  # noqa: E731
-        page.mouse.move(cx(2), cy(1))
+        page.mouse.move(*cell_point(sim, geom, 1, 2))
         assert root.locator(".hsv-hover").inner_text().startswith("1:"), root.locator(".hsv-hover").inner_text()
-        page.mouse.move(cx(1), cy(1))
-        page.mouse.down()
-        page.mouse.move(cx(3), cy(4), steps=4)
-        page.mouse.up()
+        drag_cells(page, sim, geom, (1, 1), (4, 3))
         ranges = sim.evaluate("c => Object.values(window.headsimViews.panels(c.closest('.hsv-root'))).map(v => v.range)")
         assert ranges == [{"r0": 1, "r1": 5, "c0": 1, "c1": 4}] * 3, ranges
         if screenshot is not None:
             page.screenshot(path=str(screenshot.with_name(screenshot.stem + "_zoom.png")), full_page=True)
-        page.mouse.dblclick(sbox["x"] + geom["x0"] + 2, sbox["y"] + geom["y0"] + 2)
+        page.mouse.dblclick(*cell_point(sim, geom, 0, 0))
         assert sim.evaluate("c => window.headsimViews.panels(c.closest('.hsv-root')).sim.range") is None
         if screenshot is not None:
             page.screenshot(path=str(screenshot), full_page=True)

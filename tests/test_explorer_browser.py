@@ -22,7 +22,7 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
-from browser_support import MISSING, chromium, screenshot_dir  # noqa: E402
+from browser_support import MISSING, cell_point, chromium, drag_cells, screenshot_dir  # noqa: E402
 SENTENCE = ("The old mill stands by the river, and the river turns the wheel of the old mill. "
             "Millers sold flour to the town across the river.")
 
@@ -195,21 +195,17 @@ def test_explore_a_sentence(server, browser, shots):
     page.mouse.move(5, 5)
 
     # hovering a map cell reads out its tokens and values; a dragged rectangle zooms every panel; reset shows all
-    page.locator("#sim-plot canvas").scroll_into_view_if_needed()
-    box = page.locator("#sim-plot canvas").bounding_box()
+    sim = page.locator("#sim-plot canvas")
+    sim.scroll_into_view_if_needed()
     g = page.evaluate("() => window.headsim.panels['sim-plot'].geom")
-    cx = lambda j: box["x"] + g["x0"] + (j + 0.5) * g["cw"]  # noqa: E731
-    cy = lambda i: box["y"] + g["y0"] + (i + 0.5) * g["ch"]  # noqa: E731
-    page.mouse.move(cx(5), cy(2))
+    page.mouse.move(*cell_point(sim, g, 2, 5))
     tip = page.inner_text("#tooltip")
     assert page.is_visible("#tooltip") and tip.startswith("2:") and "→ 5:" in tip and "similarity" in tip, tip
-    page.mouse.move(cx(1), cy(2))
-    page.mouse.down()
-    page.mouse.move(cx(6), cy(7), steps=4)
-    page.mouse.up()
+    drag_cells(page, sim, g, (2, 1), (7, 6))
     ranges = page.evaluate("() => Object.values(window.headsim.panels).map(v => v.range)")
     assert ranges == [{"r0": 2, "r1": 8, "c0": 1, "c1": 7}] * 4, ranges
-    page.mouse.move(cx(0) + 2, cy(0) + 2)  # the top left cell of the zoom is (2, 1)
+    zoomed = page.evaluate("() => window.headsim.panels['sim-plot'].geom")
+    page.mouse.move(*cell_point(sim, zoomed, 0, 0))  # the first cell shown is (2, 1)
     assert page.inner_text("#tooltip").startswith("2:")
     page.screenshot(path=str(shots / "explorer_zoom.png"))
     page.click("#sim-plot .hs-reset")
