@@ -100,6 +100,13 @@ class LoadedModel:
             n -= int(getattr(self.config, "pad_token_id", 1) or 0) + 1 if offset < 0 else offset
         return n
 
+    @property
+    def extrapolates(self) -> bool:
+        """Whether the family is built to run past its position limit (rotary positions: a longer
+        window is a warning, not an error)."""
+        c = self.stack_config
+        return bool(getattr(c, "rope_parameters", None) or getattr(c, "rope_theta", None))
+
     def _framing_record(self) -> dict | None:
         """The ids that open and close this model's windows; ``None`` where its tokenizer cannot frame
         windows (the windowing itself then refuses with the reason)."""

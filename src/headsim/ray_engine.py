@@ -192,7 +192,7 @@ class Worker:
         m = self.loaded
         choice = choose_backend(backend, m.device)
         return {"backend": choice.record(), "model": m.describe(), "name": m.name, "source": m.source, "max_seq_len": m.max_seq_len,
-                "dtype": str(m.dtype).replace("torch.", ""), "device": str(m.device), "specials": m.framing.specials,
+                "extrapolates": m.extrapolates, "dtype": str(m.dtype).replace("torch.", ""), "device": str(m.device), "specials": m.framing.specials,
                 "batch_size": default_batch_size(m, min(seq_len, m.max_seq_len), choice.chosen)}
 
     def count(self, texts: list[str]) -> np.ndarray:
@@ -522,7 +522,7 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
     with _writing(out_path, resume, overwrite) as run_dir, \
             Cluster(address, model, device, dtype, resources, seq_len, backend) as cluster, StopRequests() as stop:
         info, n = cluster.info, len(cluster.actors)
-        seq_len = check_seq_len(seq_len, info["max_seq_len"])
+        seq_len = check_seq_len(seq_len, info["max_seq_len"], info.get("extrapolates", False))
         content = seq_len - info["specials"]
         t = time.perf_counter()
         counts = cluster.count_tokens(texts)
