@@ -6,6 +6,8 @@ refused without executing it; corrupt or pickled weights give one clear error.
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 import pickle
 from dataclasses import dataclass, field
@@ -274,7 +276,8 @@ def load_model(
             "which headsim never executes", "use a model whose family transformers implements (`headsim models` lists them)")
     extra = {} if attn_implementation is None else {"attn_implementation": attn_implementation}
     try:
-        model = AutoModel.from_pretrained(source, config=config, local_files_only=True, trust_remote_code=False, **extra)
+        with _no_progress_bar():  # a local load is quick; its bar only clutters notebooks (tqdm's "IProgress not found")
+            model = AutoModel.from_pretrained(source, config=config, local_files_only=True, trust_remote_code=False, **extra)
     except pickle.UnpicklingError as exc:  # torch's weights-only loader refused a pickle with code in it
         raise HeadsimError(f"model {name!r}: its weights file is a pickle that is not plain tensors (torch refused to run it)",
                            "use weights saved as safetensors (save_pretrained), from a source you trust") from exc
@@ -301,6 +304,20 @@ def load_model(
     loaded = _checked(LoadedModel(model, tokenizer, arch, name, source, key))
     _LOADED[key] = loaded
     return loaded
+
+
+@contextlib.contextmanager
+def _no_progress_bar():
+    """transformers' progress bars off for the duration (restored after)."""
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
 
 
 def from_pretrained_objects(model: nn.Module, tokenizer, name: str = "custom") -> LoadedModel:
