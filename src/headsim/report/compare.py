@@ -42,11 +42,6 @@ def _labels(runs: list[RunData]) -> list[str]:
     return out
 
 
-def _random_distance(run: RunData) -> float:
-    chance = cf.chance_distances(run.dataset)
-    return float((chance * run.dataset["distance"].values).sum()) if chance.sum() > 0 else float("nan")
-
-
 def compare_runs(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, *, dpi: int = 200) -> Path:
     """Compare finished runs; writes ``compare_layers.png/.svg``, ``claims_compare.csv/.json`` and
     ``index.html`` into ``out_dir`` and returns the path of ``index.html``."""
@@ -60,7 +55,7 @@ def compare_runs(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
     tmp = Path(tempfile.mkdtemp(prefix=".compare-", dir=out))
     try:
         series = [{"label": label, "legend": f"{label}: {r.label}", "heads": r.heads, "layers": r.layers, "n_heads": int(r.dataset.sizes["head"]),
-                   "shares": r.shares, "random_distance": _random_distance(r)} for label, r in zip(labels, runs)]
+                   "shares": r.shares, "random_distance": cf.random_pair_distance(r.dataset)} for label, r in zip(labels, runs)]
         save_once(cf.layer_comparison(series), tmp, STEM, dpi=dpi)
         depths = {int(r.dataset.sizes["layer"]) for r in runs}
         warnings = []
