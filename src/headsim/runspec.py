@@ -8,7 +8,7 @@ window adds), and the refusals name the ``headsim analyze`` option of every fiel
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 
 from .errors import HeadsimError
 
@@ -30,13 +30,14 @@ class RunSpec:
     batch_size: int
     dtype: str
     sentence_splitter: str
+    first_window: int = 0  # the corpus's window the run starts at (a --shard of it; 0: from the start)
 
     #: fields that change what each window adds: runs must agree on them to be merged
     NUMBERS = ("model_source", "seq_len", "threshold", "top_k_columns", "dtype", "sentence_splitter")
     #: the analyze option that sets each field
     FLAGS = {"model_source": "--model", "corpus_sha256": "--corpus", "windows": "--windows", "seq_len": "--seq-len",
              "threshold": "--threshold", "top_k_columns": "--top-k-columns", "batch_size": "--batch-size",
-             "dtype": "--dtype", "sentence_splitter": "--sentences"}
+             "dtype": "--dtype", "sentence_splitter": "--sentences", "first_window": "--shard"}
 
     # -- run.json ----------------------------------------------------------------------------
 
@@ -51,10 +52,11 @@ class RunSpec:
         """The spec stored in a ``run.json``; an error naming ``where`` (its path) when it is missing or malformed."""
         stored = meta.get(KEY)
         names = [f.name for f in fields(cls)]
-        if not isinstance(stored, dict) or set(names) - set(stored):
+        required = [f.name for f in fields(cls) if f.default is MISSING]  # runs from before a field was added lack it
+        if not isinstance(stored, dict) or set(required) - set(stored):
             raise HeadsimError(f"{where} holds no complete run spec",
                                "analyse the corpus again with this version of headsim (headsim analyze --overwrite …)")
-        return cls(**{name: stored[name] for name in names})
+        return cls(**{name: stored[name] for name in names if name in stored})
 
     def analyze_args(self) -> dict:
         """The spec as :func:`headsim.analyze` arguments (the corpus is not among them: its checksum
@@ -82,6 +84,10 @@ def resume_flags(changed: dict[str, tuple], meta: dict) -> str:
     """The options that give back a stored run's settings (``meta``: its run.json), as a user types them."""
     parts = []
     for key, (value, _) in changed.items():
+        if key == "first_window":
+            shard = meta.get("shard")
+            parts.append(f"--shard {shard['index']}/{shard['count']}" if shard else "no --shard")
+            continue
         if key == "corpus_sha256":
             corpus = meta.get("corpus") or {}
             value = corpus.get("spec") or f"<the corpus {corpus.get('name')!r} the run was made from>"

@@ -28,8 +28,10 @@ def reproduce(
 ) -> None:
     """Every figure of the paper (2–13) and every claim as a measured check, in OUT/index.html."""
     from ..reproduction import DEFAULT_WINDOWS, parse_lengths, reproduce as run
+    from ..rundir import check_writable
 
     lengths = parse_lengths(window_lengths) if window_lengths is not None else None
+    check_writable(out)  # before the analysis
     index = run(model, corpus, windows=DEFAULT_WINDOWS if windows is None else windows, out=out, seq_len=seq_len, threshold=threshold,
                 device=device, dtype=dtype, batch_size=batch_size, window_lengths=lengths)
     console.print(f"report: {index}")
@@ -48,7 +50,7 @@ def report(
     from ..corpus import load_corpus
     from ..report.build import build_report
     from ..reproduction import example_inspection
-    from ..rundir import load_run
+    from ..rundir import check_writable, load_run
 
     run_dir, window_runs = run_dirs[0], run_dirs[1:]
     run = load_run(run_dir)
@@ -56,6 +58,7 @@ def report(
         from ..report.window_lengths import check_window_runs
 
         check_window_runs([run] + [load_run(d) for d in window_runs])
+    check_writable(out or run_dir)  # before the model runs for the example
     inspection = None
     if example:
         meta = run.meta
@@ -75,7 +78,9 @@ def compare(
     """Put several runs side by side: per-layer curves on shared axes and the claims table."""
     from ..errors import require
     from ..report.compare import compare_runs
+    from ..rundir import check_writable
 
     require(len(runs) >= 2, "compare needs at least two run directories", "pass RUN_A RUN_B …")
+    check_writable(out)
     index = compare_runs(runs, out)
     console.print(f"comparison: {index}")
