@@ -29,7 +29,7 @@ test-fast: install-test
 
 bench-seg: install
 	$(PIP) install -q -e ".[bench]"
-	$(PYTHON) benchmarks/segmentation.py --json benchmarks/results/segmentation.json
+	$(PYTHON) benchmarks/segmentation.py --json benchmarks/results/segmentation.json --plot docs/img/segmentation_loso.png
 
 bench-throughput: install
 	$(PYTHON) benchmarks/throughput.py --device cpu --json benchmarks/results/throughput-cpu.json

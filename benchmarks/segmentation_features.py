@@ -13,7 +13,7 @@ Every method of the benchmark reads these, so every model run of the benchmark g
 two library functions. The cache key is the model, the unit texts, the window geometry and
 :data:`FEATURE_VERSION`.
 
-    python benchmarks/segmentation_features.py      # fill the cache for the default sources
+    python benchmarks/segmentation_features.py      # fill the cache for every installed source
 """
 
 from __future__ import annotations
@@ -124,18 +124,35 @@ class CachedEncoder:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Fill the cache for every installed source (one skipped with its reason), in the order the
+    benchmark scores them (:func:`~headsim.segmentation.datasets.scored_documents` with
+    ``"all"``), round robin over the sources, so that an interrupted fill covers every source
+    alike. ``--part I/N``: only every N-th document from the I-th (several processes)."""
+    import argparse
+    import itertools
     import time
 
-    from headsim.segmentation.datasets import SOURCES
+    from headsim.errors import HeadsimError
+    from headsim.segmentation.datasets import SOURCES, scored_documents
 
+    parser = argparse.ArgumentParser(description="fill the segmentation benchmark's feature cache")
+    parser.add_argument("--part", default="0/1", help="I/N: this process fills every N-th document from the I-th")
+    args = parser.parse_args(argv)
+    part, parts = (int(x) for x in args.part.split("/"))
     store = FeatureStore()
+    queues = []
     for name, make in SOURCES.items():
-        source = make()
-        start = time.perf_counter()
-        for doc in source.dev + source.test:
+        try:
+            queues.append([(name, d) for d in scored_documents(make(), "all")])
+        except HeadsimError as exc:
+            print(f"skipping source {name}: {exc}", file=sys.stderr, flush=True)
+    order = [x for row in itertools.zip_longest(*queues) for x in row if x is not None]
+    start = time.perf_counter()
+    for i, (name, doc) in enumerate(order):
+        if i % parts == part:
             store.get(doc)
-        print(f"{name}: {len(source.dev) + len(source.test)} documents, {time.perf_counter() - start:.0f} s "
-              f"({store.misses} computed so far)", file=sys.stderr, flush=True)
+            print(f"{i + 1}/{len(order)} {name} {doc.doc_id}: {time.perf_counter() - start:.0f} s", file=sys.stderr,
+                  flush=True)
     return 0
 
 

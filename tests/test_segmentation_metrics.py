@@ -295,3 +295,87 @@ def test_awscli_literal_blocks_become_one_line():
     assert "aws thing list \\ --all" in lines and '{ "A": 1 }' in lines and lines[-1] == "Done."
     long = "Intro::\n\n    " + "x " * 400
     assert max(len(line) for line in _collapse_literal_blocks(long).split("\n")) <= CODE_CHARS
+
+
+RENDERED_MAN = """demo(7)                  Miscellaneous Information Manual                  demo(7)
+
+NAME
+       demo - a page to test the loader
+
+DESCRIPTION
+       The first paragraph of the description.  It has two sentences.
+
+   A subsection
+       Text after a subsection heading.
+
+           int main(void) {
+               return 0;
+           }
+
+NOTES
+       A note.
+       --flag
+              What the flag does.
+
+SEE ALSO
+       other(7)
+
+Linux man-pages 6.03              2022-12-04                             demo(7)
+"""
+
+
+def test_manpage_sections_drop_header_subsection_headings_and_fold_code():
+    from headsim.segmentation.datasets import manpage_sections
+
+    sections = manpage_sections(RENDERED_MAN)
+    assert [h for h, _ in sections] == ["NAME", "DESCRIPTION", "NOTES", "SEE ALSO"]
+    body = dict(sections)["DESCRIPTION"].split("\n")
+    assert body == ["The first paragraph of the description. It has two sentences.",
+                    "Text after a subsection heading.", "int main(void) { return 0; }"]
+    assert dict(sections)["NOTES"].split("\n") == ["A note.", "--flag", "What the flag does."]
+
+
+def test_leading_segments_cut_after_the_last_whole_segment():
+    from headsim.segmentation.datasets import joined_segdoc, leading_segments
+
+    doc = joined_segdoc("d", ["One. Two.", "Three. Four. Five.", "Six.", "Seven. Eight."])
+    assert doc.gold == [1, 4, 5] and len(doc.units) == 8
+    assert leading_segments(doc, 8) is doc
+    cut = leading_segments(doc, 7)  # segments 1-3 end at unit 6
+    assert cut.gold == [1, 4] and len(cut.units) == 6 and cut.text == doc.text[: doc.units[5].end]
+    assert cut.units == doc.units[:6]
+    assert leading_segments(doc, 4) is None  # only one whole segment fits
+
+
+def test_leave_one_source_out_never_fits_on_the_held_out_source():
+    from headsim.segmentation.datasets import Source, joined_segdoc, leave_one_source_out
+
+    def source(name):
+        docs = [joined_segdoc(f"{name}/{i}", ["A b.", "C d."]) for i in range(3)]
+        return Source(name, docs[:1], docs[1:], {d.doc_id: "all" for d in docs})
+
+    sources = {n: source(n) for n in ("x", "y", "z")}
+    splits = leave_one_source_out(sources)
+    for held, (train, scored) in splits.items():
+        assert {d.doc_id.split("/")[0] for d in train} == set(sources) - {held}
+        assert sorted(d.doc_id for d in scored) == [d.doc_id for d in sources[held].test] and all(d in [e for s in sources.values() for e in s.dev] for d in train)
+    assert leave_one_source_out(sources, "dev")["x"][1] == sources["x"].dev
+    everything = leave_one_source_out(sources, "all")["x"][1]
+    assert everything[:1] == sources["x"].dev and sorted(d.doc_id for d in everything[1:]) == ["x/1", "x/2"]
+    assert leave_one_source_out(sources, "all", max_scored=2)["x"][1] == everything[:2]
+    with pytest.raises(HeadsimError):
+        leave_one_source_out(sources, "train")
+    sources["y"] = Source("y", sources["x"].dev, [], {})  # the same document in two sources
+    with pytest.raises(HeadsimError):
+        leave_one_source_out(sources)
+
+
+def test_manpage_files_name_the_missing_package():
+    import shutil
+
+    from headsim.segmentation.datasets import manpage_files
+
+    if shutil.which("dpkg") is None or shutil.which("man") is None:
+        pytest.skip("not a Debian system")
+    with pytest.raises(HeadsimError, match="apt-get install"):
+        manpage_files("no-such-package-headsim")

