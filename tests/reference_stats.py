@@ -163,3 +163,29 @@ def reference_stats(batches: list[dict], n_layers: int, n_heads: int, seq_len: i
                                 r["attn_focus"][l, h, 4] += A[q, k]
     r["attn_queries"] = int(r["attn_queries_layer"].max())
     return r
+
+
+#: the dims of each position-pair variable that hold positions (query, key) or distances
+POSITION_AXES = {"pair_count_valid": (0, 1), "attn_pair_count": (1, 2), "attn_sum": (2, 3),
+                 "attn_sum_top_zeroed": (2, 3), "attn_sum_top_diag_zeroed": (2, 3), "location_counts": (2, 3),
+                 "sim_sum": (2, 3), "distance_hist": (2,)}
+
+
+def binned_reference(ref: dict, seq_len: int, positions: int) -> dict:
+    """The reference's exact values summed into ``positions`` equal bins (position or distance ``p`` in
+    bin ``floor(p · positions / seq_len)``), by plain loops: what docs/statistics.md says a binned
+    variable holds."""
+    out = dict(ref)
+    for name, axes in POSITION_AXES.items():
+        exact = np.asarray(ref[name])
+        shape = list(exact.shape)
+        for axis in axes:
+            shape[axis] = positions
+        binned = np.zeros(shape, dtype=exact.dtype)
+        for index in np.ndindex(*exact.shape):
+            target = list(index)
+            for axis in axes:
+                target[axis] = index[axis] * positions // seq_len
+            binned[tuple(target)] += exact[index]
+        out[name] = binned
+    return out

@@ -178,7 +178,7 @@ def test_seq_len_minimum_works(tokenizer):
 
 
 def test_seq_len_above_model_maximum(tiny_bert, embedded):
-    with pytest.raises(HeadsimError, match="seq_len 129 is outside 8..128"):
+    with pytest.raises(HeadsimError, match="seq_len 129 is longer than this model's position limit of 128 tokens"):
         extract("Some text here.", tiny_bert, seq_len=129)
     with pytest.raises(HeadsimError, match="512"):
         extract("Some text here.", embedded, seq_len=10000)

@@ -35,7 +35,9 @@ import numpy as np
 import torch
 
 from . import rundir
+from .memory import MemoryPlan, default_max_memory, parse_memory, peak_memory, plan_memory
 from .model.tap import Tap, capture
+from .stats.schema import DEFAULT_RESOLUTION
 from .corpus import Corpus, load_corpus
 from .errors import HeadsimError, require
 from .interrupts import Interrupted, StopRequests
@@ -123,7 +125,7 @@ class Engine:
     """
 
     def __init__(self, loaded: LoadedModel, stats: CorpusStats, fresh: Callable[[], CorpusStats], *,
-                 backoff: bool | None = None, own_attention: bool | None = None):
+                 backoff: bool | None = None, own_attention: bool | None = None, tile_bytes: int | None = None):
         self.loaded, self.stats, self.fresh = loaded, stats, fresh
         self.backoff = loaded.device.type != "cpu" if backoff is None else bool(backoff)
         self.max_windows: int | None = None
@@ -132,7 +134,9 @@ class Engine:
         #: headsim computes the attention of ``plain`` families itself (default); ``False`` reads the
         #: model's own eager attention for every family
         self.own_attention = loaded.arch.plain if own_attention is None else bool(own_attention)
-        self._tap = Tap(loaded, attention=not self.own_attention, qkv=self.own_attention)
+        # one block of attention rows as the tap holds it (the eager function makes about six copies)
+        self._tap = Tap(loaded, attention=not self.own_attention, qkv=self.own_attention,
+                        tile_bytes=None if tile_bytes is None else max(1, tile_bytes // 6))
         # one scratch accumulator for the whole run, allocated now: the back-off must not need fresh
         # memory at the moment memory ran out
         self._scratch = fresh() if self.backoff else None
@@ -178,6 +182,10 @@ class Engine:
         elif self.own_attention:
             self._tap.run(info.input_ids, mask, right_padded=True,  # windows are built right-padded
                           on_layer=lambda cap: stats.update_captured(cap.layer, cap.query, cap.key, cap.head_outputs, info))
+        elif self.loaded.arch.interface:  # the model's attention, a block of query rows at a time
+            self._tap.run(info.input_ids, mask, right_padded=True,
+                          on_tile=lambda layer, rows, probs: stats.add_attention_block(layer, rows, probs, info),
+                          on_layer=lambda cap: stats.update_layer(cap.layer, None, cap.head_outputs, info))
         else:
             self._tap.run(info.input_ids, mask, right_padded=True,
                           on_layer=lambda cap: stats.update_layer(cap.layer, cap.attention, cap.head_outputs, info))
@@ -307,6 +315,8 @@ def analyze(
     cpus_per_worker: float = 1.0,
     share_windows: int | None = None,
     shard: str | tuple[int, int] | None = None,
+    resolution: int = DEFAULT_RESOLUTION,
+    max_memory: str | int | None = None,
 ) -> Result:
     """Corpus statistics of every head (paper Figs 2, 3, 6–8, 10–13).
 
@@ -339,6 +349,12 @@ def analyze(
         engine: ``"local"`` (this process) or ``"ray"`` (a Ray cluster, :mod:`headsim.ray_engine`, which
             documents ``address``, ``gpus_per_worker``, ``cpus_per_worker``, ``share_windows`` and
             ``workers`` there); the same results either way.
+        resolution: windows longer than this keep every position-pair statistic on this many position
+            bins (docs/statistics.md), so memory does not grow with ``seq_len``; shorter ones per position.
+        max_memory: the memory the run may take (bytes, or e.g. ``"3GB"``; default: half of the memory
+            free now, the GPU's on CUDA): the batch size (unless given) and the block of attention rows
+            are chosen within it; a budget that cannot hold one window stops the run before it starts.
+            run.json records the budget (``memory``) and the peak memory of the run.
     """
     params = dict(locals())  # for another engine, after the checks below
     threshold = check_arguments(threshold, top_k_columns, windows, checkpoint_every, batch_size, sentence_splitter,
@@ -350,12 +366,17 @@ def analyze(
                                                           backend=backend)
     if engine != "local":
         from .ray_engine import run_engine
+
+        require(seq_len <= resolution and max_memory is None, f"the {engine} engine analyses windows within the "
+                f"resolution ({resolution}) without a memory budget", "run long windows and --max-memory with --engine local")
+        params = {k: v for k, v in params.items() if k not in ("resolution", "max_memory")}
         return run_engine(**dict(params, threshold=threshold, windows=windows, batch_size=batch_size, dtype=dtype,
                                  backend=backend, shard=shard))
     settled = plan(model, corpus, windows=windows, seq_len=seq_len, threshold=threshold, top_k_columns=top_k_columns,
                    batch_size=batch_size, device=device, dtype=dtype, text_field=text_field, text_column=text_column,
                    sentence_splitter=sentence_splitter, allow_fewer=allow_fewer, backend=backend,
-                   checkpoint_every=checkpoint_every, workers=workers, progress=progress, shard=shard)
+                   checkpoint_every=checkpoint_every, workers=workers, progress=progress, shard=shard,
+                   resolution=resolution, max_memory=max_memory)
     if out_path is None:
         return run(settled, None)
     with rundir.RunDir(out_path).writer(resume=resume, overwrite=overwrite) as run_dir:
@@ -424,24 +445,37 @@ class Plan:
     workers: int | None = None
     progress: object = True
     share: object = None  # a --shard: the :class:`headsim.ray_engine.Share` of its windows
+    memory: MemoryPlan | None = None
 
     def fresh(self) -> CorpusStats:
         """Empty statistics for this run."""
         s = self.spec
+        tile = {} if self.memory is None else {"tile_bytes": self.memory.tile_bytes}
         return CorpusStats(self.loaded.n_layers, self.loaded.n_heads, s.seq_len, threshold=s.threshold,
-                           top_k_columns=s.top_k_columns, device=self.loaded.device, backend=self.backend)
+                           top_k_columns=s.top_k_columns, device=self.loaded.device, backend=self.backend,
+                           resolution=s.resolution, **tile)
 
 
 def plan(model: LoadedModel | str | None, corpus: Corpus | str, *, windows: int | None, seq_len: int, threshold: float,
          top_k_columns: int, batch_size: int | None, device: str | None, dtype: str | None, text_field: str,
          text_column: str, sentence_splitter: str, allow_fewer: bool, backend: str = "auto", checkpoint_every: int | None = None,
-         workers: int | None = None, progress: object = True, shard: tuple[int, int] | None = None) -> Plan:
+         workers: int | None = None, progress: object = True, shard: tuple[int, int] | None = None,
+         resolution: int = DEFAULT_RESOLUTION, max_memory: str | int | None = None) -> Plan:
     """Load the model and the corpus, settle the windows to analyse and the batch size: the run's
     :class:`~headsim.runspec.RunSpec` and ``run.json`` (arguments checked by :func:`check_arguments`); the
     statistics backend is chosen here, once (a named one that cannot run is refused before the run)."""
+    require(isinstance(resolution, int) and not isinstance(resolution, bool) and resolution >= 2,
+            f"resolution {resolution!r} must be an integer of at least 2", "pass e.g. --resolution 512 (the default)")
+    budget = parse_memory(max_memory) if max_memory is not None else None
     loaded = as_loaded(model, device=device, dtype=dtype)
-    choice = choose_backend(backend, loaded.device)  # a named backend that cannot run is refused here
-    seq_len = check_seq_len(seq_len, loaded.max_seq_len)
+    seq_len = check_seq_len(seq_len, loaded.max_seq_len, loaded.extrapolates)
+    # a named backend that cannot run is refused here
+    choice = choose_backend(backend, loaded.device, binned=seq_len > resolution)
+    if budget is None:
+        budget = default_max_memory(loaded.device)
+    wanted = batch_size if batch_size is not None else (
+        default_batch_size(loaded, seq_len, choice.chosen) if loaded.device.type == "cuda" else None)
+    memory = plan_memory(loaded, seq_len, resolution, budget, batch_size=wanted)
     corp = corpus if isinstance(corpus, Corpus) else load_corpus(corpus, text_field=text_field, text_column=text_column)
     # The whole corpus is counted only where the number matters before the run: to analyse all of it, or
     # to refuse too large a --windows up front. Otherwise the windowing itself tells (its tokenizer pass
@@ -459,12 +493,13 @@ def plan(model: LoadedModel | str | None, corpus: Corpus | str, *, windows: int 
         count = CorpusCount(-(-int(counts.sum()) // (seq_len - specials)), int(counts.sum()), True)
         first, stop = shard_range(window_target(corp, count, windows, seq_len, specials, allow_fewer), shard)
         share, target = plan_shares(counts, seq_len - specials, stop, stop - first, start=first)[0], stop - first
-    bs = int(batch_size) if batch_size is not None else default_batch_size(loaded, seq_len, choice.chosen)
+    bs = memory.batch_size
     spec = RunSpec(loaded.source, corp.sha256, target, seq_len, threshold, top_k_columns, bs,
-                   str(loaded.dtype).replace("torch.", ""), sentence_splitter, first)
+                   str(loaded.dtype).replace("torch.", ""), sentence_splitter, first, resolution)
     meta = new_meta(loaded.describe(), corp, corpus, count, spec, device=str(loaded.device), backend=choice.record(),
                     shard=shard)
-    return Plan(loaded, corp, spec, meta, choice, checkpoint_every, workers, progress, share)
+    meta["memory"] = memory.record()
+    return Plan(loaded, corp, spec, meta, choice, checkpoint_every, workers, progress, share, memory)
 
 
 def check_shard(shard: str | tuple[int, int] | None) -> tuple[int, int] | None:
@@ -570,6 +605,9 @@ def finish_run(meta: dict, stats: CorpusStats, names: tuple[str, str], elapsed: 
     checkpointed (or kept in memory without one). ``names``: the model's and the corpus's."""
     ds = stats.to_dataset()
     ds.attrs.update({"model": names[0], "corpus": names[1]})
+    stacks = meta.get("model", {}).get("stacks") or []
+    if set(stacks) - {"self"} and len(stacks) == ds.sizes["layer"]:  # an encoder-decoder's three stacks
+        ds = ds.assign_coords(stack=("layer", list(stacks)))
     heads, layers = heads_table(ds), layers_table(ds)
     meta.update({"complete": True, "seconds": round(elapsed, 3), "windows_per_second": round(processed / max(elapsed, 1e-9), 3),
                  "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})
@@ -608,7 +646,7 @@ def run(plan: Plan, run_dir: rundir.RunDir | None) -> Result:
         if saved is not None:
             # fresh statistics (this run's backend) plus the checkpoint's, read on the host: an exact copy
             stats, done = stats.merge(CorpusStats.from_state_dict(saved[0], backend="eager")), saved[1]
-        engine = Engine(plan.loaded, stats, plan.fresh)
+        engine = Engine(plan.loaded, stats, plan.fresh, tile_bytes=None if plan.memory is None else plan.memory.tile_bytes)
         plan.meta.setdefault("attention", engine.attention_source())
         return finalize(plan, engine, _loop(plan, engine, done, run_dir, stop), run_dir)
 
@@ -669,6 +707,7 @@ def finalize(plan: Plan, engine: Engine, passed: _Pass, run_dir: rundir.RunDir |
     if loaded.dtype != torch.float32 and passed.first is not None and "agreement_vs_fp32" not in meta:
         meta["agreement_vs_fp32"] = _agreement_vs_fp32(loaded, passed.first, plan.spec.threshold)
     meta["statistics_backend"] = engine.backend_record()
+    meta["memory"] = {**meta.get("memory", {}), **peak_memory(loaded.device)}
     return finish_run(meta, engine.stats, (loaded.name, plan.corpus.name), passed.elapsed, passed.position - passed.resumed,
                       run_dir, passed.parts)
 

@@ -72,7 +72,7 @@ def extract(
     """
     loaded = as_loaded(model, device=device, dtype=dtype)
     items = check_texts(texts)
-    seq_len = check_seq_len(seq_len, loaded.max_seq_len)
+    seq_len = check_seq_len(seq_len, loaded.max_seq_len, loaded.extrapolates)
     require(int(batch_size) >= 1, f"batch_size {batch_size} must be at least 1", "pass a positive batch size")
     chosen = check_layers(layers, loaded.n_layers)
     windows = make_windows(items, loaded.tokenizer, seq_len, pack=pack, framing=loaded.framing)

@@ -6,6 +6,8 @@ refused without executing it; corrupt or pickled weights give one clear error.
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 import pickle
 from dataclasses import dataclass, field
@@ -56,7 +58,25 @@ class LoadedModel:
 
     @property
     def n_layers(self) -> int:
-        return int(config_value(self.stack_config, self.arch.n_layers_attr))
+        """Analysed layers: the stack's, and an encoder-decoder's decoder self- and cross-attention
+        layers after its encoder's (:attr:`stacks` says which is which)."""
+        n, n_dec = self.arch.depths(self.model)
+        return n + 2 * n_dec
+
+    @property
+    def stacks(self) -> list[str]:
+        """Each layer's stack (:data:`headsim.model.arch.STACKS`)."""
+        return self.arch.stacks(self.model)
+
+    @property
+    def analysed(self) -> str:
+        """What the layers are, in words (an encoder-decoder's three stacks, or the model)."""
+        name = type(self.model).__name__
+        if self.arch.decoder is not None:
+            return f"the encoder self-attention, decoder self-attention and cross-attention of {name}"
+        if self.arch.stack.startswith("language_model"):
+            return f"the text stack of {name} (text-only input)"
+        return f"the encoder of {name}" if self.arch.stack else name
 
     @property
     def n_heads(self) -> int:
@@ -66,7 +86,10 @@ class LoadedModel:
     @property
     def n_kv_heads(self) -> int:
         """Key/value heads (fewer than :attr:`n_heads` under grouped-query attention)."""
-        return int(config_value(self.stack_config, self.arch.n_kv_heads_attr, self.n_heads))
+        config = self.stack_config
+        if getattr(config, "multi_query", False) and not getattr(config, "new_decoder_architecture", False):
+            return 1  # Falcon's multi-query layout (its num_kv_heads then says nothing)
+        return int(config_value(config, self.arch.n_kv_heads_attr, self.n_heads))
 
     @property
     def d_head(self) -> int:
@@ -98,6 +121,13 @@ class LoadedModel:
             n -= int(getattr(self.config, "pad_token_id", 1) or 0) + 1 if offset < 0 else offset
         return n
 
+    @property
+    def extrapolates(self) -> bool:
+        """Whether the family is built to run past its position limit (rotary positions: a longer
+        window is a warning, not an error)."""
+        c = self.stack_config
+        return bool(getattr(c, "rope_parameters", None) or getattr(c, "rope_theta", None))
+
     def _framing_record(self) -> dict | None:
         """The ids that open and close this model's windows; ``None`` where its tokenizer cannot frame
         windows (the windowing itself then refuses with the reason)."""
@@ -114,7 +144,8 @@ class LoadedModel:
             "class": type(self.model).__name__,
             "model_type": getattr(self.config, "model_type", None),
             "family": self.arch.family,
-            "analysed": f"the encoder of {type(self.model).__name__}" if self.arch.stack else type(self.model).__name__,
+            "analysed": self.analysed,
+            "stacks": self.stacks,
             "causal": self.arch.causal,
             "framing": self._framing_record(),
             "n_layers": self.n_layers,
@@ -245,7 +276,8 @@ def load_model(
             "which headsim never executes", "use a model whose family transformers implements (`headsim models` lists them)")
     extra = {} if attn_implementation is None else {"attn_implementation": attn_implementation}
     try:
-        model = AutoModel.from_pretrained(source, config=config, local_files_only=True, trust_remote_code=False, **extra)
+        with _no_progress_bar():  # a local load is quick; its bar only clutters notebooks (tqdm's "IProgress not found")
+            model = AutoModel.from_pretrained(source, config=config, local_files_only=True, trust_remote_code=False, **extra)
     except pickle.UnpicklingError as exc:  # torch's weights-only loader refused a pickle with code in it
         raise HeadsimError(f"model {name!r}: its weights file is a pickle that is not plain tensors (torch refused to run it)",
                            "use weights saved as safetensors (save_pretrained), from a source you trust") from exc
@@ -274,6 +306,20 @@ def load_model(
     return loaded
 
 
+@contextlib.contextmanager
+def _no_progress_bar():
+    """transformers' progress bars off for the duration (restored after)."""
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
+
+
 def from_pretrained_objects(model: nn.Module, tokenizer, name: str = "custom") -> LoadedModel:
     """Wrap an already built base model and fast tokenizer (e.g. random weights in tests)."""
     model.eval().requires_grad_(False)
@@ -285,11 +331,14 @@ def _checked(loaded: LoadedModel) -> LoadedModel:
     attention and head outputs on a few random tokens (:func:`headsim.model.verify.self_check`).
     An encoder-decoder says that its encoder is what headsim analyses (a warning; run.json's
     ``model.analysed`` records it too)."""
-    if loaded.arch.stack:
+    if loaded.arch.stack == "encoder":
         import warnings
 
-        warnings.warn(f"{type(loaded.model).__name__} is an encoder-decoder: headsim analyses its encoder "
-                      f"({loaded.n_layers} layers x {loaded.n_heads} heads)", stacklevel=3)
+        n, n_dec = loaded.arch.depths(loaded.model)
+        what = (f"its encoder ({n} layers), then per decoder layer its self- and cross-attention ({n_dec} x 2 layers), "
+                "decoder and encoder fed the same window" if n_dec else f"its encoder ({n} layers)")
+        warnings.warn(f"{type(loaded.model).__name__} is an encoder-decoder: headsim analyses {what}, "
+                      f"{loaded.n_heads} heads each", stacklevel=3)
     if loaded.arch.inferred:
         from .model.verify import self_check
 

@@ -19,9 +19,13 @@ Plan → shares → exact merge:
    finished so far and each one's windows as a part from its first window; ``resume`` runs only the
    shares the verified parts do not hold.
 
-An actor that dies is restarted by Ray and its share runs again (``max_restarts`` and
-``max_task_retries``: :data:`RESTARTS`); an exception inside a worker stops the run with the
-worker's error, leaving the run directory unfinished (resumable).
+The workers asked for are checked against the cluster's resources before any actor starts
+(:meth:`Resources.count`: refused in one line when the cluster cannot hold them), and every wait on
+the actors has a deadline (:func:`timeout`): the start-up, the token count, and any stretch of the
+run in which no worker reports progress. An actor that dies is restarted by Ray and its share runs
+again (``max_restarts`` and ``max_task_retries``: :data:`RESTARTS`); an exception inside a worker, or
+the deadline, stops the run with one line after checkpointing the finished shares (resumable).
+``--shard I/N`` (:func:`headsim.analysis.shard_range`) cuts shares from the part's first window.
 """
 
 from __future__ import annotations
@@ -192,7 +196,7 @@ class Worker:
         m = self.loaded
         choice = choose_backend(backend, m.device)
         return {"backend": choice.record(), "model": m.describe(), "name": m.name, "source": m.source, "max_seq_len": m.max_seq_len,
-                "dtype": str(m.dtype).replace("torch.", ""), "device": str(m.device), "specials": m.framing.specials,
+                "extrapolates": m.extrapolates, "dtype": str(m.dtype).replace("torch.", ""), "device": str(m.device), "specials": m.framing.specials,
                 "batch_size": default_batch_size(m, min(seq_len, m.max_seq_len), choice.chosen)}
 
     def count(self, texts: list[str]) -> np.ndarray:
@@ -522,7 +526,7 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
     with _writing(out_path, resume, overwrite) as run_dir, \
             Cluster(address, model, device, dtype, resources, seq_len, backend) as cluster, StopRequests() as stop:
         info, n = cluster.info, len(cluster.actors)
-        seq_len = check_seq_len(seq_len, info["max_seq_len"])
+        seq_len = check_seq_len(seq_len, info["max_seq_len"], info.get("extrapolates", False))
         content = seq_len - info["specials"]
         t = time.perf_counter()
         counts = cluster.count_tokens(texts)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import MISSING, asdict, dataclass, fields
 
 from .errors import HeadsimError
+from .stats.schema import DEFAULT_RESOLUTION
 
 #: the run.json key that holds the spec
 KEY = "spec"
@@ -31,13 +32,17 @@ class RunSpec:
     dtype: str
     sentence_splitter: str
     first_window: int = 0  # the corpus's window the run starts at (a --shard of it; 0: from the start)
+    #: windows longer than this keep position-pair statistics on this many position bins
+    #: (runs written before it existed were never binned)
+    resolution: int = DEFAULT_RESOLUTION
 
     #: fields that change what each window adds: runs must agree on them to be merged
-    NUMBERS = ("model_source", "seq_len", "threshold", "top_k_columns", "dtype", "sentence_splitter")
+    NUMBERS = ("model_source", "seq_len", "threshold", "top_k_columns", "dtype", "sentence_splitter", "resolution")
     #: the analyze option that sets each field
     FLAGS = {"model_source": "--model", "corpus_sha256": "--corpus", "windows": "--windows", "seq_len": "--seq-len",
              "threshold": "--threshold", "top_k_columns": "--top-k-columns", "batch_size": "--batch-size",
-             "dtype": "--dtype", "sentence_splitter": "--sentences", "first_window": "--shard"}
+             "dtype": "--dtype", "sentence_splitter": "--sentences", "first_window": "--shard",
+             "resolution": "--resolution"}
 
     # -- run.json ----------------------------------------------------------------------------
 
@@ -63,7 +68,7 @@ class RunSpec:
         is not a path)."""
         names = {"model_source": "model", "windows": "windows", "seq_len": "seq_len", "threshold": "threshold",
                  "top_k_columns": "top_k_columns", "batch_size": "batch_size", "dtype": "dtype",
-                 "sentence_splitter": "sentence_splitter"}
+                 "sentence_splitter": "sentence_splitter", "resolution": "resolution"}
         return {arg: getattr(self, key) for key, arg in names.items()}
 
     # -- comparing ---------------------------------------------------------------------------

@@ -9,6 +9,8 @@ packed (running text of a whole corpus, windows full; only the very last one is 
 
 from __future__ import annotations
 
+import warnings
+
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -124,11 +126,20 @@ def _pad_id(tokenizer, fallback: int | None) -> int:
     return int(pad)
 
 
-def check_seq_len(seq_len: int, max_seq_len: int) -> int:
-    """Validate a window length against the model's maximum."""
-    require(isinstance(seq_len, (int, np.integer)) and MIN_SEQ_LEN <= seq_len <= max_seq_len,
+def check_seq_len(seq_len: int, max_seq_len: int, extrapolates: bool = False) -> int:
+    """Validate a window length against the model's position limit.
+
+    A window longer than the limit is an error naming both numbers, or, for a family built to
+    extrapolate (``extrapolates``: rotary positions), a warning naming them."""
+    require(isinstance(seq_len, (int, np.integer)) and not isinstance(seq_len, bool) and seq_len >= MIN_SEQ_LEN,
             f"seq_len {seq_len} is outside {MIN_SEQ_LEN}..{max_seq_len}",
             f"choose a window length between {MIN_SEQ_LEN} and this model's maximum {max_seq_len} (the paper uses 128)")
+    if seq_len > max_seq_len:
+        if not extrapolates:
+            raise HeadsimError(f"seq_len {seq_len} is longer than this model's position limit of {max_seq_len} tokens",
+                               f"choose a window length of at most {max_seq_len} (the paper uses 128)")
+        warnings.warn(f"seq_len {seq_len} is longer than this model's position limit of {max_seq_len} tokens; its "
+                      "rotary positions extrapolate beyond what it was trained on", stacklevel=2)
     return int(seq_len)
 
 

@@ -58,6 +58,8 @@ def analyze(
     cpus_per_worker: float = typer.Option(1.0, "--cpus-per-worker", help="CPUs each Ray worker reserves (and its torch threads)."),
     share_windows: Optional[int] = typer.Option(None, "--share-windows", help="Windows per Ray work unit, whole batches (default: about 4 per worker)."),
     shard: Optional[str] = typer.Option(None, "--shard", help="I/N: analyse only part I (from 1) of N disjoint, equal parts of the windows; `headsim merge` of all N runs equals one run over all windows."),
+    resolution: int = typer.Option(512, "--resolution", help="Longest window whose position-pair statistics are kept per position; longer windows keep them on this many position bins (memory independent of --seq-len)."),
+    max_memory: Optional[str] = typer.Option(None, "--max-memory", help="Memory the run may take, e.g. 3GB (default: half the free RAM, or of the GPU's memory); batch and block sizes are chosen within it."),
 ) -> None:
     """Corpus statistics of every head (Figs 2, 3, 6–8, 10–13) into a run directory."""
     from ..analysis import analyze as run_analysis
@@ -82,7 +84,8 @@ def analyze(
                               resume=resume, overwrite=overwrite, allow_fewer=allow_fewer, device=device, dtype=dtype,
                               text_field=text_field, text_column=text_column, sentence_splitter=sentences,
                               workers=workers, backend=backend, engine=engine, address=address, gpus_per_worker=gpus_per_worker,
-                              cpus_per_worker=cpus_per_worker, share_windows=share_windows, shard=shard)
+                              cpus_per_worker=cpus_per_worker, share_windows=share_windows, shard=shard,
+                              resolution=resolution, max_memory=max_memory)
     for w in caught:
         if issubclass(w.category, UserWarning):
             err_console.print(f"[yellow]warning:[/] {w.message}", highlight=False)

@@ -8,11 +8,20 @@ hands each consumer, per layer, what it asked for (:class:`LayerCapture`):
   attention function with the queries and keys the model passes (rotated, grouped), the model's own
   mask (causal, sliding window, padding, position bias) and its own kwargs (scaling, softcap,
   sinks); headsim never re-implements positions or masks. Families outside the interface
-  (DeBERTa-v2, MPNet) return them under ``output_attentions``, read from their attention modules.
+  (ALiBi families, Falcon, XGLM, DeBERTa, MPNet) return them from their attention modules, read by a
+  forward hook; their passes run the family's eager path, so the probabilities and Z come from
+  the one computation.
 - ``head_outputs``: each query head's output vectors Z, read as the input of the attention output
   projection (so whatever the module does between attention and projection is included), split
   into heads: ``[batch, head, seq, d_head]``.
 - ``query`` / ``key`` / ``value``: as the attention function receives them (interface families).
+
+Attention is computed in blocks of query rows (:class:`Tap`'s ``tile_rows``): the model's mask is
+built a block of rows at a time (:class:`RowMask`, the family's own mask function: causal, sliding
+window, padding), the family's eager function runs on those query rows against every key, and the
+blocks' outputs are joined for the model to continue with. Nothing of size ``[heads, T, T]`` for a
+whole layer exists unless a consumer asks for the whole matrix (``on_tile`` not given); a short
+window is the one-block case.
 
 Layers are numbered by the order the stack calls them (0-based), which also covers shared layers
 (ALBERT). Batches may be padded on either side: the tap right-aligns rows before the pass and
@@ -39,13 +48,22 @@ from .arch import Arch, eager_function_of
 _TAP = "headsim_tap"  # attention through the tap; masks built as for eager attention
 _PLAIN = "headsim_plain"  # attention computed by a consumer (plain families); no mask built
 _ACTIVE = threading.local()
+#: default block budget: float32 attention probabilities of one block of query rows
+TILE_BYTES = 64 << 20
+
+
+def tile_rows_for(budget: int, batch: int, heads: int, keys: int) -> int:
+    """Query rows per block so that one block's float32 probabilities ``[batch, heads, rows, keys]``
+    stay within ``budget`` bytes (at least one row)."""
+    return max(1, int(budget) // max(1, batch * heads * keys * 4))
 
 
 @dataclass
 class LayerCapture:
     """What one layer of one pass gave (tensors on the model's device; ``None`` where not asked for).
 
-    ``attention`` is ``[B, H, T, T]`` float32; ``head_outputs`` ``[B, H, T, d]`` and ``query``
+    ``attention`` is ``[B, H, T, T]`` float32 (``None`` when the pass hands it out in blocks of
+    query rows, :meth:`Tap.run`'s ``on_tile``); ``head_outputs`` ``[B, H, T, d]`` and ``query``
     ``[B, H, T, d]`` in the model's dtype; ``key`` / ``value`` ``[B, H_kv, T, d]`` (grouped-query
     families have fewer key/value heads than query heads).
     """
@@ -93,14 +111,41 @@ def _register() -> None:
     # looked up at call time, so the module's functions stay the ones that run (and can be patched in tests)
     AttentionInterface.register(_TAP, lambda *args, **kwargs: _tap_attention(*args, **kwargs))
     AttentionInterface.register(_PLAIN, lambda *args, **kwargs: _plain_attention(*args, **kwargs))
-    AttentionMaskInterface.register(_TAP, eager_mask)
+    AttentionMaskInterface.register(_TAP, lambda **kwargs: RowMask(kwargs))
+
+
+class RowMask:
+    """The tap's attention mask: the arguments transformers passes to a mask builder, built into
+    eager's additive float mask ``[B, 1, rows, T]`` one block of query rows at a time (the family's
+    own mask function decides every entry; nothing ``T×T`` is built for a long window)."""
+
+    def __init__(self, kwargs: dict) -> None:
+        self.kwargs = kwargs
+
+    @property
+    def q_length(self) -> int:
+        return int(self.kwargs["q_length"])
+
+    def rows(self, start: int, stop: int) -> torch.Tensor | None:
+        """Eager's mask for query rows ``start:stop``."""
+        from transformers.masking_utils import eager_mask
+
+        kw = dict(self.kwargs, q_length=stop - start, q_offset=int(self.kwargs.get("q_offset", 0)) + start)
+        return eager_mask(**kw)
+
+    def for_sdpa(self) -> torch.Tensor | None:
+        """The whole mask as sdpa takes it (``None`` where sdpa's own causal flag covers it)."""
+        from transformers.masking_utils import sdpa_mask
+
+        return sdpa_mask(**self.kwargs)
 
 
 class _Pass:
     """Bookkeeping of one forward pass (layer counters, what each layer still waits for)."""
 
-    def __init__(self, tap: Tap, on_layer, shift: torch.Tensor | None, original: dict[int, str]):
+    def __init__(self, tap: Tap, on_layer, shift: torch.Tensor | None, original: dict[int, str], on_tile=None):
         self.tap, self.on_layer, self.shift, self.original = tap, on_layer, shift, original
+        self.on_tile = on_tile
         self.attention_calls = 0
         self.projection_calls = 0
         self.pending: dict[int, LayerCapture] = {}
@@ -123,7 +168,8 @@ class _Pass:
         arrive from different hooks, in an order that depends on the family)."""
         cap = self.pending[layer]
         tap = self.tap
-        if (tap.head_outputs and cap.head_outputs is None) or (tap.attention and cap.attention is None):
+        whole_attention = tap.attention and self.on_tile is None
+        if (tap.head_outputs and cap.head_outputs is None) or (whole_attention and cap.attention is None):
             return
         del self.pending[layer]
         if self.on_layer is None:
@@ -145,27 +191,55 @@ def _roll_rows(x: torch.Tensor, shift: torch.Tensor, dim: int) -> torch.Tensor:
 
 
 def _tap_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
-    """The attention function the model calls during a tapped pass (interface families)."""
+    """The attention function the model calls during a tapped pass (interface families): the
+    family's eager function, one block of query rows at a time (see the module docstring)."""
     run: _Pass = _ACTIVE.run
     layer = run.attention_calls
     run.attention_calls += 1
     tap = run.tap
     wanted = layer in tap.layer_set
-    if wanted and tap.attention:
-        out, probs = _eager_function(module)(module, query, key, value, attention_mask, scaling=scaling,
-                                             dropout=dropout, **kwargs)
-        run.capture_of(layer).attention = run.unshift(probs.float(), (2, 3))
-    else:
+    eager = _eager_function(module)
+    impl = run.original.get(id(module.config), "sdpa")
+    if not (wanted and tap.attention) and impl != "eager":
         from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-        impl = run.original.get(id(module.config), "sdpa")
-        eager = _eager_function(module)
-        fn = eager if impl == "eager" else ALL_ATTENTION_FUNCTIONS.get_interface(impl, eager)
-        out, probs = fn(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+        mask = attention_mask.for_sdpa() if isinstance(attention_mask, RowMask) else attention_mask
+        fn = ALL_ATTENTION_FUNCTIONS.get_interface(impl, eager)
+        out, probs = fn(module, query, key, value, mask, scaling=scaling, dropout=dropout, **kwargs)
+    else:
+        t = query.shape[2]
+        step = t if run.shift is not None else tap.rows_per_tile(query.shape[0], query.shape[1], key.shape[2])
+        outs, tiles = [], []
+        for start in range(0, t, step):
+            stop = min(start + step, t)
+            mask = attention_mask.rows(start, stop) if isinstance(attention_mask, RowMask) else (
+                None if attention_mask is None else attention_mask[:, :, start:stop])
+            q, kw = (query, kwargs) if (start, stop) == (0, t) else (query[:, :, start:stop], _rows_of(kwargs, t, start, stop))
+            out, probs = eager(module, q, key, value, mask, scaling=scaling, dropout=dropout, **kw)
+            outs.append(out)
+            if wanted and tap.attention:
+                probs = probs.float()
+                if run.on_tile is not None:
+                    run.on_tile(layer, slice(start, stop), probs)
+                else:
+                    tiles.append(probs)
+            del probs, mask
+        out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=1)
+        probs = None
+        if tiles:
+            whole = tiles[0] if len(tiles) == 1 else torch.cat(tiles, dim=2)
+            run.capture_of(layer).attention = run.unshift(whole, (2, 3))
     if wanted and tap.qkv:
         cap = run.capture_of(layer)
         cap.query, cap.key, cap.value = (run.unshift(x, (2,)) for x in (query, key, value))
     return out, probs
+
+
+def _rows_of(kwargs: dict, t: int, start: int, stop: int) -> dict:
+    """The attention function's keyword arguments for query rows ``start:stop``: a per-pair tensor
+    ``[..., T(query), T(key)]`` (a position bias, as T5 passes it) is cut to those rows."""
+    return {k: v[..., start:stop, :] if isinstance(v, torch.Tensor) and v.ndim >= 2 and v.shape[-2] == t
+            and v.shape[-1] == t else v for k, v in kwargs.items()}
 
 
 def _plain_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
@@ -238,10 +312,13 @@ class Tap:
         head_outputs: capture each head's output vectors.
         qkv: capture queries, keys and values (interface families only).
         stop_early: end the pass once the last layer asked for is captured (no hidden state then).
+        tile_rows: query rows per block of attention (``None``: as many as :data:`TILE_BYTES` of
+            float32 probabilities ``[B, H, rows, T]`` hold; a window that fits is one block).
     """
 
     def __init__(self, loaded, *, layers: Sequence[int] | None = None, attention: bool = False,
-                 head_outputs: bool = True, qkv: bool = False, stop_early: bool = False) -> None:
+                 head_outputs: bool = True, qkv: bool = False, stop_early: bool = False,
+                 tile_rows: int | None = None, tile_bytes: int | None = None) -> None:
         self.loaded = loaded
         self.arch: Arch = loaded.arch
         chosen = check_layers(layers, loaded.n_layers)
@@ -251,16 +328,35 @@ class Tap:
         self.last_layer = max(chosen) if chosen else -1
         self.attention, self.head_outputs, self.qkv = bool(attention), bool(head_outputs), bool(qkv)
         self.stop_early = bool(stop_early) and bool(chosen)
-        self._configs = _configs(loaded.model) if self.arch.interface else []
+        self._configs = _configs(loaded.model)
+        self.n_own = self.arch.depths(loaded.model)[0]  # an encoder-decoder's encoder layers (run alone when enough)
+        require(tile_rows is None or int(tile_rows) >= 1, f"tile_rows {tile_rows!r} must be 1 or more",
+                "pass a positive number of query rows per block (or None)")
+        self.tile_rows = None if tile_rows is None else int(tile_rows)
+        self.tile_bytes = TILE_BYTES if tile_bytes is None else int(tile_bytes)
+
+    def rows_per_tile(self, batch: int, heads: int, keys: int) -> int:
+        """Query rows per block of attention for ``batch`` windows of ``heads`` heads over ``keys`` keys."""
+        if self.tile_rows is not None:
+            return self.tile_rows
+        return tile_rows_for(self.tile_bytes, batch, heads, keys)
 
     # ------------------------------------------------------------------ passes
     def run(self, input_ids, attention_mask, on_layer: Callable[[LayerCapture], None] | None = None, *,
-            grad: bool = False, right_padded: bool = False) -> TapOutput:
+            grad: bool = False, right_padded: bool = False,
+            on_tile: Callable[[int, slice, torch.Tensor], None] | None = None) -> TapOutput:
         """One forward pass; each captured layer goes to ``on_layer`` as soon as it is complete (or
         into the returned :class:`TapOutput`). ``grad=True`` keeps the autograd graph (ablation).
         ``right_padded=True`` (the caller built the rows so) skips the padding check, which would make
-        the host wait for an accelerator once per pass."""
-        return self._pass(input_ids, attention_mask, on_layer, grad=grad, right_padded=right_padded)
+        the host wait for an accelerator once per pass.
+
+        ``on_tile(layer, rows, probs)``, where given, receives each block of attention probabilities
+        ``[B, H, rows, T]`` float32 (query rows ``rows``, in order) as it is computed, before the
+        layer's capture (whose ``attention`` is then ``None``); the block is released afterwards.
+        Interface families only; rows of left-padded batches come as one block."""
+        require(on_tile is None or self.arch.interface, f"{self.arch.family} attention is not computed through the tap",
+                "capture whole attention matrices (no on_tile)")
+        return self._pass(input_ids, attention_mask, on_layer, grad=grad, right_padded=right_padded, on_tile=on_tile)
 
     def run_computing(self, input_ids, attention_mask,
                       compute: Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor, float | None], torch.Tensor]) -> None:
@@ -273,7 +369,7 @@ class Tap:
         self._pass(input_ids, attention_mask, None, compute=compute, right_padded=True)
 
     def _pass(self, input_ids, attention_mask, on_layer, *, grad: bool = False, compute=None,
-              right_padded: bool = False) -> TapOutput:
+              right_padded: bool = False, on_tile=None) -> TapOutput:
         loaded = self.loaded
         ids = torch.as_tensor(input_ids, device=loaded.device)
         mask = torch.as_tensor(attention_mask, device=loaded.device)
@@ -282,10 +378,14 @@ class Tap:
         ids, mask, shift = (ids, mask, None) if right_padded else _right_align(ids, mask)
         model = loaded.model
         stack = self.arch.stack_of(model)
+        through_decoder = self.last_layer >= self.n_own  # an encoder-decoder's decoder layers are asked for
         name = _PLAIN if compute is not None else _TAP
         _register()
-        with _implementation(model, name if self.arch.interface else None, self._configs) as original:
-            run = _Pass(self, on_layer, shift, original)
+        # outside the interface the family's own module computes attention; asked for its probabilities
+        # every pass runs its eager path (Falcon's others add a boolean mask, or ALiBi once instead of twice)
+        impl = name if self.arch.interface else "eager"
+        with _implementation(model, impl, self._configs) as original:
+            run = _Pass(self, on_layer, shift, original, on_tile)
             run.compute = compute
             handles = self._hooks(run, stack)
             previous = getattr(_ACTIVE, "run", None)
@@ -294,8 +394,13 @@ class Tap:
             try:
                 with torch.enable_grad() if grad else torch.inference_mode():
                     kwargs = {"output_attentions": True} if (self.attention and not self.arch.interface) else {}
-                    out = stack(input_ids=ids, attention_mask=mask, **kwargs)
-                hidden = out[0] if isinstance(out, tuple) else out.last_hidden_state
+                    if through_decoder:
+                        out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids,
+                                    decoder_attention_mask=mask, use_cache=False, **kwargs)
+                        hidden = out.encoder_last_hidden_state
+                    else:
+                        out = stack(input_ids=ids, attention_mask=mask, **kwargs)
+                        hidden = out[0] if isinstance(out, tuple) else out.last_hidden_state
                 hidden = run.unshift(hidden, (1,))
             except _Stop:
                 pass
@@ -305,8 +410,9 @@ class Tap:
                     h.remove()
         calls = run.attention_calls if compute is not None else run.projection_calls
         if hidden is not None:
-            require(calls == loaded.n_layers, f"{type(model).__name__} ran {calls} attention layers through the tap for "
-                    f"{loaded.n_layers} layers", "report this model; its layers cannot be captured")
+            ran = loaded.n_layers if through_decoder else self.n_own
+            require(calls == ran, f"{type(model).__name__} ran {calls} attention layers through the tap for "
+                    f"{ran} layers", "report this model; its layers cannot be captured")
         return TapOutput(hidden, run.out)
 
     def _hooks(self, run: _Pass, stack: nn.Module) -> list:

@@ -28,13 +28,13 @@ from . import schema
 from .attention import attention_batch
 from .backends import Backend, BackendFailure, Choice, StepSettings, BACKENDS, choose_backend
 from .batch import BatchInfo, BatchTensors, batch_tensors, check_info
-from .pairs import Geometry, SimBins, pair_batch
+from . import tiled
+from .pairs import Geometry, SimBins, add_pairs, pair_batch
 from .schema import CONFIG_KEYS, SCHEMA
 
 _CPU_STEP_BYTES = 8 << 20
-_WINDOW_LEVEL = tuple(schema.accumulators("batch"))
-_PAIR_KEYS = tuple(schema.accumulators("pairs"))
-_ATTENTION_KEYS = tuple(schema.accumulators("attention"))
+#: default working memory of one block of a binned window (``tile_bytes``)
+TILE_BYTES = 256 << 20
 
 
 class CorpusStats:
@@ -58,14 +58,19 @@ class CorpusStats:
             on ``device`` is refused at once; one that fails during the run raises a
             :class:`~headsim.errors.HeadsimError` if it was named, and under ``auto`` switches to eager
             with a warning, recorded in :attr:`fallbacks` (never silently).
+        resolution: windows up to this length keep every position-pair statistic per position;
+            longer ones keep them on ``resolution`` position bins (:mod:`headsim.stats.tiled`, eager
+            backend), so memory does not grow with ``seq_len``.
+        tile_bytes: working memory of one block of query rows of a binned window.
     """
 
     def __init__(self, n_layers: int, n_heads: int, seq_len: int, *, threshold: float = 0.3,
                  top_k_columns: int = 3, sim_bins: int = 120, sim_range=(-0.2, 1.0), fraction_bins: int = 20,
-                 device="cpu", chunk_windows: int | None = None, backend: str | Choice = "auto") -> None:
+                 device="cpu", chunk_windows: int | None = None, backend: str | Choice = "auto",
+                 resolution: int = schema.DEFAULT_RESOLUTION, tile_bytes: int = TILE_BYTES) -> None:
         for name, value, low in (("n_layers", n_layers, 1), ("n_heads", n_heads, 1), ("seq_len", seq_len, 2),
                                  ("top_k_columns", top_k_columns, 0), ("sim_bins", sim_bins, 1),
-                                 ("fraction_bins", fraction_bins, 1)):
+                                 ("fraction_bins", fraction_bins, 1), ("resolution", resolution, 2)):
             require(isinstance(value, (int, np.integer)) and not isinstance(value, bool) and int(value) >= low,
                     f"{name} {value!r} must be an integer >= {low}", f"pass an integer {name} of at least {low}")
         lo, hi = (float(x) for x in sim_range)
@@ -77,9 +82,13 @@ class CorpusStats:
         self.bins = SimBins(int(sim_bins), lo, hi)
         self.device = torch.device(device)
         self.layout = schema.Layout(self.n_layers, self.n_heads, self.seq_len, self.bins.bins, (lo, hi),
-                                    self.fraction_bins)
+                                    self.fraction_bins, int(resolution))
+        self.resolution, self.binned, self.tile_bytes = int(resolution), self.layout.binned, int(tile_bytes)
         self.acc: dict[str, torch.Tensor] = schema.allocate(self.layout, self.device)
-        self._geo = Geometry.build(self.seq_len, self.device)
+        self._keys = {g: tuple(schema.accumulators(g, self.binned)) for g in ("batch", "pairs", "attention")}
+        self._geo = None if self.binned else Geometry.build(self.seq_len, self.device)
+        self._bins = tiled.Bins.build(self.seq_len, self.layout.positions, self.device) if self.binned else None
+        self._tiles: dict[int, tiled.AttentionTiles] = {}
         require(chunk_windows is None or (isinstance(chunk_windows, (int, np.integer)) and chunk_windows >= 0),
                 f"chunk_windows {chunk_windows!r} must be None or a non-negative integer",
                 "pass None (automatic), 0 (whole batches) or a number of windows")
@@ -88,7 +97,7 @@ class CorpusStats:
         self._chunks: list[tuple[slice, BatchTensors]] = []
         self._done: set[int] = set()  # layers of the current batch already added
         #: the backend asked for and the one chosen (run.json records both)
-        self.choice = choose_backend(backend, self.device)
+        self.choice = choose_backend(backend, self.device, binned=self.binned)
         self._settings = StepSettings(self.threshold, self.top_k_columns, self.bins, self._geo)
         self.impl: Backend = BACKENDS[self.choice.chosen](self._settings)
         #: every switch to another backend during the run, with its reason (run.json records them)
@@ -99,7 +108,8 @@ class CorpusStats:
     def config(self) -> dict:
         return {"n_layers": self.n_layers, "n_heads": self.n_heads, "seq_len": self.seq_len,
                 "threshold": self.threshold, "top_k_columns": self.top_k_columns, "sim_bins": self.bins.bins,
-                "sim_range": (self.bins.lo, self.bins.hi), "fraction_bins": self.fraction_bins}
+                "sim_range": (self.bins.lo, self.bins.hi), "fraction_bins": self.fraction_bins,
+                "resolution": self.resolution}
 
     def _windows_before_batch(self) -> int:
         return self.windows - (self._info.n_windows if self._info is not None else 0)
@@ -135,14 +145,16 @@ class CorpusStats:
         self._info, self._chunks, self._done = None, [], set()
         for start in range(0, b, max(step, 1)):
             index = slice(start, min(start + step, b))
-            bt = batch_tensors(info.select(index))
-            for name in _WINDOW_LEVEL:
+            bt = batch_tensors(info.select(index), self.layout.positions)
+            for name in self._keys["batch"]:
                 self.acc[name] += bt.counts[name]
             self._chunks.append((index, bt))
         self._info = info
 
     def _step(self, b: int) -> int:
         """Windows per vectorised step for a batch of ``b`` windows."""
+        if self.binned:
+            return b  # the batch is sized by the memory budget; a binned step works in blocks of rows
         if self.chunk_windows is not None:
             return b if self.chunk_windows == 0 else self.chunk_windows
         if self.device.type != "cpu":
@@ -163,6 +175,7 @@ class CorpusStats:
         if len(self._done) == self.n_layers:
             self.impl.settle()
             self._info, self._chunks, self._done = None, [], set()
+            self._tiles = {}
 
     def _check_layer(self, layer: int) -> int:
         require(isinstance(layer, (int, np.integer)) and 0 <= int(layer) < self.n_layers,
@@ -236,7 +249,11 @@ class CorpusStats:
         self._check_shape("head_outputs", head_outputs, (b, h, t, None), "d_head")
         if attention is not None:
             self._check_shape("attention", attention, (b, h, t, t), "seq")
-        pairs, attn = self._slices(layer, _PAIR_KEYS), self._slices(layer, _ATTENTION_KEYS)
+        pairs, attn = self._slices(layer, self._keys["pairs"]), self._slices(layer, self._keys["attention"])
+        if self.binned:
+            return self._update_binned(layer, head_outputs, info, chunks[0][1], attention, qk, value, scale, pairs, attn)
+        if layer in self._tiles:  # blocks of a window that fits per position: the whole matrix once joined
+            attention = self._tiles.pop(layer)
         for index, bt in chunks:
             try:
                 self.impl.step(index, bt, head_outputs, qk, attention, value, scale, pairs, attn)
@@ -246,6 +263,52 @@ class CorpusStats:
         self.acc["layer_windows"][layer] += b
         if attention is not None or qk is not None:
             self._count_attention(layer, b, chunks)
+        self._finish_layer(layer)
+
+    def rows_per_block(self, windows: int) -> int:
+        """Query rows per block of a binned step of ``windows`` windows (within ``tile_bytes``)."""
+        return tiled.block_rows(self.tile_bytes, windows, self.n_heads, self.seq_len)
+
+    def add_attention_block(self, layer: int, rows: slice, probs: torch.Tensor, info: BatchInfo) -> None:
+        """Add a block of one layer's attention probabilities ``[B, H, rows, T]`` (query rows ``rows``, in
+        order; the model tap's ``on_tile``); the layer's :meth:`update_layer` (with ``attention=None``)
+        then finishes its attention statistics. A window that fits the resolution is joined whole and
+        added as today; a longer one is reduced block by block (nothing ``T×T`` kept)."""
+        layer = self._check_layer(layer)
+        chunks = self._current(info)
+        b, h, t = info.n_windows, self.n_heads, self.seq_len
+        self._check_shape("attention block", probs, (b, h, rows.stop - rows.start, t), "seq")
+        if self.binned:
+            tiles = self._tiles.get(layer)
+            if tiles is None:
+                tiles = self._tiles[layer] = tiled.AttentionTiles(chunks[0][1], h, self._bins)
+            tiles.add(rows, probs)
+            return
+        whole = self._tiles.get(layer)
+        if whole is None:
+            whole = self._tiles[layer] = torch.zeros(b, h, t, t, dtype=torch.float32, device=probs.device)
+        whole[:, :, rows] = probs
+
+    def _update_binned(self, layer, head_outputs, info, bt, attention, qk, value, scale, pairs, attn) -> None:
+        """A binned layer step (:mod:`headsim.stats.tiled`)."""
+        b = info.n_windows
+        rows = self.rows_per_block(b)
+        tiles = self._tiles.pop(layer, None)
+        if qk is not None:
+            tiles = tiled.AttentionTiles(bt, self.n_heads, self._bins)
+            tiled.attention_blocks(qk[0], qk[1], value, bt, scale, rows, tiles, head_outputs)
+        elif attention is not None:
+            tiles = tiled.AttentionTiles(bt, self.n_heads, self._bins)
+            for start in range(0, self.seq_len, rows):
+                tiles.add(slice(start, min(start + rows, self.seq_len)), attention[:, :, start:start + rows])
+        if tiles is not None:
+            tiles.finish(self.top_k_columns, attn)
+            self._count_attention(layer, b, self._chunks)
+            del tiles
+        red, distance = tiled.pair_reductions_tiled(head_outputs, bt, self.threshold, self.bins, self._bins, rows)
+        add_pairs(red, bt, pairs)
+        pairs["distance_hist"] += distance.round().to(torch.int64)
+        self.acc["layer_windows"][layer] += b
         self._finish_layer(layer)
 
     def _fall_back(self, exc: BackendFailure) -> None:
@@ -266,6 +329,11 @@ class CorpusStats:
             self.acc["attn_queries_layer"][layer] += bt.counts["tokens"]
             self.acc["attn_pair_count"][layer] += bt.counts["pair_count_valid"]
 
+    def _whole_matrices(self, method: str) -> None:
+        require(not self.binned, f"{method} takes whole [B, H, T, T] matrices, which a window of {self.seq_len} tokens "
+                f"(above the resolution {self.resolution}) does not keep",
+                "use update_layer / add_attention_block, or a resolution of at least seq_len")
+
     def update_attention(self, layer: int, attention: torch.Tensor, info: BatchInfo) -> None:
         """Add only the attention statistics of one layer of the current batch.
 
@@ -276,7 +344,8 @@ class CorpusStats:
         chunks = self._current(info)
         b, h, t = info.n_windows, self.n_heads, self.seq_len
         self._check_shape("attention", attention, (b, h, t, t), "seq")
-        attn = self._slices(layer, _ATTENTION_KEYS)
+        self._whole_matrices("update_attention")
+        attn = self._slices(layer, self._keys["attention"])
         for index, bt in chunks:
             attention_batch(attention[index], bt, self.top_k_columns, attn)
         self._count_attention(layer, b, chunks)
@@ -292,7 +361,8 @@ class CorpusStats:
         b, h, t = info.n_windows, self.n_heads, self.seq_len
         self._check_shape("normalized", normalized, (b, h, t, t), "seq")
         self._check_shape("high", high, (b, h, t, t), "seq")
-        pairs = self._slices(layer, _PAIR_KEYS)
+        self._whole_matrices("update_similarity")
+        pairs = self._slices(layer, self._keys["pairs"])
         for index, bt in chunks:
             pair_batch(normalized[index], high[index], bt, self._geo, self.bins, pairs, masked=False)
         self.acc["layer_windows"][layer] += b
@@ -337,7 +407,7 @@ class CorpusStats:
         stats = cls(int(get("n_layers")), int(get("n_heads")), int(get("seq_len")), threshold=float(get("threshold")),
                     top_k_columns=int(get("top_k_columns")), sim_bins=int(get("sim_bins")),
                     sim_range=tuple(float(x) for x in get("sim_range")), fraction_bins=int(get("fraction_bins")),
-                    device=device, backend=backend)
+                    device=device, backend=backend, resolution=schema.state_resolution(state))
         for name, current in stats.acc.items():
             value = np.asarray(state[name])
             schema.check_array(name, value, tuple(current.shape))
@@ -350,5 +420,5 @@ class CorpusStats:
         """All statistics as a labelled Dataset (see ``docs/statistics.md`` for every variable)."""
         self.impl.settle()
         a = {name: value.detach().cpu().numpy() for name, value in self.acc.items()}
-        return schema.build_dataset(schema.derived_values(a), self.layout, threshold=self.threshold,
+        return schema.build_dataset(schema.derived_values(a, self.binned), self.layout, threshold=self.threshold,
                                     top_k_columns=self.top_k_columns)

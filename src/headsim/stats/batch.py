@@ -19,6 +19,12 @@ from ..tokens import boundary_ids, punctuation_lookup
 from ..windows import Framing
 
 
+def position_bins(seq_len: int, positions: int) -> np.ndarray:
+    """Bin of every position (or distance) ``0..seq_len−1`` among ``positions`` equal bins:
+    ``p · positions // seq_len`` (the identity when ``positions == seq_len``)."""
+    return np.arange(seq_len, dtype=np.int64) * positions // seq_len
+
+
 @dataclass
 class BatchInfo:
     """One batch of ``B`` windows of ``T`` tokens, as torch tensors on the compute device.
@@ -104,24 +110,28 @@ class BatchTensors:
             with equal token ids (few per window, so repeated-token statistics read ``N`` elements
             instead of a ``T×T`` pass).
         repeat_same_sentence: ``[N]`` bool, that pair lies in one sentence.
-        token_class: ``[B, T, T]`` float32 one-hot: position ``p`` → first position ``c`` in its
-            window with the same token id (0 rows for padding).
+        first: ``[B, T]`` int64: position ``p`` → first position in its window with the same token id
+            (the anchor statistics' token classes; padding points at ``T − 1`` and weighs nothing).
         key_targets: ``[B, T, 3]`` float32 key categories [CLS], [SEP], punctuation.
         categories: ``[B, T]`` int64 anchor kind of each position: 0 cls, 1 sep, 2 punct, 3 other.
         sentences: ``[B, T]`` int64 sentence ids, -1 at padding (and wherever a position is in no sentence).
-        counts: the batch's window-level counts (0-d int64 tensors, ``pair_count_valid`` ``[T, T]``):
-            ``windows``, ``tokens``, ``valid_pairs``, ``valid_pairs_same_sentence``, ``pair_count_valid``.
+        counts: the batch's window-level counts (0-d int64 tensors, ``pair_count_valid`` ``[T, T]``, or
+            ``[R, R]`` over position bins): ``windows``, ``tokens``, ``valid_pairs``,
+            ``valid_pairs_same_sentence``, ``pair_count_valid``.
+
+    In a binned batch (:func:`batch_tensors` with ``positions < T``) nothing ``T×T`` is built:
+    ``pair_valid``, ``pair_invalid`` and ``same_sentence`` are ``None`` and ``pair_count_valid`` is binned.
     """
 
     info: BatchInfo
     valid: torch.Tensor
     padded: bool
-    pair_valid: torch.Tensor
-    pair_invalid: torch.Tensor
-    same_sentence: torch.Tensor
+    pair_valid: torch.Tensor | None
+    pair_invalid: torch.Tensor | None
+    same_sentence: torch.Tensor | None
     repeat_index: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
     repeat_same_sentence: torch.Tensor
-    token_class: torch.Tensor
+    first: torch.Tensor
     key_targets: torch.Tensor
     categories: torch.Tensor
     counts: dict[str, torch.Tensor]
@@ -144,21 +154,17 @@ def check_info(info: BatchInfo, seq_len: int, device: torch.device) -> None:
                 "build the BatchInfo on the accumulator's device")
 
 
-def batch_tensors(info: BatchInfo) -> BatchTensors:
-    """Derive the per-batch tensors and the window-level counts of one batch."""
+def batch_tensors(info: BatchInfo, positions: int | None = None, rows: int = 1024) -> BatchTensors:
+    """Derive the per-batch tensors and the window-level counts of one batch.
+
+    ``positions`` below ``T``: a binned batch (see :class:`BatchTensors`; position ``p`` in bin
+    ``p · positions // T``), its pair relations found ``rows`` query rows at a time."""
     valid = info.valid.bool()
     b, t = valid.shape
+    dev = valid.device
     ids = info.input_ids.long()
     sent = torch.where(valid, info.sentence_ids.long(), torch.full_like(ids, -1))
-    upper = torch.ones(t, t, dtype=torch.bool, device=valid.device).triu(1)
-    pv = valid[:, :, None] & valid[:, None, :]  # [B, T, T]
-    same_id = (ids[:, :, None] == ids[:, None, :]) & pv
-    same_sent = (sent[:, :, None] == sent[:, None, :]) & (sent[:, :, None] >= 0)
-    # first position with the same id; padding rows → T, then dropped by the valid factor
-    positions = torch.arange(t, device=valid.device)
-    first = torch.where(same_id, positions, t).amin(dim=-1).clamp_max(t - 1)
-    token_class = torch.nn.functional.one_hot(first, t).to(torch.float32) * valid[:, :, None]
-    rb, ri, rj = (same_id & upper).nonzero(as_tuple=True)
+    binned = positions is not None and positions < t
     cls, sep = info.is_cls.bool() & valid, info.is_sep.bool() & valid
     punct = info.is_punct.bool() & valid
     targets = torch.stack([cls, sep, punct], dim=-1).to(torch.float32)
@@ -167,17 +173,56 @@ def batch_tensors(info: BatchInfo) -> BatchTensors:
     categories = torch.where(sep, torch.full_like(ids, 1), categories)
     categories = torch.where(cls, torch.full_like(ids, 0), categories)
     n = valid.sum(dim=-1)
-    counts = {
-        "windows": torch.tensor(b, dtype=torch.int64, device=valid.device),
-        "tokens": n.sum(),
-        "valid_pairs": (n * (n - 1) // 2).sum(),
-        "valid_pairs_same_sentence": (same_sent & upper).sum(),
-        "pair_count_valid": pv.sum(dim=0),
-    }
-    pair_valid = pv[:, None]
-    return BatchTensors(info, valid, not bool(valid.all()), pair_valid, ~pair_valid,
-                        same_sent.to(torch.float32).reshape(b, 1, t * t), (rb, ri, rj), same_sent[rb, ri, rj],
-                        token_class, targets, categories, counts, sent)
+    counts = {"windows": torch.tensor(b, dtype=torch.int64, device=dev), "tokens": n.sum(),
+              "valid_pairs": (n * (n - 1) // 2).sum()}
+    if not binned:
+        upper = torch.ones(t, t, dtype=torch.bool, device=dev).triu(1)
+        pv = valid[:, :, None] & valid[:, None, :]  # [B, T, T]
+        same_id = (ids[:, :, None] == ids[:, None, :]) & pv
+        same_sent = (sent[:, :, None] == sent[:, None, :]) & (sent[:, :, None] >= 0)
+        # first position with the same id; padding rows → T, then weighed 0
+        positions_t = torch.arange(t, device=dev)
+        first = torch.where(same_id, positions_t, t).amin(dim=-1).clamp_max(t - 1)
+        rb, ri, rj = (same_id & upper).nonzero(as_tuple=True)
+        counts["valid_pairs_same_sentence"] = (same_sent & upper).sum()
+        counts["pair_count_valid"] = pv.sum(dim=0)
+        pair_valid = pv[:, None]
+        return BatchTensors(info, valid, not bool(valid.all()), pair_valid, ~pair_valid,
+                            same_sent.to(torch.float32).reshape(b, 1, t * t), (rb, ri, rj), same_sent[rb, ri, rj],
+                            first, targets, categories, counts, sent)
+    first = _first_positions(ids, valid)
+    found = []
+    for start in range(0, t, rows):  # pairs i < j with equal ids, a block of rows i at a time
+        stop = min(start + rows, t)
+        same = (ids[:, start:stop, None] == ids[:, None, :]) & valid[:, start:stop, None] & valid[:, None, :]
+        same &= torch.arange(start, stop, device=dev)[:, None] < torch.arange(t, device=dev)[None, :]
+        wb, wi, wj = same.nonzero(as_tuple=True)
+        found.append((wb, wi + start, wj))
+    rb, ri, rj = (torch.cat(x) for x in zip(*found))
+    per_sentence = torch.zeros(b, t + 1, dtype=torch.int64, device=dev)  # sentence ids < T: bins 1..T, -1 → 0
+    per_sentence.scatter_add_(1, (sent + 1).clamp(0, t), torch.ones_like(sent))
+    per_sentence[:, 0] = 0
+    counts["valid_pairs_same_sentence"] = (per_sentence * (per_sentence - 1) // 2).sum()
+    bins = torch.as_tensor(position_bins(t, positions), device=dev)
+    per_bin = torch.zeros(b, positions, dtype=torch.int64, device=dev).index_add_(1, bins, valid.long())
+    counts["pair_count_valid"] = torch.einsum("bi,bj->ij", per_bin, per_bin)
+    repeat_same = (sent[rb, ri] == sent[rb, rj]) & (sent[rb, ri] >= 0)
+    return BatchTensors(info, valid, not bool(valid.all()), None, None, None, (rb, ri, rj), repeat_same, first,
+                        targets, categories, counts, sent)
+
+
+def _first_positions(ids: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """``[B, T]``: the first valid position of each position's token id in its window (padding: ``T − 1``)."""
+    b, t = ids.shape
+    big = torch.full_like(ids, t - 1)
+    out = torch.empty_like(ids)
+    positions = torch.arange(t, device=ids.device)
+    for w in range(b):
+        uniq, inverse = torch.unique(ids[w], return_inverse=True)
+        at = torch.full((uniq.numel(),), t, dtype=torch.int64, device=ids.device)
+        at.scatter_reduce_(0, inverse[valid[w]], positions[valid[w]], reduce="amin")
+        out[w] = torch.where(valid[w], at[inverse].clamp_max(t - 1), big[w])
+    return out
 
 
 def dense_repeats(bt: BatchTensors) -> tuple[torch.Tensor, torch.Tensor]:

@@ -19,10 +19,10 @@ REGENERATE = "python -m headsim.stats.doctable docs/statistics.md"
 
 def markdown_table() -> str:
     """The variable table, coordinates and attributes (what ``docs/statistics.md`` holds between the markers)."""
-    rows = ["| variable | dims, dtype | definition | fig | computed by |", "|---|---|---|---|---|"]
+    rows = ["| variable | dims, dtype | definition | fig | computed by | above the resolution |", "|---|---|---|---|---|---|"]
     for v in VARIABLES:
         dims = f"{', '.join(v.dims) or '—'}; {'i8' if v.count else 'f8'}"
-        cells = (f"`{v.name}`", dims, v.definition or v.description, v.figure, v.computed_by())
+        cells = (f"`{v.name}`", dims, v.definition or v.description, v.figure, v.computed_by(), v.binned or "exact")
         rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     coords = ", ".join(f"`{d}` ({note})" for d, note in DIM_NOTES.items())
     attrs = ", ".join(f"`{a}`" for a in Layout(1, 1, 2).attrs(0.3, 0))

@@ -211,7 +211,9 @@ def add_pairs(red: PairReductions, bt: BatchTensors, into: dict[str, torch.Tenso
     rows, cols, inner = red.rows, red.cols, red.inner
 
     # Fig 11a: pairs containing token class c = Σ_{p∈c} degree(p) − pairs inside c
-    per_class = torch.bmm(rows + cols - inner, bt.token_class)  # [B, H, T] (column c = first position of an id)
+    # [B, H, T] (column c = first position of an id); integer-valued float32 sums: exact in any order
+    degree = (rows + cols - inner) * bt.valid[:, None, :]
+    per_class = torch.zeros_like(degree).scatter_add_(-1, bt.first[:, None, :].expand(b, h, t), degree)
     ids = bt.info.input_ids.long()[:, None, :]
     best = (per_class.to(torch.int64) * _KEY_SHIFT - ids).argmax(dim=-1, keepdim=True)  # [B, H, 1]
     count = per_class.gather(-1, best)[..., 0].to(torch.int64)

@@ -23,12 +23,15 @@ import xarray as xr
 
 from ..errors import HeadsimError, require
 from .attention import TARGETS
+from .batch import position_bins
 from .pairs import ANCHOR_KINDS, SimBins
 
 SCHEMA = "headsim.stats/1"
 #: the settings a checkpoint stores under ``config.*``
 CONFIG_KEYS = ("n_layers", "n_heads", "seq_len", "threshold", "top_k_columns", "sim_bins", "sim_range",
-               "fraction_bins")
+               "fraction_bins", "resolution")
+#: the positional resolution of a run that does not name one (``resolution``)
+DEFAULT_RESOLUTION = 512
 #: who adds to a stored accumulator: ``batch`` (window-level counts of ``begin_batch``), ``attention``
 #: (:func:`headsim.stats.attention.attention_batch` and the backends' attention steps), ``pairs``
 #: (:func:`headsim.stats.pairs.pair_batch` / ``add_pairs``), ``layer`` (the per-layer counters of ``update_layer``)
@@ -47,6 +50,28 @@ class Layout:
     sim_bins: int = 120
     sim_range: tuple[float, float] = (-0.2, 1.0)
     fraction_bins: int = 20
+    #: longest window whose position-pair statistics are kept per position; longer windows keep them
+    #: on ``resolution`` position bins (and distance bins), so their size does not grow with T
+    resolution: int = DEFAULT_RESOLUTION
+
+    @property
+    def binned(self) -> bool:
+        """Position-pair statistics are kept on position bins (``seq_len > resolution``)."""
+        return self.seq_len > self.resolution
+
+    @property
+    def positions(self) -> int:
+        """Length of the ``query``, ``key`` and ``distance`` dims: T, or ``resolution`` bins."""
+        return self.resolution if self.binned else self.seq_len
+
+    def position_bins(self) -> np.ndarray:
+        """Bin of every position (and distance) ``0..T−1``: ``p · positions // T`` (identity when not binned)."""
+        return position_bins(self.seq_len, self.positions)
+
+    def bin_starts(self) -> np.ndarray:
+        """First position (distance) of every bin: the ``query``, ``key`` and ``distance`` coordinates."""
+        t, r = self.seq_len, self.positions
+        return (np.arange(r) * t + r - 1) // r
 
     @property
     def bins(self) -> SimBins:
@@ -58,14 +83,14 @@ class Layout:
 
     def sizes(self) -> dict[str, int]:
         """Length of every Dataset dim."""
-        h, t = self.n_heads, self.seq_len
+        h, t = self.n_heads, self.positions
         return {"layer": self.n_layers, "head": h, "query": t, "key": t, "distance": t, "target": len(TARGETS),
                 "anchor_kind": len(ANCHOR_KINDS), "sim_bin": self.sim_bins, "fraction_bin": self.fraction_bins,
                 "n_anchors": h + 1}
 
     def coords(self) -> dict[str, object]:
         """Coordinates of every Dataset dim."""
-        t, f = np.arange(self.seq_len), self.fraction_edges
+        t, f = self.bin_starts(), self.fraction_edges
         return {"layer": np.arange(1, self.n_layers + 1), "head": np.arange(1, self.n_heads + 1), "query": t,
                 "key": t, "distance": t, "target": list(TARGETS), "anchor_kind": list(ANCHOR_KINDS),
                 "sim_bin": self.bins.centres, "fraction_bin": (f[:-1] + f[1:]) / 2,
@@ -77,11 +102,12 @@ class Layout:
                 "n_layers": self.n_layers, "n_heads": self.n_heads, "sim_bins": self.sim_bins,
                 "sim_range": np.asarray([self.bins.lo, self.bins.hi]), "sim_bin_edges": self.bins.edges,
                 "fraction_bins": self.fraction_bins, "fraction_bin_edges": self.fraction_edges,
-                "conventions": CONVENTIONS}
+                "resolution": self.resolution, "position_binned": int(self.binned), "conventions": CONVENTIONS}
 
 
 #: coordinate of each dim, as the doc states it
-DIM_NOTES = {"layer": "1..L", "head": "1..H", "query": "0..T−1", "key": "0..T−1", "distance": "0..T−1",
+DIM_NOTES = {"layer": "1..L", "head": "1..H", "query": "0..T−1, or the first position of each bin",
+             "key": "0..T−1, or the first position of each bin", "distance": "0..T−1, or the first distance of each bin",
              "target": "cls, sep, punct, prev, next", "anchor_kind": "cls, sep, punct, other",
              "sim_bin": "bin centres", "fraction_bin": "bin centres", "n_anchors": "0..H"}
 
@@ -104,6 +130,10 @@ class Variable:
         sources: the accumulators a derived value is computed from.
         derive: accumulators → Dataset values (``None``: the stored accumulator itself).
         note: extra words for the doc's "computed by" column.
+        binned: what the variable holds when its position dims are bins (windows longer than the
+            resolution; the doc's "binned" column); empty: the same as unbinned.
+        binned_group: where set, in a binned layout the variable is a stored accumulator added by this
+            group (its derivation needs single positions).
     """
 
     name: str
@@ -117,6 +147,8 @@ class Variable:
     sources: tuple[str, ...] = ()
     derive: Derive | None = None
     note: str = ""
+    binned: str = ""
+    binned_group: str | None = None
 
     @property
     def accumulator(self) -> str | None:
@@ -124,6 +156,12 @@ class Variable:
         if self.group is None:
             return None
         return self.store or self.name
+
+    def stored_in(self, binned: bool) -> tuple[str | None, str | None]:
+        """(accumulator, group) of the variable in a binned or unbinned layout."""
+        if binned and self.binned_group is not None:
+            return self.name, self.binned_group
+        return self.accumulator, self.group
 
     @property
     def count(self) -> bool:
@@ -166,23 +204,26 @@ _LH = ("layer", "head")
 #: every statistic, in the Dataset's order
 VARIABLES: tuple[Variable, ...] = (
     Variable("attn_sum", _LHQK, "sum", "2, 3 left", "sum over windows of attention probabilities at valid (query, key)",
-             "Σ over windows of `A[q, k]` at valid (q, k)", group="attention"),
+             "Σ over windows of `A[q, k]` at valid (q, k)", group="attention",
+             binned="Σ of `attn_sum` over the (query, key) positions of each bin pair"),
     Variable("attn_sum_top_zeroed", _LHQK, "sum", "3 middle",
              "attn_sum with each window's and head's top_k_columns largest key columns zeroed",
              "as `attn_sum`, but in each window and head the `top_k_columns` valid key columns with the largest column "
              "sums `Σ_q A[q, k]` (valid q) are zeroed first; ties → smaller key position", group="attention",
-             note="`top_columns`"),
+             note="`top_columns`", binned="Σ of `attn_sum_top_zeroed` over each bin pair (the top columns chosen from exact column sums, as unbinned)"),
     Variable("attn_sum_top_diag_zeroed", _LHQK, "sum", "3 right", "attn_sum_top_zeroed with |query - key| <= 1 zeroed",
              "`attn_sum_top_zeroed` with `|query − key| ≤ 1` set to 0", sources=("attn_sum_top_zeroed",),
-             derive=_off_near_diagonal),
+             derive=_off_near_diagonal, binned="Σ of `attn_sum_top_diag_zeroed` over each bin pair (stored: near-diagonal entries are removed per position before binning)",
+             binned_group="attention"),
     Variable("pair_count_valid", ("query", "key"), "count", "2, 3",
              "windows in which both positions are valid (denominator for averages)",
              "windows in which both positions are valid (diagonal: windows where the position is valid); mean "
-             "attention map = `attn_sum / pair_count_valid`", group="batch"),
+             "attention map = `attn_sum / pair_count_valid`", group="batch",
+             binned="Σ over each bin pair: valid (query, key) position pairs summed over windows; mean attention per bin = `attn_sum / pair_count_valid`"),
     Variable("attn_pair_count", ("layer", "query", "key"), "count", "2, 3",
              "windows whose attention entered the layer with both positions valid",
              "the same, over the windows whose attention entered that layer (equals `pair_count_valid` when attention "
-             "is given for every batch)", group="layer"),
+             "is given for every batch)", group="layer", binned="the same, summed over each bin pair"),
     Variable("attn_windows", ("layer",), "count", "2, 3", "windows whose attention entered the layer", group="layer"),
     Variable("attn_focus", ("layer", "head", "target"), "sum", "4, §2",
              "sum over valid query rows of the attention mass on [CLS], [SEP], punctuation, key i-1, key i+1",
@@ -205,7 +246,8 @@ VARIABLES: tuple[Variable, ...] = (
              "high-similarity pairs with equal ids inside one sentence", group="pairs"),
     Variable("distance_hist", ("layer", "head", "distance"), "count", "7, 13", "high-similarity pairs by distance j - i",
              "high-similarity pairs by `j − i` (1..T−1; distance 0 stays 0); per layer = sum over heads",
-             sources=("location_upper",), derive=_distances),
+             sources=("location_upper",), derive=_distances, binned="high-similarity pairs by distance bin (bin of `j − i`; stored, counted per pair before binning)",
+             binned_group="pairs"),
     Variable("valid_pairs", (), "count", "8 chance", "valid pairs i < j over all windows",
              "valid pairs `i < j` over all windows (`Σ n(n−1)/2`, `n` valid tokens)", group="batch"),
     Variable("valid_pairs_same_sentence", (), "count", "8 chance", "valid pairs i < j inside one sentence over all windows",
@@ -215,9 +257,9 @@ VARIABLES: tuple[Variable, ...] = (
              "windows with a high-similarity pair at (i, j), added at both (i, j) and (j, i): symmetric, zero "
              "diagonal, total `2 · n_pairs`", group="pairs", store="location_upper", sources=("location_upper",),
              derive=lambda acc: acc["location_upper"] + acc["location_upper"].transpose(0, 1, 3, 2),
-             note="mirrored"),
+             note="mirrored", binned="Σ of `location_counts` over each bin pair (symmetric; bins on the diagonal hold pairs inside one bin twice)"),
     Variable("sim_sum", _LHQK, "sum", "12", "sum over windows of normalised similarity matrices",
-             "Σ over windows of the normalised similarity matrix; per layer = sum over heads", group="pairs"),
+             "Σ over windows of the normalised similarity matrix; per layer = sum over heads", group="pairs", binned="Σ of `sim_sum` over each bin pair (each window normalised by its exact off-diagonal maximum)"),
     Variable("sim_value_hist", ("layer", "head", "sim_bin"), "count", "§3",
              "normalised similarity values of valid pairs i < j by bin",
              "normalised values of valid pairs `i < j` by bin (below)", group="pairs"),
@@ -244,9 +286,15 @@ VARIABLES: tuple[Variable, ...] = (
 BY_NAME = {v.name: v for v in VARIABLES}
 
 
-def accumulators(group: str | None = None) -> dict[str, Variable]:
-    """Stored accumulator name → its variable (only ``group``'s where given), in schema order."""
-    return {v.accumulator: v for v in VARIABLES if v.accumulator is not None and group in (None, v.group)}
+def accumulators(group: str | None = None, binned: bool = False) -> dict[str, Variable]:
+    """Stored accumulator name → its variable (only ``group``'s where given), in schema order, for a
+    binned or unbinned layout."""
+    out = {}
+    for v in VARIABLES:
+        name, owner = v.stored_in(binned)
+        if name is not None and group in (None, owner):
+            out[name] = v
+    return out
 
 
 def allocate(layout: Layout, device) -> dict:
@@ -256,33 +304,47 @@ def allocate(layout: Layout, device) -> dict:
     sizes = layout.sizes()
     return {name: torch.zeros(tuple(sizes[d] for d in v.dims), dtype=torch.int64 if v.count else torch.float64,
                               device=device)
-            for name, v in accumulators().items()}
+            for name, v in accumulators(binned=layout.binned).items()}
+
+
+def state_resolution(state: Mapping[str, object]) -> int:
+    """A checkpoint's resolution (states written before there was one hold windows up to 512 tokens,
+    whose statistics were never binned)."""
+    return int(np.asarray(state["config.resolution"])) if "config.resolution" in state else DEFAULT_RESOLUTION
 
 
 def check_state(state: Mapping[str, object]) -> None:
     """A checkpoint holds the settings, this schema's version and exactly this schema's accumulators."""
-    config = [f"config.{k}" for k in CONFIG_KEYS]
-    missing = [k for k in (*config, *accumulators()) if k not in state]
+    config = [f"config.{k}" for k in CONFIG_KEYS if k != "resolution"]
+    binned = "config.seq_len" in state and int(np.asarray(state["config.seq_len"])) > state_resolution(state)
+    expected = accumulators(binned=binned)
+    missing = [k for k in (*config, *expected) if k not in state]
     require(not missing, f"checkpoint state lacks {', '.join(missing[:5])}",
             "resume from a state written by CorpusStats.state_dict of this headsim version")
     schema = str(np.asarray(state["config.schema"])) if "config.schema" in state else SCHEMA
     require(schema == SCHEMA, f"checkpoint schema {schema!r} is not {SCHEMA!r}", "start the run again")
-    extra = sorted(k for k in state if k not in accumulators() and not k.startswith("config."))
+    extra = sorted(k for k in state if k not in expected and not k.startswith("config."))
     require(not extra, f"checkpoint state holds arrays this headsim version does not know: {', '.join(extra[:5])}",
             "resume it with the headsim version that wrote it, or start the run again")
 
 
 def check_array(name: str, value: np.ndarray, shape: tuple[int, ...]) -> None:
     """One checkpoint array has its accumulator's shape and kind (int or float)."""
-    count = accumulators()[name].count
+    known = {**accumulators(), **accumulators(binned=True)}
+    count = known[name].count
     if tuple(value.shape) != tuple(shape) or value.dtype.kind != ("i" if count else "f"):
         raise HeadsimError(f"checkpoint array {name!r} has shape {value.shape} {value.dtype}, expected {tuple(shape)}",
                            "resume from a matching checkpoint")
 
 
-def derived_values(acc: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Every Dataset variable's values from the accumulators (numpy arrays)."""
-    return {v.name: (v.derive(acc) if v.derive is not None else acc[v.accumulator]) for v in VARIABLES}
+def derived_values(acc: Mapping[str, np.ndarray], binned: bool = False) -> dict[str, np.ndarray]:
+    """Every Dataset variable's values from the accumulators (numpy arrays) of a binned or unbinned layout."""
+    out = {}
+    for v in VARIABLES:
+        name, _ = v.stored_in(binned)
+        stored_here = binned and v.binned_group is not None
+        out[v.name] = acc[name] if stored_here or v.derive is None else v.derive(acc)
+    return out
 
 
 def build_dataset(values: Mapping[str, np.ndarray], layout: Layout, *, threshold: float, top_k_columns: int,

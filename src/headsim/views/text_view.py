@@ -138,7 +138,7 @@ def cut_text(text: str, loaded: LoadedModel, seq_len: int) -> Windows:
     """``text`` (validated) cut into the model's framed windows of ``seq_len`` (validated), as
     :func:`headsim.extraction.extract` cuts it."""
     check_texts(text)
-    return make_windows(text, loaded.tokenizer, check_seq_len(seq_len, loaded.max_seq_len), framing=loaded.framing)
+    return make_windows(text, loaded.tokenizer, check_seq_len(seq_len, loaded.max_seq_len, loaded.extrapolates), framing=loaded.framing)
 
 
 def window_focus(attention: np.ndarray, ids: np.ndarray, sentences: np.ndarray, loaded: LoadedModel) -> dict[str, np.ndarray]:

@@ -56,7 +56,7 @@ class Choice:
         return {"requested": self.requested, "chosen": self.chosen}
 
 
-def choose_backend(name: str | Choice, device: str | torch.device) -> Choice:
+def choose_backend(name: str | Choice, device: str | torch.device, binned: bool = False) -> Choice:
     """The statistics backend for ``device``: the only place one is chosen.
 
     ``auto``: ``triton`` on a CUDA device where Triton runs, ``eager`` everywhere else. The model
@@ -64,12 +64,19 @@ def choose_backend(name: str | Choice, device: str | torch.device) -> Choice:
     from Q, K and V, for the others it adds the model's own probabilities, and the similarity work
     is the backend's either way. ``compiled`` is never chosen automatically (on the H100 it was
     slower than eager: opt-in). A named backend that cannot run on ``device`` is refused here, before
-    anything runs. A :class:`Choice` is passed through unchanged.
+    anything runs. A :class:`Choice` is passed through unchanged. Windows above the resolution
+    (``binned``) are computed by eager's blocks (:mod:`headsim.stats.tiled`): ``auto`` chooses eager
+    and another named backend is refused.
     """
     if isinstance(name, Choice):
         return name
     name = check_name(name)
     device = torch.device(device)
+    if binned:
+        if name not in ("auto", "eager"):
+            raise HeadsimError(f"statistics backend {name!r} does not compute windows longer than the resolution "
+                               "(position-binned statistics)", "pass --backend auto (or eager), or a --resolution of at least --seq-len")
+        return Choice(name, "eager")
     if name == "auto":
         fast = device.type == "cuda" and Triton.available(device)[0]
         return Choice(name, "triton" if fast else "eager")

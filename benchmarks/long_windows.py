@@ -1,0 +1,206 @@
+#!/usr/bin/env python
+"""Long windows: peak memory and speed of every corpus statistic against the bare forward, by window length.
+
+Two random-weight models (timing and memory only, never science), built from their transformers
+config classes with the embedded MiniLM vocabulary:
+  * ``decoder``: a tiny Mistral/Llama-kind decoder (Llama config: 4 layers, 8 heads, 2 key/value
+    heads, hidden 128, RoPE, position limit 65,536);
+  * ``encoder``: a tiny ModernBERT-style encoder (4 layers, 8 heads, hidden 128, local attention
+    over 128 tokens in three layers of four, global in the fourth; RoPE; position limit 65,536).
+
+Each (model, T) runs in its own subprocess, so its peak RSS is its own. In it, on the same windows
+(random token ids, one sentence per 24 tokens), side by side: the bare forward (the model as loaded,
+sdpa attention, nothing captured), then every statistic (headsim.analysis.Engine → CorpusStats, blocks
+of query rows, position bins above the resolution), each timed over ``--repeats`` passes after one
+warm-up; their windows/s and ratio. The peak RSS is that of the whole subprocess (both contenders);
+the bare forward's own peak is measured first, in the same subprocess, before the statistics run.
+
+    python benchmarks/long_windows.py --json benchmarks/results/long-windows-cpu.json --plot docs/figures/long-windows.png
+    python benchmarks/long_windows.py --one decoder 8192   # one size, printed as JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import platform
+import resource
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import torch
+
+SIZES = (128, 512, 2048, 8192, 32768)
+MODELS = ("decoder", "encoder")
+
+
+def build(kind: str):
+    """The random-weight model of ``kind`` (seed 0) with the embedded tokenizer, as a LoadedModel."""
+    from headsim.models import from_pretrained_objects, load_model
+
+    tok = copy.deepcopy(load_model().tokenizer)
+    torch.manual_seed(0)
+    if kind == "decoder":
+        from transformers import LlamaConfig, LlamaModel
+
+        tok.bos_token = tok.cls_token
+        cfg = LlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=4, num_attention_heads=8,
+                          num_key_value_heads=2, max_position_embeddings=65536, vocab_size=len(tok))
+        cfg._attn_implementation = "sdpa"
+        return from_pretrained_objects(LlamaModel(cfg).eval(), tok, name="tiny-llama-gqa")
+    from transformers import ModernBertConfig, ModernBertModel
+
+    cfg = ModernBertConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=4, num_attention_heads=8,
+                           max_position_embeddings=65536, vocab_size=len(tok), global_attn_every_n_layers=4,
+                           local_attention=128, pad_token_id=tok.pad_token_id, cls_token_id=tok.cls_token_id,
+                           sep_token_id=tok.sep_token_id)
+    cfg._attn_implementation = "sdpa"
+    return from_pretrained_objects(ModernBertModel(cfg).eval(), tok, name="tiny-modernbert")
+
+
+def windows(loaded, t: int, n: int):
+    """``n`` full windows of ``t`` random tokens, framed like the model's own, sentences of 24 tokens."""
+    from headsim.windows import Windows
+
+    rng = np.random.default_rng(0)
+    framing = loaded.framing
+    ids = rng.integers(1000, 29000, size=(n, t))
+    ids[:, 0] = framing.open
+    if framing.close is not None:
+        ids[:, -1] = framing.close
+    sentence = np.broadcast_to(np.arange(t) // 24, (n, t)).copy()
+    sentence[:, 0] = -1
+    if framing.close is not None:
+        sentence[:, -1] = -1
+    none = np.full((n, t), -1, np.int64)
+    return Windows(ids.astype(np.int64), np.ones((n, t), np.int64), np.full((n, t, 2), -1, np.int64),
+                   sentence.astype(np.int64), none)
+
+
+def rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def one(kind: str, t: int, n: int, repeats: int, resolution: int, max_memory: str | None) -> dict:
+    """One model at one length, in this process (see the module docstring)."""
+    from headsim.analysis import Engine
+    from headsim.memory import default_max_memory, parse_memory, plan_memory
+    from headsim.stats import CorpusStats
+
+    loaded = build(kind)
+    w = windows(loaded, t, n)
+    ids, mask = torch.as_tensor(w.input_ids), torch.as_tensor(w.attention_mask)
+    stack = loaded.arch.stack_of(loaded.model)
+
+    def bare():
+        with torch.inference_mode():
+            for i in range(n):
+                stack(input_ids=ids[i:i + 1], attention_mask=mask[i:i + 1])
+
+    budget = parse_memory(max_memory) if max_memory else default_max_memory(loaded.device)
+    memory = plan_memory(loaded, t, resolution, budget, batch_size=1)
+    fresh = lambda: CorpusStats(loaded.n_layers, loaded.n_heads, t, resolution=resolution, tile_bytes=memory.tile_bytes)
+    stats = fresh()
+    engine = Engine(loaded, stats, fresh, tile_bytes=memory.tile_bytes)
+
+    def full():
+        for i in range(n):
+            engine.process(w.select(slice(i, i + 1)))
+
+    bare()  # warm-up
+    bare_rss = rss()
+    times = {"bare": [], "stats": []}
+    for _ in range(repeats):  # alternate, so both see the same machine
+        for name, fn in (("bare", bare), ("stats", full)):
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    best = {k: min(v) for k, v in times.items()}
+    return {"model": kind, "model_name": loaded.name, "seq_len": t, "windows": n, "repeats": repeats,
+            "resolution": resolution, "tile_bytes": memory.tile_bytes, "peak_rss_bare": bare_rss, "peak_rss": rss(),
+            "bare_windows_per_s": n / best["bare"], "stats_windows_per_s": n / best["stats"],
+            "ratio": best["bare"] / best["stats"], "seconds": times, "threads": torch.get_num_threads()}
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for kind, marker in zip(MODELS, "os"):
+        got = sorted((r for r in rows if r["model"] == kind), key=lambda r: r["seq_len"])
+        if not got:
+            continue
+        x = [r["seq_len"] for r in got]
+        label = got[0]["model_name"]
+        left.plot(x, [r["peak_rss"] / 2**30 for r in got], marker=marker, label=f"{label}: all statistics")
+        left.plot(x, [r["peak_rss_bare"] / 2**30 for r in got], marker=marker, ls="--", label=f"{label}: bare forward")
+        right.plot(x, [r["ratio"] for r in got], marker=marker, label=label)
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("window length T (tokens)")
+        ax.grid(alpha=0.3)
+    left.set_ylabel("peak RSS (GiB)")
+    left.set_title("Peak memory (random-weight tiny models, CPU)")
+    right.set_ylabel("windows/s: all statistics ÷ bare sdpa forward")
+    right.set_yscale("log")
+    right.axhline(0.1, color="grey", lw=0.8, ls=":")
+    right.set_title("Speed relative to the bare forward")
+    left.legend(fontsize=7)
+    right.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--one", nargs=2, metavar=("MODEL", "T"), help="run one size here and print its JSON row")
+    p.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    p.add_argument("--sizes", nargs="+", type=int, default=list(SIZES))
+    p.add_argument("--windows", type=int, default=0, help="windows per size (default: 8 up to 512 tokens, 2 to 8,192, 1 above)")
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--resolution", type=int, default=512)
+    p.add_argument("--max-memory", default=None)
+    p.add_argument("--json", type=Path)
+    p.add_argument("--plot", type=Path)
+    a = p.parse_args()
+    if a.one:
+        kind, t = a.one[0], int(a.one[1])
+        n = a.windows or (8 if t <= 512 else 2 if t <= 8192 else 1)
+        print(json.dumps(one(kind, t, n, a.repeats, a.resolution, a.max_memory)))
+        return 0
+    rows = []
+    for kind in a.models:
+        for t in a.sizes:
+            cmd = [sys.executable, __file__, "--one", kind, str(t), "--repeats", str(a.repeats), "--resolution",
+                   str(a.resolution), "--windows", str(a.windows)] + (["--max-memory", a.max_memory] if a.max_memory else [])
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            if done.returncode != 0:
+                print(f"{kind} T={t}: failed ({done.returncode}): {done.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+                rows.append({"model": kind, "seq_len": t, "failed": done.stderr.strip().splitlines()[-1:]})
+                continue
+            row = json.loads(done.stdout.strip().splitlines()[-1])
+            rows.append(row)
+            print(f"{kind:8s} T={t:6d}  peak RSS {row['peak_rss'] / 2**30:5.2f} GiB (bare {row['peak_rss_bare'] / 2**30:4.2f})  "
+                  f"stats {row['stats_windows_per_s']:8.3f} w/s  bare {row['bare_windows_per_s']:8.3f} w/s  ratio {row['ratio']:.3f}",
+                  flush=True)
+    meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "torch": torch.__version__,
+            "machine": platform.platform(), "cpus": torch.get_num_threads()}
+    if a.json:
+        a.json.parent.mkdir(parents=True, exist_ok=True)
+        a.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    if a.plot:
+        plot([r for r in rows if "failed" not in r], a.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,127 @@
+"""The memory budget of a run (``--max-memory``): batch size and block size from it, peak memory after.
+
+:func:`plan_memory` estimates what a run holds (the weights, the accumulators, per window the
+activations and a binned window's reductions) and chooses the windows per batch and the working
+memory of one block of attention rows so that the whole stays within the budget; a budget that
+cannot hold one window with one row per block is refused at once, naming the setting.
+:func:`peak_memory` is what run.json records.
+"""
+
+from __future__ import annotations
+
+import re
+import resource
+from dataclasses import dataclass
+
+import torch
+
+from .errors import require
+
+#: the share of the free memory a run takes when no budget is named
+DEFAULT_SHARE = 0.5
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "M": 1 << 20, "MB": 1 << 20, "G": 1 << 30, "GB": 1 << 30,
+          "T": 1 << 40, "TB": 1 << 40}
+
+
+def parse_memory(value: str | int | float) -> int:
+    """Bytes of ``value``: a number of bytes, or a string such as ``"3GB"``, ``"512MB"``, ``"1.5G"``
+    (units of 1024)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number, unit = float(value), ""
+    else:
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", str(value))
+        require(m is not None and m.group(2).upper().replace("IB", "B") in _UNITS,
+                f"--max-memory {value!r} is not an amount of memory", "pass e.g. 3GB, 512MB or 1.5G")
+        number, unit = float(m.group(1)), m.group(2).upper().replace("IB", "B")
+    out = int(number * _UNITS[unit])
+    require(out > 0, f"--max-memory {value!r} is not positive", "pass e.g. 3GB")
+    return out
+
+
+def default_max_memory(device: torch.device) -> int:
+    """:data:`DEFAULT_SHARE` of the memory free now: the GPU's on CUDA, the machine's available RAM elsewhere."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free * DEFAULT_SHARE)
+    import psutil
+
+    return int(psutil.virtual_memory().available * DEFAULT_SHARE)
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """What :func:`plan_memory` chose: windows per batch and the bytes of one block of query rows."""
+
+    max_memory: int
+    batch_size: int
+    tile_bytes: int
+    fixed: int  # weights and accumulators
+    per_window: int
+
+    def record(self) -> dict:
+        """run.json's ``memory`` entry (before the run: the budget and the estimate)."""
+        return {"max_memory": self.max_memory, "batch_size": self.batch_size, "tile_bytes": self.tile_bytes,
+                "estimated_fixed": self.fixed, "estimated_per_window": self.per_window}
+
+
+def accumulator_bytes(n_layers: int, n_heads: int, seq_len: int, resolution: int, sim_bins: int = 120,
+                      fraction_bins: int = 20) -> int:
+    """Bytes of a run's accumulators (:func:`headsim.stats.schema.allocate`, counted without allocating)."""
+    from .stats import schema
+
+    layout = schema.Layout(n_layers, n_heads, seq_len, sim_bins, (-0.2, 1.0), fraction_bins, resolution)
+    sizes = layout.sizes()
+    total = 0
+    for v in schema.accumulators(binned=layout.binned).values():
+        n = 1
+        for d in v.dims:
+            n *= sizes[d]
+        total += 8 * n
+    return total
+
+
+def plan_memory(loaded, seq_len: int, resolution: int, max_memory: int, *, batch_size: int | None = None,
+                largest_batch: int = 32) -> MemoryPlan:
+    """Windows per batch (``batch_size`` where given, else at most ``largest_batch``) and block bytes
+    within ``max_memory``, or a :class:`~headsim.errors.HeadsimError` naming ``--max-memory``.
+
+    Estimate per window of ``T`` tokens: the forward's activations (``T × hidden × 4`` bytes, 16
+    times), the head outputs and queries, keys and values (``4 × T × heads × d``, float32), the batch's
+    pair tables, and for a window above the resolution its reductions (``heads × R × T`` float32 of
+    per-bin column sums, ``heads × T`` float64 column sums and near-diagonal entries). A window within
+    the resolution holds its whole ``[heads, T, T]`` matrices, about 12 of them, as today's statistics
+    do. One block of query rows takes what remains, split between the tap's and the statistics'.
+    """
+    t, h = int(seq_len), int(loaded.n_heads)
+    hidden = int(getattr(loaded.stack_config, "hidden_size", 0) or getattr(loaded.stack_config, "d_model", 0) or 768)
+    weights = sum(p.numel() * p.element_size() for p in loaded.model.parameters())
+    fixed = weights + accumulator_bytes(loaded.n_layers, h, t, resolution)
+    per_window = 16 * t * hidden * 4 + 4 * t * hidden * 4
+    if t > resolution:
+        per_window += h * resolution * t * 4 + h * t * (8 + 12 + 12) + 6 * t * 8
+        row_bytes = 6 * h * t * 4  # one query row of one window: the block's copies (tap and statistics)
+    else:
+        per_window += 12 * h * t * t * 4
+        row_bytes = 0
+    left = max_memory - fixed
+    need = per_window + row_bytes
+    require(left >= need, f"--max-memory {_gib(max_memory)} cannot hold one window of {t} tokens with this model "
+            f"(about {_gib(fixed + need)} needed)", f"raise --max-memory, or use a smaller --seq-len")
+    if batch_size is None:
+        batch_size = int(max(1, min(largest_batch, left // (2 * need))))
+    tile_bytes = int(max(row_bytes * batch_size, left - batch_size * per_window) // 2) if row_bytes else left
+    require(left >= batch_size * need, f"--max-memory {_gib(max_memory)} cannot hold a batch of {batch_size} windows "
+            f"of {t} tokens (about {_gib(fixed + batch_size * need)} needed)", "raise --max-memory or lower --batch-size")
+    return MemoryPlan(int(max_memory), int(batch_size), max(1, tile_bytes), int(fixed), int(per_window))
+
+
+def peak_memory(device: torch.device) -> dict:
+    """Peak memory of this process so far: resident set (bytes) and, on CUDA, the GPU's allocations."""
+    out = {"peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    if device.type == "cuda":
+        out["peak_gpu_allocated"] = int(torch.cuda.max_memory_allocated(device))
+    return out
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):.2f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MiB"

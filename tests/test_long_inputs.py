@@ -1,0 +1,199 @@
+"""Long inputs: attention captured in blocks of query rows equals the one-block capture (every
+interface family of tests/test_architectures.py, in float64 so that a block's matrix products, which round
+like any other shape's, cannot hide a wrong row or mask: 1e-6), blocks arrive in order, cover every row."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from random_windows import assert_matches_reference, to_info
+from random_windows import random_batch as random_batch_stats
+from reference_stats import binned_reference, reference_stats
+
+from headsim.model.arch import ARCHS
+from headsim.model.tap import Tap
+from headsim.model.verify import random_batch, tiny_model
+from headsim.models import from_pretrained_objects
+from headsim.stats import CorpusStats
+from headsim.windows import check_seq_len
+
+ROWS = sorted({a.model_types[0] for a in ARCHS})
+FLOAT32_ONLY = {"gemma2", "gemma3_text", "mistral"}  # their float64 pass is NaN from layer 2 on (whole or tiled alike)
+
+
+def tolerance(loaded) -> float:
+    return 1e-6 if loaded.model.dtype == torch.float64 else 1e-5
+
+
+@pytest.fixture(scope="module", params=ROWS)
+def loaded(request):
+    model, _ = tiny_model(request.param)
+    if request.param not in FLOAT32_ONLY:
+        model = model.double()
+    return from_pretrained_objects(model, None, request.param)
+
+
+def test_blocks_of_query_rows_equal_one_block(loaded):
+    if not loaded.arch.interface:
+        pytest.skip("attention read from output_attentions (one block)")
+    ids, mask = random_batch(3, lengths=(23, 17, 9))
+    whole = Tap(loaded, attention=True).run(ids, mask).layers
+    tiled = Tap(loaded, attention=True, tile_rows=4).run(ids, mask).layers
+    seen: dict[int, list] = {}
+
+    def on_tile(layer, rows, probs):
+        seen.setdefault(layer, []).append((rows, probs.clone()))
+
+    streamed = Tap(loaded, attention=True, tile_rows=5).run(ids, mask, on_tile=on_tile).layers
+    rows = mask.bool()[:, None, :, None].expand(-1, loaded.n_heads, -1, 23)
+    for li, cap in whole.items():
+        torch.testing.assert_close(tiled[li].attention[rows], cap.attention[rows], rtol=0, atol=tolerance(loaded))
+        valid = mask.bool()[:, None, :, None].expand_as(cap.head_outputs)  # padded rows are never read
+        scale = float(cap.head_outputs[valid].abs().max())
+        torch.testing.assert_close(tiled[li].head_outputs[valid], cap.head_outputs[valid], rtol=0, atol=tolerance(loaded) * scale)
+        assert streamed[li].attention is None
+        assert [r.start for r, _ in seen[li]] == list(range(0, 23, 5))
+        joined = torch.cat([p for _, p in seen[li]], dim=2)
+        torch.testing.assert_close(joined[rows], cap.attention[rows], rtol=0, atol=tolerance(loaded))
+
+
+def test_a_window_past_the_position_limit():
+    """An error naming both numbers; a warning naming them for a rotary family, which then runs."""
+    from headsim.errors import HeadsimError
+    from headsim.extraction import extract
+
+    bert = from_pretrained_objects(tiny_model("bert")[0], None, "bert")
+    with pytest.raises(HeadsimError, match=r"^seq_len 80 is longer than this model's position limit of 64 tokens"):
+        extract("Some text here. " * 40, bert, seq_len=80)
+    llama = from_pretrained_objects(tiny_model("llama")[0], None, "llama")
+    assert llama.extrapolates and not bert.extrapolates
+    with pytest.warns(UserWarning, match="seq_len 80 is longer than this model's position limit of 64 tokens"):
+        assert check_seq_len(80, llama.max_seq_len, llama.extrapolates) == 80
+
+
+def _binned_run(tile_rows: int | None, resolution: int, **kwargs):
+    rng = np.random.default_rng(11)
+    n_layers, n_heads, t = 2, 3, 21
+    batches = [random_batch_stats(rng, 4, n_layers, n_heads, t) for _ in range(3)]
+    batches[1]["attention"] = None  # attention skipped for one batch
+    settings = {"threshold": 0.3, "top_k_columns": 3, "sim_bins": 40, "sim_range": (-0.2, 1.0), "fraction_bins": 10}
+    stats = CorpusStats(n_layers, n_heads, t, resolution=resolution, **settings, **kwargs)
+    for batch in batches:
+        info = to_info(batch)
+        stats.begin_batch(info)
+        for layer in range(n_layers):
+            if batch["attention"] is not None:
+                a = torch.as_tensor(batch["attention"][:, layer])
+                step = t if tile_rows is None else tile_rows
+                for start in range(0, t, step):
+                    stats.add_attention_block(layer, slice(start, min(start + step, t)), a[:, :, start:start + step], info)
+            stats.update_layer(layer, None, torch.as_tensor(batch["head_outputs"][:, layer]), info)
+    return stats, reference_stats(batches, n_layers, n_heads, t, **settings), t
+
+
+@pytest.mark.parametrize("tile_rows", [None, 4])
+def test_windows_within_the_resolution_equal_todays_statistics(tile_rows):
+    """Blocks of a window that fits the resolution are joined and counted as one matrix: the reference."""
+    stats, ref, _ = _binned_run(tile_rows, resolution=512)
+    assert not stats.binned
+    assert_matches_reference(stats.to_dataset(), ref)
+
+
+@pytest.mark.parametrize("tile_bytes", [1, 1 << 30])
+def test_binned_statistics_equal_binning_the_exact_ones(tile_bytes):
+    """Above the resolution (21 tokens on 5 bins) every position-pair statistic is the binned exact
+    one, the rest exact, whether the blocks are one row or the whole window."""
+    stats, ref, t = _binned_run(4, resolution=5, tile_bytes=tile_bytes)
+    assert stats.binned and stats.rows_per_block(4) == (1 if tile_bytes == 1 else t)
+    ds = stats.to_dataset()
+    assert ds.sizes["query"] == ds.sizes["key"] == ds.sizes["distance"] == 5
+    assert list(ds["query"].values) == [0, 5, 9, 13, 17]  # first position of each bin p·5//21
+    assert_matches_reference(ds, binned_reference(ref, t, 5))
+
+
+def test_binned_state_round_trips_and_other_backends_are_refused():
+    from headsim.errors import HeadsimError
+
+    stats, _, t = _binned_run(7, resolution=8)
+    again = CorpusStats.from_state_dict(stats.state_dict())
+    assert again.binned and again.resolution == 8
+    for name in stats.acc:
+        assert torch.equal(again.acc[name], stats.acc[name]), name
+    with pytest.raises(HeadsimError, match="statistics backend 'compiled' does not compute windows longer than the resolution"):
+        CorpusStats(2, 3, t, resolution=8, backend="compiled")
+
+
+def test_a_budget_that_cannot_hold_one_window_stops_at_once(tiny_bert, tmp_path):
+    from headsim.analysis import analyze
+    from headsim.errors import HeadsimError
+
+    with pytest.raises(HeadsimError, match=r"^--max-memory 1 MiB cannot hold one window of 32 tokens"):
+        analyze(tiny_bert, "default", seq_len=32, max_memory="1MB", out=tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(HeadsimError, match="--max-memory 'lots' is not an amount of memory"):
+        analyze(tiny_bert, "default", seq_len=32, max_memory="lots", progress=False)
+
+
+def test_2048_tokens_of_a_grouped_query_decoder_equal_a_float64_recomputation(tokenizer):
+    """One 2,048-token window of a tiny Llama (4 query heads on 2 key/value heads), binned on 256
+    positions: attention statistics against the eager model's own probabilities in float64, pair
+    statistics against S = Z·Zᵀ from Z = A·V in float64 (a pair may flip only within 2e-5 of the
+    threshold, float32 against float64)."""
+    import copy
+
+    from headsim.analysis import Engine
+    from headsim.model.verify import eager_attentions, values
+    from headsim.windows import Windows
+
+    tok = copy.deepcopy(tokenizer)
+    tok.bos_token = tok.cls_token
+    model, eager = tiny_model("llama", vocab_size=len(tok), max_position_embeddings=4096, num_hidden_layers=1)
+    loaded = from_pretrained_objects(model, tok, name="tiny-llama")
+    t, r = 2048, 256
+    rng = np.random.default_rng(3)
+    ids = rng.integers(1000, 3000, size=(1, t))  # repeated ids among 2,000
+    ids[0, 0] = tok.cls_token_id
+    sentence = (np.arange(t) // 50)[None].copy()
+    sentence[0, 0] = -1
+    w = Windows(ids, np.ones((1, t), np.int64), np.full((1, t, 2), -1), sentence, np.full((1, t), -1))
+    fresh = lambda: CorpusStats(loaded.n_layers, loaded.n_heads, t, resolution=r, tile_bytes=1 << 20)
+    stats = fresh()
+    engine = Engine(loaded, stats, fresh, tile_bytes=1 << 20)
+    assert engine._tap.rows_per_tile(1, loaded.n_heads, t) < t  # the window really is cut into blocks
+    engine.process(w)
+    ds = stats.to_dataset()
+    ids_t, mask_t = torch.as_tensor(ids), torch.ones(1, t, dtype=torch.long)
+    attentions = eager_attentions(loaded, eager, ids_t, mask_t)
+    vals = values(loaded, ids_t, mask_t)
+    bins = torch.as_tensor(np.arange(t) * r // t)
+    upper = torch.ones(t, t, dtype=torch.bool).triu(1)
+    group = loaded.n_heads // vals[0].shape[1]
+
+    def binned(x):  # [H, T, T] → [H, R, R]
+        out = torch.zeros(x.shape[0], r, t, dtype=x.dtype).index_add_(1, bins, x)
+        return torch.zeros(x.shape[0], r, r, dtype=x.dtype).index_add_(2, bins, out)
+
+    for layer in range(loaded.n_layers):
+        a = attentions[layer][0]  # [H, T, T] float64
+        np.testing.assert_allclose(ds["attn_sum"].values[layer], binned(a).numpy(), atol=2e-4)
+        z = a @ vals[layer][0].repeat_interleave(group, dim=0)  # [H, T, d]
+        s = z @ z.transpose(-1, -2)
+        s.diagonal(dim1=-2, dim2=-1).zero_()
+        s = s / s.amax(dim=(-1, -2), keepdim=True)
+        high = (s > 0.3) & upper
+        near = ((s - 0.3).abs() < 2e-5) & upper
+        slack = near.sum(dim=(-1, -2)).numpy()
+        got = ds["n_pairs"].values[layer]
+        assert slack.sum() <= 0.01 * got.sum() + 2
+        assert (np.abs(got - high.sum(dim=(-1, -2)).numpy()) <= slack).all()
+        assert (got > 0).all()
+        location = binned(high.double())
+        np.testing.assert_array_less(np.abs(ds["location_counts"].values[layer] - (location + location.transpose(1, 2)).numpy()).sum(axis=(1, 2)),
+                                     2 * slack + 1)
+        d = torch.zeros(loaded.n_heads, r, dtype=torch.float64)
+        hi, qi, ki = high.nonzero(as_tuple=True)
+        d.index_put_((hi, bins[ki - qi]), torch.ones(len(hi), dtype=torch.float64), accumulate=True)
+        assert (np.abs(ds["distance_hist"].values[layer] - d.numpy()).sum(axis=1) <= slack).all()
+        same_id = torch.as_tensor(ids[0][:, None] == ids[0][None, :])
+        assert (np.abs(ds["n_repeat"].values[layer] - (high & same_id).sum(dim=(-1, -2)).numpy()) <= slack).all()
