@@ -176,6 +176,20 @@ def test_default_config_is_package_data_json():
     assert default_config()["topic"]["k"] > 0
 
 
+def test_default_document_records_the_command_that_wrote_it():
+    from headsim.segmentation.selection import default_document
+
+    topic = default_config()["topic"]
+    doc = default_document(topic, 7, command="python benchmarks/segmentation.py --write-default")
+    assert doc["produced_by"].startswith("python benchmarks/segmentation.py --write-default: ")
+    assert "(7 documents)" in doc["produced_by"] and doc["topic"] == topic
+    assert doc["sentence"] == default_config()["sentence"]
+    shipped = default_config()["produced_by"]
+    assert shipped.split(":")[0] in ("python benchmarks/segmentation.py --write-default",
+                                     "python -m headsim.segmentation.selection --write",
+                                     "python -m headsim.segmentation.selection --write --topic-only")
+
+
 def test_segment_and_segmenter_are_top_level():
     assert headsim.segment is segment and headsim.Segmenter is Segmenter
     assert "segment" in headsim.__all__ and "Segmenter" in headsim.__all__
