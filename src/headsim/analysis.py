@@ -171,15 +171,21 @@ class Engine:
         info = self.batch_info(w)
         stats.begin_batch(info)
         mask = info.valid.long()
+        dev = info.valid.device  # a model spread over devices (device_map) hands each layer over from its own
+
+        def computing(layer, q, k, v, scale):
+            return stats.update_qkv(layer, q.to(dev), k.to(dev), v.to(dev), info, scale).to(q.device)
+
         if self.own_attention and stats.impl.computes_head_outputs:
-            self._tap.run_computing(info.input_ids, mask,
-                                    lambda layer, q, k, v, scale: stats.update_qkv(layer, q, k, v, info, scale))
+            self._tap.run_computing(info.input_ids, mask, computing)
         elif self.own_attention:
             self._tap.run(info.input_ids, mask, right_padded=True,  # windows are built right-padded
-                          on_layer=lambda cap: stats.update_captured(cap.layer, cap.query, cap.key, cap.head_outputs, info))
+                          on_layer=lambda cap: stats.update_captured(cap.layer, cap.query.to(dev), cap.key.to(dev),
+                                                                     cap.head_outputs.to(dev), info))
         else:
             self._tap.run(info.input_ids, mask, right_padded=True,
-                          on_layer=lambda cap: stats.update_layer(cap.layer, cap.attention, cap.head_outputs, info))
+                          on_layer=lambda cap: stats.update_layer(cap.layer, cap.attention.to(dev),
+                                                                  cap.head_outputs.to(dev), info))
 
     def process_safely(self, w: Windows) -> None:
         """:meth:`process`, halving the batch on out-of-memory when :attr:`backoff` is on."""
@@ -305,11 +311,19 @@ def analyze(
     gpus_per_worker: float = 0.0,
     cpus_per_worker: float = 1.0,
     share_windows: int | None = None,
+    revision: str | None = None,
+    device_map: str | None = None,
+    device_memory: str | dict | None = None,
+    offload_folder: str | os.PathLike | None = None,
 ) -> Result:
     """Corpus statistics of every head (paper Figs 2, 3, 6–8, 10–13).
 
     Args:
-        model: a loaded model or a name for :func:`~headsim.load_model`.
+        model: a loaded model or a name for :func:`~headsim.load_model` (a hub id is downloaded into
+            the Hugging Face cache at ``revision``; run.json records the commit).
+        revision, device_map, device_memory, offload_folder: as for :func:`~headsim.load_model`
+            (``device_map`` spreads a model too big for one device over GPUs, CPU and disk; the
+            statistics are the same wherever a layer lives; run.json records the placement).
         corpus: a :class:`~headsim.corpus.Corpus` or a spec for :func:`~headsim.corpus.load_corpus`.
         windows: how many windows to analyse (default: the whole corpus).
         out: run directory; ``None`` keeps everything in memory (no checkpoints).
@@ -342,14 +356,19 @@ def analyze(
     windows, batch_size, dtype, backend = resume_settings(out_path, resume=resume, overwrite=overwrite, engine=engine,
                                                           windows=windows, batch_size=batch_size, dtype=dtype,
                                                           backend=backend)
+    loading = {"revision": revision, "device_map": device_map, "device_memory": device_memory, "offload_folder": offload_folder}
     if engine != "local":
+        given = [f"--{k.replace('_', '-')}" for k, v in loading.items() if v is not None]
+        require(not given, f"{', '.join(given)} works with --engine local only",
+                "pass a local model directory to --engine ray (every worker loads it on its node)")
         from .ray_engine import run_engine
+        params = {k: v for k, v in params.items() if k not in loading}
         return run_engine(**dict(params, threshold=threshold, windows=windows, batch_size=batch_size, dtype=dtype,
                                  backend=backend))
     settled = plan(model, corpus, windows=windows, seq_len=seq_len, threshold=threshold, top_k_columns=top_k_columns,
                    batch_size=batch_size, device=device, dtype=dtype, text_field=text_field, text_column=text_column,
                    sentence_splitter=sentence_splitter, allow_fewer=allow_fewer, backend=backend,
-                   checkpoint_every=checkpoint_every, workers=workers, progress=progress)
+                   checkpoint_every=checkpoint_every, workers=workers, progress=progress, loading=loading)
     if out_path is None:
         return run(settled, None)
     with rundir.RunDir(out_path).writer(resume=resume, overwrite=overwrite) as run_dir:
@@ -427,11 +446,12 @@ class Plan:
 def plan(model: LoadedModel | str | None, corpus: Corpus | str, *, windows: int | None, seq_len: int, threshold: float,
          top_k_columns: int, batch_size: int | None, device: str | None, dtype: str | None, text_field: str,
          text_column: str, sentence_splitter: str, allow_fewer: bool, backend: str = "auto", checkpoint_every: int | None = None,
-         workers: int | None = None, progress: object = True) -> Plan:
+         workers: int | None = None, progress: object = True, loading: dict | None = None) -> Plan:
     """Load the model and the corpus, settle the windows to analyse and the batch size: the run's
     :class:`~headsim.runspec.RunSpec` and ``run.json`` (arguments checked by :func:`check_arguments`); the
-    statistics backend is chosen here, once (a named one that cannot run is refused before the run)."""
-    loaded = as_loaded(model, device=device, dtype=dtype)
+    statistics backend is chosen here, once (a named one that cannot run is refused before the run).
+    ``loading``: further :func:`~headsim.load_model` arguments (revision, placement)."""
+    loaded = as_loaded(model, device=device, dtype=dtype, **{k: v for k, v in (loading or {}).items() if v is not None})
     choice = choose_backend(backend, loaded.device)  # a named backend that cannot run is refused here
     seq_len = check_seq_len(seq_len, loaded.max_seq_len)
     corp = corpus if isinstance(corpus, Corpus) else load_corpus(corpus, text_field=text_field, text_column=text_column)
@@ -444,7 +464,7 @@ def plan(model: LoadedModel | str | None, corpus: Corpus | str, *, windows: int 
     target = window_target(corp, count, windows, seq_len, specials, allow_fewer)
     bs = int(batch_size) if batch_size is not None else default_batch_size(loaded, seq_len, choice.chosen)
     spec = RunSpec(loaded.source, corp.sha256, target, seq_len, threshold, top_k_columns, bs,
-                   str(loaded.dtype).replace("torch.", ""), sentence_splitter)
+                   str(loaded.dtype).replace("torch.", ""), sentence_splitter, loaded.commit)
     meta = new_meta(loaded.describe(), corp, corpus, count, spec, device=str(loaded.device), backend=choice.record())
     return Plan(loaded, corp, spec, meta, choice, checkpoint_every, workers, progress)
 
@@ -618,7 +638,7 @@ def finalize(plan: Plan, engine: Engine, passed: _Pass, run_dir: rundir.RunDir |
 def _agreement_vs_fp32(loaded: LoadedModel, first: Windows, threshold: float) -> dict:
     """How the thresholded similarity of ``first`` agrees with the model's fp32 twin (:func:`mask_agreement`)."""
     try:
-        reference = as_loaded(loaded.source, device=str(loaded.device), dtype="fp32")
+        reference = as_loaded(loaded.source, dtype="fp32", **loaded.load_args())
     except HeadsimError as exc:  # a model built in memory has no fp32 twin to load
         return {"not_measured": exc.problem}
     return {"identical_thresholded_elements": mask_agreement(loaded, reference, first, threshold), "windows": len(first)}

@@ -51,7 +51,7 @@ def reproduce(
     corp = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
     meta = rundir.RunDir(run_dir).stored_meta()
     finished = meta is not None and meta.get("complete") is True
-    same = finished and _same_run(meta, loaded.source, corp.sha256, windows, seq_len, threshold)
+    same = finished and _same_run(meta, loaded.source, corp.sha256, windows, seq_len, threshold, loaded.commit)
     if not same:  # a finished run with other settings is replaced; an unfinished one is resumed
         analyze(loaded, corp, windows=windows, out=run_dir, seq_len=seq_len, threshold=threshold, batch_size=batch_size,
                 overwrite=finished, resume=meta is not None and not finished, progress=progress)
@@ -59,9 +59,12 @@ def reproduce(
     return build_report(run_dir, out_path, example)
 
 
-def _same_run(meta: dict, source: str, corpus_sha256: str, windows: int | None, seq_len: int, threshold: float) -> bool:
-    """The stored run was made with these settings (``windows``: as asked, or all the corpus gives)."""
+def _same_run(meta: dict, source: str, corpus_sha256: str, windows: int | None, seq_len: int, threshold: float,
+              commit: str | None = None) -> bool:
+    """The stored run was made with these settings (``windows``: as asked, or all the corpus gives;
+    ``commit``: a hub model's)."""
     spec = RunSpec.from_meta(meta)
-    asked = replace(spec, model_source=source, corpus_sha256=corpus_sha256, seq_len=seq_len, threshold=threshold)
+    asked = replace(spec, model_source=source, corpus_sha256=corpus_sha256, seq_len=seq_len, threshold=threshold,
+                    model_commit=commit)
     available = meta["corpus"].get("windows_available") or windows
     return not spec.differences(asked) and (windows is None or meta["windows"] == min(windows, available))

@@ -8,7 +8,7 @@ window adds), and the refusals name the ``headsim analyze`` option of every fiel
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 
 from .errors import HeadsimError
 
@@ -30,13 +30,14 @@ class RunSpec:
     batch_size: int
     dtype: str
     sentence_splitter: str
+    model_commit: str | None = None  # a hub model's commit (the exact weights); runs before it was recorded: None
 
     #: fields that change what each window adds: runs must agree on them to be merged
-    NUMBERS = ("model_source", "seq_len", "threshold", "top_k_columns", "dtype", "sentence_splitter")
+    NUMBERS = ("model_source", "seq_len", "threshold", "top_k_columns", "dtype", "sentence_splitter", "model_commit")
     #: the analyze option that sets each field
     FLAGS = {"model_source": "--model", "corpus_sha256": "--corpus", "windows": "--windows", "seq_len": "--seq-len",
              "threshold": "--threshold", "top_k_columns": "--top-k-columns", "batch_size": "--batch-size",
-             "dtype": "--dtype", "sentence_splitter": "--sentences"}
+             "dtype": "--dtype", "sentence_splitter": "--sentences", "model_commit": "--revision"}
 
     # -- run.json ----------------------------------------------------------------------------
 
@@ -51,17 +52,18 @@ class RunSpec:
         """The spec stored in a ``run.json``; an error naming ``where`` (its path) when it is missing or malformed."""
         stored = meta.get(KEY)
         names = [f.name for f in fields(cls)]
-        if not isinstance(stored, dict) or set(names) - set(stored):
+        required = [f.name for f in fields(cls) if f.default is MISSING]
+        if not isinstance(stored, dict) or set(required) - set(stored):
             raise HeadsimError(f"{where} holds no complete run spec",
                                "analyse the corpus again with this version of headsim (headsim analyze --overwrite …)")
-        return cls(**{name: stored[name] for name in names})
+        return cls(**{name: stored[name] for name in names if name in stored})
 
     def analyze_args(self) -> dict:
         """The spec as :func:`headsim.analyze` arguments (the corpus is not among them: its checksum
         is not a path)."""
         names = {"model_source": "model", "windows": "windows", "seq_len": "seq_len", "threshold": "threshold",
                  "top_k_columns": "top_k_columns", "batch_size": "batch_size", "dtype": "dtype",
-                 "sentence_splitter": "sentence_splitter"}
+                 "sentence_splitter": "sentence_splitter", "model_commit": "revision"}
         return {arg: getattr(self, key) for key, arg in names.items()}
 
     # -- comparing ---------------------------------------------------------------------------
