@@ -88,7 +88,7 @@ def fetch(repo_id: str, revision: str | None = None) -> Snapshot:
         # the config alone first: resolves the revision to a commit and caches the repository's file list
         head = Path(snapshot_download(repo_id, revision=revision, allow_patterns=[CONFIG]))
         commit = head.name
-        listing = _cached_listing(repo_id, commit)
+        listing = _listing(repo_id, commit)
         if listing is not None:  # None: offline, cached by another tool without a listing; the load checks it
             wanted = needed_files(listing)
             if not any(n.endswith((".safetensors", ".bin")) for n in wanted):
@@ -99,13 +99,20 @@ def fetch(repo_id: str, revision: str | None = None) -> Snapshot:
     return Snapshot(head, repo_id, revision, commit)
 
 
-def _cached_listing(repo_id: str, commit: str) -> list[str] | None:
-    from huggingface_hub import get_cached_repo_tree
-
+def _listing(repo_id: str, commit: str) -> list[str] | None:
+    """The repository's files at ``commit``: the listing the config's download cached, else asked of
+    the hub; ``None`` offline without a cached listing."""
     try:
+        from huggingface_hub import get_cached_repo_tree
+
         return [f.path for f in get_cached_repo_tree(repo_id, revision=commit)]
-    except Exception:  # noqa: BLE001 - CachedRepoTreeNotFoundError (no listing cached); its class moves between versions
+    except Exception:  # noqa: BLE001 - no listing cached (its error class, and the function, vary by version)
+        pass
+    if offline():
         return None
+    from huggingface_hub import HfApi
+
+    return list(HfApi().list_repo_files(repo_id, revision=commit))
 
 
 def cached_snapshot(repo_id: str, revision: str | None) -> Path | None:
@@ -194,9 +201,9 @@ def _not_reachable(repo_id: str, revision: str, where: str, exc: BaseException) 
                             "and offline mode is on (HF_HUB_OFFLINE=1)",
                             "unset HF_HUB_OFFLINE to download it, download it once on a connected machine into this "
                             "HF_HOME, or pass a local model directory", status=404)
-    from huggingface_hub.errors import IncompleteSnapshotError
+    from huggingface_hub import errors
 
-    what = "only partly in" if isinstance(exc, IncompleteSnapshotError) else "not in"
+    what = "only partly in" if isinstance(exc, getattr(errors, "IncompleteSnapshotError", ())) else "not in"
     return HeadsimError(f"cannot reach the hub at {where} to download model {repo_id!r} (revision {revision}), and it is "
                         f"{what} the local cache {cache!r}",
                         "check the network connection (or HF_ENDPOINT); to work offline, download the model once on a "
