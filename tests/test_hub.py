@@ -268,7 +268,16 @@ def test_cli_analyze_records_the_commit_and_resumes_at_it(hub, hub_env, tmp_path
     hub.clear()
     hub_env.set(offline=True)
     assert load_tokenizer(meta) is not None and hub.requests == []
+    # the explorer serves the run's own commit (not main) and shows it for the model and the run
+    from fastapi.testclient import TestClient
+
+    from headsim.explorer.app import create_app
+
+    info = TestClient(create_app(REPO, out)).get("/api/info").json()
+    assert info["model"]["commit"] == info["run"]["commit"] == hub.commits["v1"] and not info["run"]["warnings"]
+    assert hub.requests == []
     # an offline CLI error is one line, exit 2
+    capsys.readouterr()
     code = run_app(["analyze", "--model", "headsim-test/not-cached", "--corpus", str(corpus), "--windows", "2",
                     "--out", str(tmp_path / "other"), "--device", "cpu"])
     err = capsys.readouterr().err.strip()
