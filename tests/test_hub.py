@@ -276,8 +276,10 @@ def test_cli_analyze_records_the_commit_and_resumes_at_it(hub, hub_env, tmp_path
     info = TestClient(create_app(REPO, out)).get("/api/info").json()
     assert info["model"]["commit"] == info["run"]["commit"] == hub.commits["v1"] and not info["run"]["warnings"]
     assert hub.requests == []
+    # --resume loads the run's commit from the cache (main was never downloaded: loading it would fail offline)
+    assert run_app(["analyze", "--out", str(out), "--resume", "--corpus", str(corpus), "--device", "cpu"]) == 0
+    assert "already holds this run" in capsys.readouterr().err and hub.requests == []
     # an offline CLI error is one line, exit 2
-    capsys.readouterr()
     code = run_app(["analyze", "--model", "headsim-test/not-cached", "--corpus", str(corpus), "--windows", "2",
                     "--out", str(tmp_path / "other"), "--device", "cpu"])
     err = capsys.readouterr().err.strip()
