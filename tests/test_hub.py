@@ -306,3 +306,11 @@ def test_same_statistics_from_the_hub_and_from_a_directory(hub, hub_env, tmp_pat
         (local / name).write_bytes(data)
     a, b = extract(TEXT, loaded, seq_len=16), extract(TEXT, load_model(local, device="cpu"), seq_len=16)
     np.testing.assert_array_equal(a.head_outputs, b.head_outputs)
+
+
+def test_embedded_default_needs_no_network_and_no_cache(hub_env, monkeypatch):
+    hub_env.set(endpoint="http://127.0.0.1:9")  # nothing listens: any request would fail
+    monkeypatch.setattr(load, "_LOADED", {})  # a fresh process
+    loaded = load_model(device="cpu")
+    assert loaded.name == "default" and loaded.commit is None and "commit" not in loaded.describe()
+    assert not hub_env.home.exists()  # no cache written
