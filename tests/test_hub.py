@@ -74,10 +74,11 @@ class HubEnv:
         self.home, self.endpoint = home, endpoint
         self.saved = {k: os.environ.get(k) for k in HUB_VARIABLES}
 
-    def set(self, *, offline: bool = False, token: str | None = None, endpoint: str | None = None) -> "HubEnv":
+    def set(self, *, offline: bool = False, token: str | None = None, endpoint: str | None = None,
+            **variables: str) -> "HubEnv":
         for k in HUB_VARIABLES:
             os.environ.pop(k, None)
-        os.environ.update({"HF_HOME": str(self.home), "HF_ENDPOINT": endpoint or self.endpoint})
+        os.environ.update({"HF_HOME": str(self.home), "HF_ENDPOINT": endpoint or self.endpoint, **variables})
         if offline:
             os.environ["HF_HUB_OFFLINE"] = "1"
         if token is not None:
@@ -161,6 +162,13 @@ def test_revision_tag_branch_and_commit(hub, hub_env):
     assert by_commit is v1  # the same snapshot: the same loaded object
     err = _error(REPO, revision="v9")
     assert "'v9'" in err.problem and REPO in err.problem and "--revision" in err.fix
+
+
+def test_hf_hub_cache_is_respected(hub, hub_env, tmp_path):
+    hub_env.set(HF_HUB_CACHE=str(tmp_path / "elsewhere"))
+    loaded = load_model(REPO, device="cpu", revision="v1")
+    assert (tmp_path / "elsewhere" / "models--headsim-test--tiny-bert" / "snapshots" / loaded.commit / "config.json").is_file()
+    assert not hub_env.cache.exists()
 
 
 def test_warm_cache_works_offline_without_a_request(hub, hub_env):
