@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from headsim.analysis import analyze
-from headsim.corpus_uri import load_corpus_any
+from headsim.corpus import load_corpus
 from headsim.rundir import load_run
 from headsim.workpool import available_cpus
 
@@ -75,7 +75,7 @@ def main() -> None:
     import ray
 
     load_before = os.getloadavg()
-    corpus = load_corpus_any(args.corpus)  # read once (the default corpus parses a Wikipedia dump)
+    corpus = load_corpus(args.corpus)  # read once (the default corpus parses a Wikipedia dump)
     common = dict(model=args.model, corpus=corpus, windows=args.windows, seq_len=args.seq_len,
                   batch_size=args.batch_size, sentence_splitter="pysbd")
     runs = []

@@ -309,3 +309,11 @@ def test_default_corpus_on_the_real_dump() -> None:
     assert len(corpus) == len(wiki) + 300
     assert corpus.documents[: len(wiki)] == wiki and corpus.documents[-1].doc_id == "lee/299"
     assert corpus.sha256 == load_corpus("default").sha256
+
+
+def test_latin1_is_named_with_the_encoding_and_the_conversion(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("café crème brûlée".encode("latin-1"))
+    error = _error(path)
+    assert "binary" not in error.problem and "not UTF-8" in error.problem and "0xe9 at offset 3" in error.problem
+    assert "iconv -f latin1 -t utf-8" in error.fix and str(path) in error.fix

@@ -11,7 +11,6 @@ Run with ``pytest -m browser tests/test_explorer_browser.py``. Screenshots go to
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 import time
@@ -23,7 +22,7 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
-from browser_support import ARGS, CHROMIUM, MISSING  # noqa: E402
+from browser_support import MISSING, chromium, screenshot_dir  # noqa: E402
 SENTENCE = ("The old mill stands by the river, and the river turns the wheel of the old mill. "
             "Millers sold flour to the town across the river.")
 
@@ -87,17 +86,13 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+    with chromium() as b:
         yield b
-        b.close()
 
 
 @pytest.fixture
 def shots(tmp_path) -> Path:
-    out = Path(os.environ.get("HEADSIM_SCREENSHOTS") or tmp_path)
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+    return screenshot_dir(tmp_path)
 
 
 class Watch:
@@ -119,13 +114,12 @@ def _wait_head(page, layer: int, head: int) -> None:
 
 
 def _thumb_point(page, layer: int, head: int) -> tuple[float, float]:
-    """Page coordinates of the centre of a head's thumbnail (1-based layer/head), via Plotly's axes."""
+    """Page coordinates of the centre of a head's thumbnail (1-based layer/head) on the shared canvas grid."""
     return tuple(page.evaluate(
         """([l, h]) => {
-            const d = document.getElementById('thumb-plot'), g = window.headsim.state.grid;
-            const xa = d._fullLayout.xaxis, ya = d._fullLayout.yaxis, r = d.getBoundingClientRect();
-            const x = (h - 1) * g.step + (g.size - 1) / 2, y = (l - 1) * g.step + (g.size - 1) / 2;
-            return [r.left + xa._offset + xa.l2p(x), r.top + ya._offset + ya.l2p(y)];
+            const c = document.querySelector('#thumb-plot canvas.thumb-grid'), g = window.headsim.state.grid;
+            const r = c.getBoundingClientRect();
+            return [r.left + g.left + (h - 1) * g.step + g.tile / 2, r.top + g.top + (l - 1) * g.step + g.tile / 2];
         }""", [layer, head]))
 
 

@@ -14,6 +14,7 @@ import os
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -105,6 +106,15 @@ def reference(env, tmp_path_factory) -> dict[int, Path]:
     return out
 
 
+@pytest.fixture(scope="module")
+def halves(env, tmp_path_factory) -> list[Path]:
+    """Two shards of an 8-window run (disjoint: they merge)."""
+    root = tmp_path_factory.mktemp("halves")
+    for i in (1, 2):
+        assert run_app([str(a) for a in analyze_args(env, root / f"half{i}", 8, "--shard", f"{i}/2")]) == 0
+    return [root / "half1", root / "half2"]
+
+
 def interrupted_run(env, out: Path, windows: int, after: int) -> None:
     """An in-process run stopped (KeyboardInterrupt) once ``after`` windows are done."""
     model, corpus, _ = env
@@ -121,7 +131,7 @@ def interrupted_run(env, out: Path, windows: int, after: int) -> None:
 # -- case 1: --overwrite deletes only headsim's own files -------------------------------------
 
 
-def test_1_overwrite_never_deletes_user_files(env, reference, tmp_path, capsys):
+def test_1_overwrite_never_deletes_user_files(env, reference, halves, tmp_path, capsys):
     v = tmp_path / "v"
     (v / "sub").mkdir(parents=True)
     (v / "run.json").write_text('{"name": "x"}')
@@ -139,7 +149,7 @@ def test_1_overwrite_never_deletes_user_files(env, reference, tmp_path, capsys):
     (run / "checkpoint" / "keep.me").write_text("mine too")
     before = tree(run)
     for args in (analyze_args(env, run, 4, "--overwrite"),
-                 ["merge", reference[48], reference[200], "--out", run, "--overwrite"]):
+                 ["merge", *halves, "--out", run, "--overwrite"]):
         code, err = cli(capsys, *args)
         one_line_error(code, err)
         assert tree(run) == before and "notes.txt" in err
@@ -158,11 +168,10 @@ def test_1_overwrite_never_deletes_user_files(env, reference, tmp_path, capsys):
 # -- case 2: merge never destroys its inputs ----------------------------------------------------
 
 
-def test_2_merge_never_writes_over_its_inputs(env, reference, tmp_path, capsys):
+def test_2_merge_never_writes_over_its_inputs(env, halves, tmp_path, capsys):
     a, b = tmp_path / "a", tmp_path / "b"
-    shutil.copytree(reference[48], a)
-    model, corpus, _ = env
-    assert run_app([str(x) for x in analyze_args(env, b, 8, "--threshold", "0.3")]) == 0
+    shutil.copytree(halves[0], a)
+    shutil.copytree(halves[1], b)
     before = {p: tree(p) for p in (a, b)}
     for out in (a, b, a / "inner", tmp_path):
         code, err = cli(capsys, "merge", a, b, "--out", out, "--overwrite")
@@ -278,9 +287,8 @@ def test_5_damaged_checkpoint_is_never_resumed_into_a_wrong_run(env, reference, 
 # -- case 6: merge refuses duplicates and runs made with other settings ---------------------------
 
 
-def test_6_merge_refuses_duplicates_and_other_settings(env, reference, tmp_path, capsys):
-    a, b = reference[48], tmp_path / "b"
-    assert run_app([str(x) for x in analyze_args(env, b, 8)]) == 0
+def test_6_merge_refuses_duplicates_and_other_settings(env, halves, tmp_path, capsys):
+    a, b = halves
     copy = tmp_path / "copy"
     shutil.copytree(a, copy)
     merged = tmp_path / "ab"
@@ -475,3 +483,163 @@ def test_10_every_reader_refuses_a_broken_run_alike(env, reference, tmp_path, ho
         assert "--overwrite" in expected.value.fix
         analyze(str(model), str(corpus), windows=4, out=run, seq_len=32, overwrite=True, progress=False)
         assert RunDir(run).check_finished()["windows"] == 4
+
+
+# -- issue 32: shards of one corpus merge into the whole run; overlapping runs are refused -------------
+
+
+def test_shards_merge_into_the_single_run_and_overlaps_are_refused(env, reference, tmp_path, capsys):
+    import numpy as np
+    import pandas as pd
+
+    shards = [tmp_path / f"shard{i}" for i in (1, 2, 3)]
+    for i, out in enumerate(shards, start=1):
+        code, err = cli(capsys, *analyze_args(env, out, 48, "--shard", f"{i}/3"))
+        assert code == 0, err
+    metas = [json.loads((s / "run.json").read_text()) for s in shards]
+    assert [m["holds"][0]["windows"] for m in metas] == [[[0, 16]], [[16, 32]], [[32, 48]]]
+    assert json.loads((reference[48] / "run.json").read_text())["holds"][0]["windows"] == [[0, 48]]
+    code, err = cli(capsys, "merge", shards[2], shards[0], shards[1], "--out", tmp_path / "merged")
+    assert code == 0, err
+    with xr.open_dataset(reference[48] / "stats.nc", engine="h5netcdf") as a, \
+            xr.open_dataset(tmp_path / "merged" / "stats.nc", engine="h5netcdf") as b:
+        assert set(a.data_vars) == set(b.data_vars) and int(b["windows"]) == 48
+        for name in a.data_vars:
+            x, y = a[name].values, b[name].values
+            if x.dtype.kind in "iu":
+                np.testing.assert_array_equal(x, y, err_msg=name)  # counts: exactly
+            else:
+                np.testing.assert_allclose(x, y, rtol=1e-9, atol=0, err_msg=name)  # float sums: to rounding
+    windows = pd.read_parquet(tmp_path / "merged" / "windows.parquet")
+    whole = pd.read_parquet(reference[48] / "windows.parquet")
+    assert sorted(map(tuple, windows["input_ids"].map(list))) == sorted(map(tuple, whole["input_ids"].map(list)))
+    # the issue's case: 48 and 200 windows, both from the start, would count windows 0..47 twice
+    code, err = cli(capsys, "merge", reference[48], reference[200], "--out", tmp_path / "twice")
+    one_line_error(code, err)
+    assert "both hold windows 0..47" in err and "--shard" in err and not (tmp_path / "twice").exists()
+    code, err = cli(capsys, "merge", tmp_path / "merged", shards[1], "--out", tmp_path / "again")  # a merge holds its parts
+    one_line_error(code, err)
+    for bad in ("0/3", "4/3", "x", "1/0"):
+        one_line_error(*cli(capsys, *analyze_args(env, tmp_path / "bad", 48, "--shard", bad)))
+    code, err = cli(capsys, *analyze_args(env, tmp_path / "bad", 2, "--shard", "1/3"))  # 2 windows: part 1 of 3 is empty
+    one_line_error(code, err)
+    assert "holds no window" in err
+
+
+# -- issue 32: every command, with a read-only output, a full disk and a missing input: one line, exit 2 ----
+
+
+@pytest.fixture
+def failing_writes(monkeypatch):
+    """``fail(folder, errno)``: every file or folder created, and every rename, under ``folder`` fails
+    with ``errno`` (a read-only file system, a full disk) as the OS would report it (root ignores
+    permissions, so they cannot stand in for a read-only disk here)."""
+    import errno as errnos
+
+    def fail(folder: Path, code: int) -> None:
+        root = str(Path(folder).absolute())
+
+        def under(path) -> bool:
+            try:
+                return os.path.abspath(os.fspath(path)).startswith(root)
+            except TypeError:
+                return False
+
+        def refuse(path):
+            raise OSError(code, os.strerror(code), os.fspath(path))
+
+        writes = os.O_WRONLY | os.O_RDWR | os.O_CREAT
+        for name, check in (("mkdir", lambda p, *a, **k: under(p)),
+                            ("open", lambda p, flags=0, *a, **k: under(p) and flags & writes),
+                            ("replace", lambda src, dst, *a, **k: under(dst)),
+                            ("rename", lambda src, dst, *a, **k: under(dst)),
+                            ("link", lambda src, dst, *a, **k: under(dst))):
+            original = getattr(os, name)
+
+            def patched(*args, _original=original, _check=check, **kwargs):
+                if _check(*args, **kwargs):
+                    refuse(args[1] if _original.__name__ in ("replace", "rename", "link") else args[0])
+                return _original(*args, **kwargs)
+
+            monkeypatch.setattr(os, name, patched)
+        assert errnos.errorcode[code]
+
+    return fail
+
+
+def _commands(env, reference, halves, out: Path, missing: Path, port: int) -> dict[str, tuple[list, list]]:
+    """For each command: (arguments writing under ``out``, arguments naming the ``missing`` input)."""
+    model, corpus, _ = env
+    text = out.parent / "text.txt"
+    text.write_text("The cat sat on the mat. " * 4, encoding="utf-8")
+    small = ["--model", model, "--seq-len", "32"]
+    return {
+        "analyze": (analyze_args(env, out / "run", 4), analyze_args(env, out / "run", 4)[:3] + ["--corpus", missing, "--out", out.parent / "a"]),
+        "merge": (["merge", *halves, "--out", out / "m"], ["merge", halves[0], missing, "--out", out.parent / "m"]),
+        "reproduce": (["reproduce", *small, "--corpus", corpus, "--windows", "4", "--out", out / "rep"],
+                      ["reproduce", *small, "--corpus", missing, "--windows", "4", "--out", out.parent / "rep"]),
+        "report": (["report", reference[48], "--no-example", "--out", out / "rep"], ["report", missing, "--no-example"]),
+        "compare": (["compare", reference[48], reference[200], "--out", out / "cmp"],
+                    ["compare", reference[48], missing, "--out", out.parent / "cmp"]),
+        "inspect": (["inspect", "The cat sat.", "--model", model, "--out", out / "ins"],
+                    ["inspect", "--text-file", missing, "--model", model, "--out", out.parent / "ins"]),
+        "segment": (["segment", text, "--model", model, "--out", out / "seg.jsonl"], ["segment", missing, "--model", model]),
+        "ablate": (["ablate", "--model", model, "--out", out / "abl"], ["ablate", "--model", model, "--run", missing, "--out", out.parent / "abl"]),
+        "serve": ([], ["serve", "--model", model, "--run", missing, "--port", port]),
+    }
+
+
+@pytest.mark.parametrize("case", ["read-only output", "full disk", "missing input"])
+def test_every_command_fails_in_one_line(env, reference, halves, tmp_path, capsys, failing_writes, case):
+    import errno as errnos
+
+    out, missing = tmp_path / "out", tmp_path / "missing"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    commands = _commands(env, reference, halves, out, missing, port)
+    if case != "missing input":
+        out.mkdir()
+        failing_writes(out, errnos.EROFS if case == "read-only output" else errnos.ENOSPC)
+    for name, (writing, reading) in commands.items():
+        args = reading if case == "missing input" else writing
+        if not args:
+            continue
+        code, err = cli(capsys, *args)
+        one_line_error(code, err)
+        expect = {"read-only output": "Read-only file system", "full disk": "No space left",
+                  "missing input": str(missing)}[case]
+        assert expect in err, (name, err)
+    assert not missing.exists()
+
+
+def test_an_unexpected_error_is_one_line_and_its_traceback_behind_debug(env, tmp_path, capsys, monkeypatch):
+    import headsim.merging as merging
+
+    def broken(*args, **kwargs):
+        raise KeyError("a library's own error")
+
+    monkeypatch.setattr(merging, "merge_runs", broken)
+    code, err = cli(capsys, "merge", tmp_path / "a", tmp_path / "b", "--out", tmp_path / "m")
+    one_line_error(code, err)
+    assert "KeyError" in err and "--debug" in err
+    code, err = cli(capsys, "merge", tmp_path / "a", tmp_path / "b", "--out", tmp_path / "m", "--debug")
+    assert code == 2 and "Traceback" in err and "in broken" in err
+
+
+def test_small_items_of_issue_32(env, tmp_path, capsys):
+    model, corpus, _ = env
+    capsys.readouterr()
+    assert run_app(["analyze", "--help"]) == 0
+    assert 'pip install "headsim[ray]"' in " ".join(capsys.readouterr().out.split()).replace("│ ", "").replace(" │", "")
+    long_text = " ".join(["The cat sat on the mat and looked at the dog."] * 20)
+    code = run_app(["inspect", long_text, "--model", str(model), "--seq-len", "32", "--out", str(tmp_path / "ins")])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    notes = [line for line in err.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and "analysed window 0 only (32 tokens)" in notes[0] and "--window N" in notes[0], err
+    latin = tmp_path / "latin1.txt"
+    latin.write_bytes("café crème".encode("latin-1"))
+    code, err = cli(capsys, "inspect", "--text-file", latin, "--model", model, "--out", tmp_path / "ins2")
+    one_line_error(code, err)
+    assert "not UTF-8" in err and "binary" not in err and "iconv -f latin1 -t utf-8" in err

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import psutil
 import pytest
 import xarray as xr
 
@@ -22,7 +23,6 @@ import headsim
 from cli_processes import spawn, wait_for
 from headsim.analysis import analyze
 from headsim.corpus import lee_documents, load_corpus
-from headsim.corpus_uri import load_corpus_any
 from headsim.errors import HeadsimError
 from headsim.models import from_pretrained_objects, load_model
 from headsim.ray_engine import plan_shares, share_batches
@@ -135,16 +135,16 @@ def test_corpus_urls_read_like_local_paths(tmp_path, corpus):
     for local, kw in ((corpus, {}), (tmp_path / "c.jsonl", {"text_field": "body"}),
                       (tmp_path / "c.parquet", {"text_column": "t"}), (tmp_path / "dir", {})):
         want = load_corpus(local, **kw)
-        got = load_corpus_any(local.as_uri(), **kw)
+        got = load_corpus(local.as_uri(), **kw)
         assert got.name == local.as_uri() and got.sha256 == want.sha256 and len(got) == len(want) > 0
         assert [d.doc_id for d in got] == [d.doc_id for d in want]
         assert all(d.source.startswith(local.as_uri()) for d in got)
-    with pytest.raises(HeadsimError, match="does not exist"):
-        load_corpus_any((tmp_path / "missing.txt").as_uri())
+    with pytest.raises(HeadsimError, match="missing.txt': not found"):
+        load_corpus((tmp_path / "missing.txt").as_uri())
     with pytest.raises(HeadsimError, match="no column 'nope'"):  # the reader's error names the URL
-        load_corpus_any((tmp_path / "c.parquet").as_uri(), text_column="nope")
+        load_corpus((tmp_path / "c.parquet").as_uri(), text_column="nope")
     with pytest.raises(HeadsimError, match="cannot open corpus URL"):
-        load_corpus_any("nosuchscheme://bucket/corpus.txt")
+        load_corpus("nosuchscheme://bucket/corpus.txt")
 
 
 def test_an_unreachable_cluster_is_refused_at_once():
@@ -176,17 +176,15 @@ def _in_actor() -> bool:
     return ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None
 
 
-def _kill_own_actor_once(marker: str, calls: list, module, args) -> None:
-    """Forward pre-hook: in the second batch of the first worker to get here, ray.kill that worker."""
-    import ray
-
+def _kill_own_process_once(marker: str, calls: list, module, args) -> None:
+    """Forward pre-hook: in the second batch of the first worker to get here, SIGKILL that worker's
+    process (as the kernel's out-of-memory killer or a lost node would end it: no clean-up, no goodbye)."""
     if not _in_actor():
         return
     calls[0] += 1
     if calls[0] == 2 and not os.path.exists(marker):
-        Path(marker).touch()
-        ray.kill(ray.get_runtime_context().current_actor, no_restart=False)
-        time.sleep(60)  # dies here
+        Path(marker).write_text(str(os.getpid()))
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _fail(module, args) -> None:
@@ -220,12 +218,84 @@ def test_ray_run_equals_the_single_process_run(cluster, tmp_path, reference, tin
 
 
 @on_ray
-def test_a_killed_actor_has_its_share_redone(cluster, tmp_path, reference, tiny_bert_dir, corpus):
-    hook = functools.partial(_kill_own_actor_once, str(tmp_path / "killed"), [0])
-    res = analyze(_hooked(tiny_bert_dir, hook), str(corpus), engine="ray", workers=2, share_windows=24, **RUN)
-    assert (tmp_path / "killed").exists(), "no worker was killed"
-    assert res.meta["ray"]["shares_redone"] >= 1 and res.path is None  # a run in memory
-    assert_same_stats(reference, res.heads, res.dataset)
+def test_a_killed_worker_process_costs_no_window(cluster, tmp_path, reference, tiny_bert_dir, corpus):
+    hook = functools.partial(_kill_own_process_once, str(tmp_path / "killed"), [0])
+    res = analyze(_hooked(tiny_bert_dir, hook), str(corpus), out=tmp_path / "run", engine="ray", workers=2,
+                  share_windows=24, **RUN)
+    killed = int((tmp_path / "killed").read_text())  # the worker's process id: it is gone
+    assert not psutil.pid_exists(killed) or psutil.Process(killed).status() == psutil.STATUS_ZOMBIE
+    assert res.meta["ray"]["shares_redone"] >= 1
+    assert_same_run(reference, tmp_path / "run")  # every window once, statistics equal
+
+
+def test_workers_are_checked_against_the_cluster_before_any_starts():
+    from headsim.ray_engine import Resources
+
+    two = {"CPU": 2.0, "memory": 1e9}
+    assert Resources(None, 1.0, 0.0).check().count(two) == 2 and Resources(2, 1.0, 0.0).count(two) == 2
+    assert Resources(None, 0.5, 0.0).count(two) == 4 and Resources(None, 1.0, 1.0).count({"CPU": 8, "GPU": 3}) == 3
+    with pytest.raises(HeadsimError, match="--workers 100000 asked for, but the Ray cluster has 2 CPUs, 0 GPUs: room for 2 workers") as e:
+        Resources(100000, 1.0, 0.0).count(two)
+    assert "--workers 2 or fewer" in e.value.fix
+    with pytest.raises(HeadsimError, match="not enough for one worker of 1 CPU, 1 GPU"):
+        Resources(None, 1.0, 1.0).count(two)
+    with pytest.raises(HeadsimError, match="with the Ray engine") as e:
+        Resources(-1, 1.0, 0.0).check()
+    assert "windowing" not in e.value.fix
+
+
+@on_ray
+def test_ray_start_up_is_refused_or_ends_by_its_deadline_leaving_no_actor(cluster, tmp_path, tiny_bert_dir, corpus,
+                                                                           monkeypatch, capsys):
+    import ray
+
+    from headsim.cli import run_app
+
+    def headsim_actors() -> list:
+        return [a for a in ray.util.list_named_actors(all_namespaces=True) if "headsim" in str(a)]
+
+    args = ["analyze", "--engine", "ray", "--address", cluster, "--model", tiny_bert_dir, "--corpus", corpus,
+            "--seq-len", "32", "--out", tmp_path / "run"]
+    code = run_app([str(a) for a in args + ["--workers", "100000"]])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "--workers 100000 asked for" in err and "room for 2" in err
+    code = run_app([str(a) for a in args + ["--workers", "-1", "--overwrite"]])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "Ray workers" in err and "windowing" not in err
+    # the cluster holds the worker, but another job holds its CPUs: the start-up ends by its deadline
+    hog = ray.remote(num_cpus=2)(type("Hog", (), {"ping": lambda self: 1})).remote()
+    try:
+        ray.get(hog.ping.remote())
+        monkeypatch.setenv("HEADSIM_RAY_TIMEOUT", "3")
+        code = run_app([str(a) for a in args + ["--workers", "1", "--overwrite"]])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and len(err.splitlines()) == 1, err
+        assert "did not start within 3 s (0 of 1 Ray workers started" in err and "HEADSIM_RAY_TIMEOUT" in err
+        assert headsim_actors() == []  # the pending worker and the progress actor were ended
+    finally:
+        ray.kill(hog)
+
+
+@on_ray
+def test_an_interrupted_start_up_leaves_no_process_running(tmp_path, tiny_bert_dir, corpus):
+    """SIGINT while the run's own local cluster starts its workers: exit 130, and every process the run
+    started (the cluster's, the workers') is gone."""
+    proc = spawn(["analyze", "--engine", "ray", "--workers", "1", "--model", tiny_bert_dir, "--corpus", corpus,
+                  "--seq-len", "32", "--out", tmp_path / "run"])
+    me, seen, deadline = psutil.Process(proc.pid), set(), time.time() + 120
+    while proc.poll() is None and time.time() < deadline:
+        kids = me.children(recursive=True)
+        seen |= {k.pid for k in kids}
+        if any("Worker" in " ".join(k.cmdline()) or "ray::" in k.name() for k in kids if k.is_running()):
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None and seen, "the run ended before its workers started"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    time.sleep(2)
+    alive = [p for p in seen if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert alive == [], [" ".join(psutil.Process(p).cmdline()) for p in alive]
 
 
 @on_ray

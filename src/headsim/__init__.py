@@ -32,6 +32,8 @@ _LAZY = {
     "TextView": "headsim.views",
     "example_text": "headsim.inspection",
     "ablate": "headsim.ablation",
+    "load_ablation": "headsim.ablation.study",
+    "compare": "headsim.report.compare",
     "segment": "headsim.segmentation.segmenter",
     "Segmenter": "headsim.segmentation.segmenter",
 }

@@ -31,6 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
 from . import rundir
@@ -311,6 +312,7 @@ def analyze(
     gpus_per_worker: float = 0.0,
     cpus_per_worker: float = 1.0,
     share_windows: int | None = None,
+    shard: str | tuple[int, int] | None = None,
     revision: str | None = None,
     device_map: str | None = None,
     device_memory: str | dict | None = None,
@@ -345,13 +347,17 @@ def analyze(
             ``None``: ``"auto"``, or on ``resume`` the backend the run asked for.
         workers: windowing processes, 0 for a thread (:func:`default_workers` when ``None``); results do not depend on it.
         progress: show a progress bar (or a callback ``(done, total)``).
+        shard: ``(i, n)`` or ``"i/n"``: analyse only the ``i``-th of ``n`` equal, disjoint parts (1-based) of
+            the windows the run would analyse (:func:`shard_range`); the parts' runs merge
+            (:func:`headsim.merging.merge_runs`) into the statistics of one run over all of them.
         engine: ``"local"`` (this process) or ``"ray"`` (a Ray cluster, :mod:`headsim.ray_engine`, which
             documents ``address``, ``gpus_per_worker``, ``cpus_per_worker``, ``share_windows`` and
             ``workers`` there); the same results either way.
     """
     params = dict(locals())  # for another engine, after the checks below
-    threshold = check_arguments(threshold, top_k_columns, windows, checkpoint_every, batch_size, sentence_splitter, workers,
-                                backend)
+    threshold = check_arguments(threshold, top_k_columns, windows, checkpoint_every, batch_size, sentence_splitter,
+                                workers if engine == "local" else None, backend)  # Ray checks its own workers
+    shard = check_shard(shard)
     out_path = Path(out) if out is not None else None
     windows, batch_size, dtype, backend = resume_settings(out_path, resume=resume, overwrite=overwrite, engine=engine,
                                                           windows=windows, batch_size=batch_size, dtype=dtype,
@@ -364,11 +370,12 @@ def analyze(
         from .ray_engine import run_engine
         params = {k: v for k, v in params.items() if k not in loading}
         return run_engine(**dict(params, threshold=threshold, windows=windows, batch_size=batch_size, dtype=dtype,
-                                 backend=backend))
+                                 backend=backend, shard=shard))
     settled = plan(model, corpus, windows=windows, seq_len=seq_len, threshold=threshold, top_k_columns=top_k_columns,
                    batch_size=batch_size, device=device, dtype=dtype, text_field=text_field, text_column=text_column,
                    sentence_splitter=sentence_splitter, allow_fewer=allow_fewer, backend=backend,
-                   checkpoint_every=checkpoint_every, workers=workers, progress=progress, loading=loading)
+                   checkpoint_every=checkpoint_every, workers=workers, progress=progress, shard=shard,
+                   loading=loading)
     if out_path is None:
         return run(settled, None)
     with rundir.RunDir(out_path).writer(resume=resume, overwrite=overwrite) as run_dir:
@@ -413,6 +420,7 @@ def resume_settings(out_path: Path | None, *, resume: bool, overwrite: bool, eng
     run_dir = rundir.RunDir(out_path) if out_path is not None else None
     if run_dir is not None:
         run_dir.check_target(resume=resume, overwrite=overwrite)
+        rundir.check_writable(out_path)  # a read-only or full output fails before the model loads
     if run_dir is None or not resume:
         return Settings(windows, batch_size, dtype, backend or "auto")
     stored_meta = run_dir.resume_meta()
@@ -435,6 +443,7 @@ class Plan:
     checkpoint_every: int | None = None
     workers: int | None = None
     progress: object = True
+    share: object = None  # a --shard: the :class:`headsim.ray_engine.Share` of its windows
 
     def fresh(self) -> CorpusStats:
         """Empty statistics for this run."""
@@ -446,7 +455,8 @@ class Plan:
 def plan(model: LoadedModel | str | None, corpus: Corpus | str, *, windows: int | None, seq_len: int, threshold: float,
          top_k_columns: int, batch_size: int | None, device: str | None, dtype: str | None, text_field: str,
          text_column: str, sentence_splitter: str, allow_fewer: bool, backend: str = "auto", checkpoint_every: int | None = None,
-         workers: int | None = None, progress: object = True, loading: dict | None = None) -> Plan:
+         workers: int | None = None, progress: object = True, shard: tuple[int, int] | None = None,
+         loading: dict | None = None) -> Plan:
     """Load the model and the corpus, settle the windows to analyse and the batch size: the run's
     :class:`~headsim.runspec.RunSpec` and ``run.json`` (arguments checked by :func:`check_arguments`); the
     statistics backend is chosen here, once (a named one that cannot run is refused before the run).
@@ -459,14 +469,47 @@ def plan(model: LoadedModel | str | None, corpus: Corpus | str, *, windows: int 
     # to refuse too large a --windows up front. Otherwise the windowing itself tells (its tokenizer pass
     # would be done twice), and counting stops at one window.
     specials = loaded.framing.specials
-    count = count_windows(corp, loaded.tokenizer, seq_len, enough=None if windows is None or not allow_fewer else 1,
-                          specials=specials)
-    target = window_target(corp, count, windows, seq_len, specials, allow_fewer)
+    share = None
+    if shard is None:
+        count = count_windows(corp, loaded.tokenizer, seq_len, enough=None if windows is None or not allow_fewer else 1,
+                              specials=specials)
+        first, target = 0, window_target(corp, count, windows, seq_len, specials, allow_fewer)
+    else:  # a shard starts inside the corpus: every text's tokens are counted to find where
+        from .ray_engine import plan_shares
+
+        counts = np.asarray(token_counts(loaded.tokenizer, [d.text for d in corp]), dtype=np.int64)
+        count = CorpusCount(-(-int(counts.sum()) // (seq_len - specials)), int(counts.sum()), True)
+        first, stop = shard_range(window_target(corp, count, windows, seq_len, specials, allow_fewer), shard)
+        share, target = plan_shares(counts, seq_len - specials, stop, stop - first, start=first)[0], stop - first
     bs = int(batch_size) if batch_size is not None else default_batch_size(loaded, seq_len, choice.chosen)
     spec = RunSpec(loaded.source, corp.sha256, target, seq_len, threshold, top_k_columns, bs,
-                   str(loaded.dtype).replace("torch.", ""), sentence_splitter, loaded.commit)
-    meta = new_meta(loaded.describe(), corp, corpus, count, spec, device=str(loaded.device), backend=choice.record())
-    return Plan(loaded, corp, spec, meta, choice, checkpoint_every, workers, progress)
+                   str(loaded.dtype).replace("torch.", ""), sentence_splitter, first, loaded.commit)
+    meta = new_meta(loaded.describe(), corp, corpus, count, spec, device=str(loaded.device), backend=choice.record(),
+                    shard=shard)
+    return Plan(loaded, corp, spec, meta, choice, checkpoint_every, workers, progress, share)
+
+
+def check_shard(shard: str | tuple[int, int] | None) -> tuple[int, int] | None:
+    """``"i/n"`` or ``(i, n)`` with ``1 <= i <= n`` as ``(i, n)``; a clear error otherwise."""
+    if shard is None:
+        return None
+    fix = "pass --shard I/N: part I (from 1) of N, e.g. --shard 1/4 ... --shard 4/4"
+    try:
+        i, n = (int(x) for x in (shard.split("/") if isinstance(shard, str) else shard))
+    except (TypeError, ValueError):
+        raise HeadsimError(f"--shard {shard!r} is not I/N", fix) from None
+    require(1 <= i <= n, f"--shard {i}/{n} is not a part of {n}", fix)
+    return i, n
+
+
+def shard_range(windows: int, shard: tuple[int, int]) -> tuple[int, int]:
+    """Windows ``[first, stop)`` of part ``i`` of ``n`` (1-based) of ``windows`` windows: ``n`` disjoint
+    ranges as equal as can be, together all of them; a part without a window is refused."""
+    i, n = shard
+    first, stop = (i - 1) * windows // n, i * windows // n
+    require(stop > first, f"--shard {i}/{n} holds no window: the run has only {windows} windows",
+            f"use at most {windows} shards")
+    return first, stop
 
 
 def window_target(corp: Corpus, count: CorpusCount, windows: int | None, seq_len: int, specials: int,
@@ -485,7 +528,7 @@ def window_target(corp: Corpus, count: CorpusCount, windows: int | None, seq_len
 
 
 def new_meta(model: dict, corp: Corpus, given: object, count: CorpusCount, spec: RunSpec, *, device: str,
-             backend: dict, engine: str = "local") -> dict:
+             backend: dict, engine: str = "local", shard: tuple[int, int] | None = None) -> dict:
     """``run.json`` of a run about to start (``complete: false``); ``given``: the corpus as the call named it;
     ``backend``: the statistics backend requested and chosen (the run's end adds what ran)."""
     meta = {
@@ -498,6 +541,8 @@ def new_meta(model: dict, corp: Corpus, given: object, count: CorpusCount, spec:
     }
     if not isinstance(given, Corpus):
         meta["corpus"]["spec"] = str(given)  # what --resume passes again
+    if shard is not None:
+        meta["shard"] = {"index": shard[0], "count": shard[1], "first_window": spec.first_window}
     return meta
 
 
@@ -550,10 +595,18 @@ def finish_run(meta: dict, stats: CorpusStats, names: tuple[str, str], elapsed: 
     heads, layers = heads_table(ds), layers_table(ds)
     meta.update({"complete": True, "seconds": round(elapsed, 3), "windows_per_second": round(processed / max(elapsed, 1e-9), 3),
                  "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    first = RunSpec.from_meta(meta).first_window
+    meta["holds"] = [holding(meta["corpus"], first, first + int(meta["windows"]))]
     if run_dir is None:
         return Result(meta, ds, heads, layers, None)
     meta = run_dir.commit(meta, ds, heads, layers, parts)
     return Result(meta, ds, heads, layers, run_dir.path)
+
+
+def holding(corpus: dict, first: int, stop: int) -> dict:
+    """``run.json``'s record of windows ``[first, stop)`` of ``corpus`` (its run.json entry) held by a
+    run: what :func:`headsim.merging.check_mergeable` compares so that no window is counted twice."""
+    return {"corpus_sha256": corpus["sha256"], "corpus": corpus["name"], "windows": [[int(first), int(stop)]]}
 
 
 class _Pass(NamedTuple):
@@ -587,9 +640,16 @@ def _loop(plan: Plan, engine: Engine, done: int, run_dir: rundir.RunDir | None, 
     loaded, spec, target = plan.loaded, plan.spec, plan.spec.windows
     every = None if plan.checkpoint_every is None else max(1, -(-plan.checkpoint_every // spec.batch_size)) * spec.batch_size
     n_workers = default_workers(loaded, target - done) if plan.workers is None else plan.workers
-    source = iter_windows((d.text for d in plan.corpus), loaded.tokenizer, spec.seq_len, pack=True,
-                          batch_windows=spec.batch_size, sentence_splitter=spec.sentence_splitter, workers=n_workers,
-                          token_strings=False, framing=loaded.framing)
+    if plan.share is None:
+        source = iter_windows((d.text for d in plan.corpus), loaded.tokenizer, spec.seq_len, pack=True,
+                              batch_windows=spec.batch_size, sentence_splitter=spec.sentence_splitter, workers=n_workers,
+                              token_strings=False, framing=loaded.framing)
+    else:  # a --shard: its windows cut from its first token, as the Ray engine cuts a share
+        from .ray_engine import share_batches
+
+        s = plan.share
+        source = share_batches([d.text for d in plan.corpus][s.first_text:s.last_text], s, loaded.tokenizer, spec.seq_len,
+                               spec.batch_size, spec.sentence_splitter, loaded.framing)
     parts, first, position = [], None, 0
     started = last_save = time.perf_counter()
     shown = _progress(plan.progress, target, done)

@@ -10,7 +10,8 @@ reads one from a spec:
 * a ``.txt`` file: documents separated by one or more blank lines;
 * a directory: every ``*.txt`` file in it (not recursive), sorted by name, each read as above;
 * a ``.jsonl`` file: one JSON object per line, the text in ``text_field``;
-* a ``.parquet`` file: one row per document, the text in ``text_column``.
+* a ``.parquet`` file: one row per document, the text in ``text_column``;
+* any of these at a URL (``s3://``, ``gs://``, ``http(s)://``, ``file://``, …: :mod:`headsim.corpus_uri`).
 
 Documents are stripped of surrounding whitespace and empty ones are dropped. A user document's
 ``doc_id`` is ``"<file name>#<i>"``, ``i`` counting the records of that file from 0 (a block of a
@@ -168,8 +169,8 @@ def load_corpus(
     """Read a corpus from ``spec``: ``"default"``, a .txt/.jsonl/.parquet file or a .txt directory.
 
     Args:
-        spec: ``"default"`` for the embedded corpus, else a path (``"./default"`` for a file named
-            ``default``).
+        spec: ``"default"`` for the embedded corpus, a URL (``scheme://…``), else a path (``"./default"``
+            for a file named ``default``).
         text_field: the key holding the text in each object of a ``.jsonl`` file.
         text_column: the column holding the text in a ``.parquet`` file.
 
@@ -179,6 +180,10 @@ def load_corpus(
     """
     if isinstance(spec, str) and spec == "default":
         return default_corpus()
+    if isinstance(spec, str) and re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", spec):
+        from .corpus_uri import load_url  # remote reads: deadlines, retries, one-line causes
+
+        return load_url(spec, text_field=text_field, text_column=text_column)
     if not isinstance(spec, (str, os.PathLike)):
         raise HeadsimError(f"Corpus spec {spec!r} is not a path.", f"Give {_SUPPORTED}.")
     name = os.fspath(spec)
@@ -237,17 +242,28 @@ def _read_text(path: Path) -> str:
             f"Cannot read corpus file {str(path)!r}: {exc.strerror or exc}.",
             "Check that the file exists and that you have permission to read it.",
         ) from None
-    bad_byte = data.find(b"\x00")
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise HeadsimError(
+            f"Corpus file {str(path)!r} is binary, not UTF-8 text (a NUL byte at offset {nul}).",
+            "Give a UTF-8 text file (.txt, .jsonl) or a .parquet file.",
+        )
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        bad_byte = exc.start if bad_byte < 0 else min(bad_byte, exc.start)
-    if bad_byte >= 0:
-        raise HeadsimError(
-            f"Corpus file {str(path)!r} is binary, not UTF-8 text (bad byte at offset {bad_byte}).",
-            "Give a UTF-8 text file, or convert the file to UTF-8 first.",
-        )
+        raise HeadsimError(not_utf8(path, exc), convert_hint(path)) from None
     return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def not_utf8(path: Path, exc: UnicodeDecodeError) -> str:
+    """The problem of a text file that is not UTF-8 (headsim reads UTF-8 only)."""
+    return (f"{str(path)!r} is not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start} is not "
+            "UTF-8 (perhaps Latin-1 or Windows-1252); headsim reads UTF-8")
+
+
+def convert_hint(path: Path) -> str:
+    """How to convert a text file to UTF-8."""
+    return f"convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8 {str(path)!r} > converted.txt"
 
 
 def _txt_documents(path: Path) -> list[Document]:

@@ -17,7 +17,10 @@ import pandas as pd
 from .context_similarity import check_threshold
 from .errors import require
 from .models import LoadedModel, as_loaded
+from .rundir import writing
 from .views import TextView, block_average, separator_lines, text_view
+from .display import HtmlDisplay
+from .views.html import text_view_html
 
 EXAMPLES = ("gerstenslager", "airport_policing")
 
@@ -41,7 +44,7 @@ def check_index(value: int, n: int, what: str) -> int:
 
 
 @dataclass
-class Inspection:
+class Inspection(HtmlDisplay):
     """Everything `headsim inspect` shows for one window (a :class:`~headsim.views.TextView` and the
     chosen head, thresholds and layers); layer/head fields are 0-based."""
 
@@ -95,6 +98,10 @@ class Inspection:
             "numbering": "layers and heads from 1; token positions from 0 ([CLS] = 0)",
         }
 
+    def _html_body(self) -> tuple[str, str]:
+        body = text_view_html(self.view, layer=self.layer, head=self.head, threshold=self.threshold)
+        return f"headsim: layer {self.layer + 1}, head {self.head + 1}", body
+
     def head_pairs(self, layer: int | None = None, head: int | None = None) -> pd.DataFrame:
         """Pair table of one head (default: the inspected one)."""
         layer = self.layer if layer is None else layer
@@ -126,30 +133,31 @@ class Inspection:
         attention, l, h = self.attention, self.layer, self.head
         lines = separator_lines(self.separators, self.valid_len)
         averaged = block_average(self.normalized[l, h], self.blocks)
-        tmp = Path(tempfile.mkdtemp(prefix=".inspect-", dir=out.parent if out.parent.exists() else None))
-        try:
-            save(fig04_attention(attention, labels, self.figure_layers, h, model=model), tmp, "fig04_attention")
-            save(fig05_blocks(attention[l, h], self.normalized[l, h], lines, averaged, labels, layer=l, head=h,
-                              sep_layer=self.sep_layer, model=model), tmp, "fig05_blocks")
-            save(similarity_panels(self.normalized[l, h], self.mask[l, h], labels, layer=l, head=h,
-                                   threshold=self.threshold, model=model), tmp, "similarity")
-            save(fig09_pair_table(self.head_pairs(), self.tokens, layer=l, head=h, threshold=self.threshold,
-                                  model=model), tmp, "fig09_pairs")
-            save(fig12_summed_similarity(self.normalized, labels, self.figure_layers,
-                                         title="similarity summed over heads, one input", model=model),
-                 tmp, "fig12_summed_similarity")
-            for stem, table in (("fig09_pairs", self.pairs), ("tokens", self.token_table())):
-                table.to_csv(tmp / f"{stem}.csv", index=False)
-                table.to_parquet(tmp / f"{stem}.parquet", index=False)
-            (tmp / "inspect.json").write_text(json.dumps(self.meta, indent=2))
-            out.mkdir(parents=True, exist_ok=True)
-            written = []
-            for f in sorted(tmp.iterdir()):
-                shutil.move(f, out / f.name)  # os.replace fails across file systems (tmp outside out's parent)
-                written.append(out / f.name)
-            return written
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        with writing(out):  # a read-only or full disk: one line naming --out
+            tmp = Path(tempfile.mkdtemp(prefix=".inspect-", dir=out.parent if out.parent.exists() else None))
+            try:
+                save(fig04_attention(attention, labels, self.figure_layers, h, model=model), tmp, "fig04_attention")
+                save(fig05_blocks(attention[l, h], self.normalized[l, h], lines, averaged, labels, layer=l, head=h,
+                                  sep_layer=self.sep_layer, model=model), tmp, "fig05_blocks")
+                save(similarity_panels(self.normalized[l, h], self.mask[l, h], labels, layer=l, head=h,
+                                       threshold=self.threshold, model=model), tmp, "similarity")
+                save(fig09_pair_table(self.head_pairs(), self.tokens, layer=l, head=h, threshold=self.threshold,
+                                      model=model), tmp, "fig09_pairs")
+                save(fig12_summed_similarity(self.normalized, labels, self.figure_layers,
+                                             title="similarity summed over heads, one input", model=model),
+                     tmp, "fig12_summed_similarity")
+                for stem, table in (("fig09_pairs", self.pairs), ("tokens", self.token_table())):
+                    table.to_csv(tmp / f"{stem}.csv", index=False)
+                    table.to_parquet(tmp / f"{stem}.parquet", index=False)
+                (tmp / "inspect.json").write_text(json.dumps(self.meta, indent=2))
+                out.mkdir(parents=True, exist_ok=True)
+                written = []
+                for f in sorted(tmp.iterdir()):
+                    shutil.move(f, out / f.name)  # os.replace fails across file systems (tmp outside out's parent)
+                    written.append(out / f.name)
+                return written
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
 
 
 def inspect_text(

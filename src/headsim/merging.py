@@ -26,8 +26,35 @@ def run_ids(run: rundir.Run) -> list[str]:
     return list(run.meta.get("run_ids") or [rundir.RunDir(run.path).run_id])
 
 
+def holdings(run: rundir.Run) -> list[dict]:
+    """The windows of which corpora ``run`` holds (``run.json``'s ``holds``: corpus sha256 and name,
+    ``[first, stop)`` ranges); a run written before they were recorded holds windows ``[0, windows)``
+    of its corpus (every run then started at the first window)."""
+    held = run.meta.get("holds")
+    if isinstance(held, list):
+        return held
+    return [{"corpus_sha256": run.spec.corpus_sha256, "corpus": run.meta.get("corpus", {}).get("name"),
+             "windows": [[0, int(run.meta.get("windows", 0))]]}]
+
+
+def check_disjoint(runs: list[rundir.Run]) -> None:
+    """Refuse runs that hold one window of one corpus twice, naming both runs and the windows."""
+    ranges: dict[str, list[tuple[int, int, Path, str]]] = {}
+    for run in runs:
+        for held in holdings(run):
+            for first, stop in held["windows"]:
+                ranges.setdefault(held["corpus_sha256"], []).append((int(first), int(stop), run.path, held.get("corpus")))
+    for sha, spans in ranges.items():
+        spans.sort(key=lambda span: span[:2])
+        for (a0, a1, a_path, name), (b0, b1, b_path, _) in zip(spans, spans[1:]):
+            require(b0 >= a1, f"runs {str(a_path)!r} and {str(b_path)!r} both hold windows {b0}..{min(a1, b1) - 1} of "
+                    f"corpus {name!r} (sha256 {sha[:12]}…): merged, they would count those windows twice",
+                    "merge runs of disjoint windows: analyse one corpus in parts with headsim analyze --shard I/N")
+
+
 def check_mergeable(runs: list[rundir.Run]) -> None:
-    """Refuse runs that would be counted twice or were made with settings that change the numbers."""
+    """Refuse runs that would be counted twice (the same run, or overlapping windows of one corpus)
+    or were made with settings that change the numbers."""
     seen: dict[str, Path] = {}
     for run in runs:
         for rid in run_ids(run):
@@ -40,6 +67,7 @@ def check_mergeable(runs: list[rundir.Run]) -> None:
         require(not changed, f"runs {str(first.path)!r} and {str(run.path)!r} differ in settings that change the numbers ("
                 + ", ".join(f"{key}: {a!r} vs {b!r}" for key, (a, b) in changed.items()) + ")",
                 "merge only runs made with the same model and settings (analyse the shards again with one setting)")
+    check_disjoint(runs)
 
 
 def merge_datasets(datasets: list[xr.Dataset]) -> xr.Dataset:
@@ -92,11 +120,12 @@ def merged_meta(runs: list[rundir.Run]) -> dict:
     first = runs[0].meta
     windows = int(sum(r.meta["windows"] for r in runs))
     shards = hashlib.sha256("+".join(r.spec.corpus_sha256 for r in runs).encode()).hexdigest()
-    spec = replace(runs[0].spec, corpus_sha256=shards, windows=windows)
+    spec = replace(runs[0].spec, corpus_sha256=shards, windows=windows, first_window=0)
     meta = {key: first[key] for key in ("model", "device", "versions", "git_commit") if key in first}
     return {**meta, **spec.as_meta(),
             "corpus": {"name": "+".join(r.meta["corpus"]["name"] for r in runs), "sha256": shards,
                        "shards": [{"path": str(r.path), "corpus": r.meta["corpus"], "windows": r.meta["windows"]} for r in runs]},
             "merged_from": [str(r.path) for r in runs],
+            "holds": [held for r in runs for held in holdings(r)],
             "run_ids": [rid for r in runs for rid in run_ids(r)],
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "complete": False}

@@ -2,7 +2,7 @@
 
 Plan → shares → exact merge:
 
-1. The driver reads the corpus (:func:`headsim.corpus_uri.load_corpus_any`: local specs and URLs)
+1. The driver reads the corpus (:func:`headsim.corpus.load_corpus`: local specs and URLs)
    and starts the workers, Ray actors (:class:`Worker`) that each hold one copy of the model.
 2. The workers count every text's tokens (blocks of texts, in parallel). From the counts the driver
    numbers the packed windows once, as the single process cuts them, and splits ``[0, windows)``
@@ -27,6 +27,7 @@ worker's error, leaving the run directory unfinished (resumable).
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -46,6 +47,23 @@ RESTARTS = 3  # restarts of a dead actor (and retries of its share) before the r
 COUNT_CHARS = 1 << 20  # characters of text per token-counting call
 MAX_SHARE_BATCHES = 64  # a share's state and windows travel to the driver once per share
 POLL_SECONDS = 0.5
+TIMEOUT_ENV = "HEADSIM_RAY_TIMEOUT"
+TIMEOUT_SECONDS = 600.0  # start-up, the token count, and any stretch of a run in which no worker reports progress
+
+
+def timeout() -> float:
+    """Seconds the driver waits on the workers without any progress before it stops the run:
+    ``$HEADSIM_RAY_TIMEOUT``, else :data:`TIMEOUT_SECONDS`."""
+    value = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not value:
+        return TIMEOUT_SECONDS
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    require(seconds > 0, f"{TIMEOUT_ENV}={value!r} is not a positive number of seconds",
+            f"set {TIMEOUT_ENV} to the seconds to wait, e.g. 600, or unset it")
+    return seconds
 TOKENIZE_TEXTS = 32  # texts tokenised and sentence-split together inside a share
 
 
@@ -82,18 +100,17 @@ class Share:
         return self.stop - self.start
 
 
-def plan_shares(counts: np.ndarray, content: int, windows: int, share_windows: int) -> list[Share]:
-    """Cut the first ``windows`` packed windows of ``content`` text tokens each
-    (:meth:`Framing.content`), of texts with ``counts`` tokens, into shares of ``share_windows`` (the
-    last may be shorter)."""
+def plan_shares(counts: np.ndarray, content: int, windows: int, share_windows: int, *, start: int = 0) -> list[Share]:
+    """Cut packed windows ``[start, windows)`` of ``content`` text tokens each (:meth:`Framing.content`),
+    of texts with ``counts`` tokens, into shares of ``share_windows`` (the last may be shorter)."""
     counts = np.asarray(counts, dtype=np.int64)
     ends = np.cumsum(counts)
     total = int(ends[-1]) if len(ends) else 0
-    require(0 < windows <= -(-total // content), f"{windows} windows asked of {total} tokens",
+    require(0 <= start < windows <= -(-total // content), f"windows {start}..{windows} asked of {total} tokens",
             "ask for at most the windows the corpus gives")
     require(share_windows >= 1, f"share_windows {share_windows} must be at least 1", "pass a positive number of windows")
     shares = []
-    for index, start in enumerate(range(0, windows, share_windows)):
+    for index, start in enumerate(range(start, windows, share_windows)):
         stop = min(start + share_windows, windows)
         a, b = start * content, min(stop * content, total)
         first = int(np.searchsorted(ends, a, side="right"))
@@ -134,6 +151,7 @@ class Settings:
     batch_size: int
     sentence_splitter: str
     backend: str
+    first_window: int = 0  # the run's first window of the corpus (a --shard): its windows.parquet counts from there
 
 
 class Worker:
@@ -216,7 +234,8 @@ class Worker:
         with closing(prefetch(source)) as batches:
             for w in batches:
                 engine.process_safely(w)
-                tables.append(rundir.windows_table(share.start + done, w.input_ids, w.attention_mask, w.sentence_ids))
+                tables.append(rundir.windows_table(share.start - settings.first_window + done, w.input_ids, w.attention_mask,
+                                                   w.sentence_ids))
                 done += len(w)
                 tracker.report.remote(share.index, attempt, done)
         return {"index": share.index, "state": engine.stats.state_dict(), "windows": pa.concat_tables(tables),
@@ -268,14 +287,26 @@ class Resources:
                 "pass a positive number of Ray workers, or leave it unset for one per CPU/GPU of the cluster")
         return self
 
-    def count(self, ray) -> int:
-        """The workers asked for, else as many as the cluster's GPUs (or CPUs) allow."""
-        if self.workers:
-            return self.workers
-        have = ray.cluster_resources()
-        if self.gpus > 0:
-            return max(1, int(have.get("GPU", 0) // self.gpus))
-        return max(1, int(have.get("CPU", 1) // self.cpus))
+    def fit(self, have: dict) -> int:
+        """How many workers the cluster's resources ``have`` (``ray.cluster_resources()``) hold at once."""
+        fits = [int(have.get(kind, 0) // need + 1e-9) for kind, need in (("CPU", self.cpus), ("GPU", self.gpus)) if need > 0]
+        return min(fits)
+
+    def count(self, have: dict) -> int:
+        """The workers asked for, else as many as the cluster's GPUs and CPUs hold; refused in one line,
+        before any actor starts, when the cluster cannot hold them all at once (a worker that can never
+        be placed would wait for ever)."""
+        fit = self.fit(have)
+        per = ", ".join(f"{need:g} {kind}" for kind, need in (("CPU", self.cpus), ("GPU", self.gpus)) if need > 0)
+        total = ", ".join(f"{have.get(kind, 0):g} {kind}s" for kind in ("CPU", "GPU"))
+        require(fit >= 1, f"the Ray cluster has {total}: not enough for one worker of {per}",
+                "add nodes to the cluster, or lower --cpus-per-worker / --gpus-per-worker")
+        if self.workers is None:
+            return fit
+        require(self.workers <= fit, f"--workers {self.workers} asked for, but the Ray cluster has {total}: room for {fit} "
+                f"worker{'s' if fit != 1 else ''} of {per}", f"pass --workers {fit} or fewer (or leave it unset), "
+                "lower --cpus-per-worker / --gpus-per-worker, or add nodes to the cluster")
+        return self.workers
 
 
 class Cluster:
@@ -301,43 +332,66 @@ class Cluster:
     def _start(self) -> "Cluster":
         ray, r = self.ray, self.resources
         t0 = time.perf_counter()
-        self.started_here = _connect(ray, self.address)
+        self.started_here = not ray.is_initialized()  # set first: an interrupted ray.init is shut down too
+        _connect(ray, self.address)
         run_id = uuid.uuid4().hex[:8]
         progress = f"headsim-progress-{run_id}"
         self.tracker = ray.remote(num_cpus=0)(Progress).options(name=progress).remote()
         # an object is put once and referenced here for the whole run: a restarted actor reads it again
         self.model_ref = self.model if self.model is None or isinstance(self.model, str) else ray.put(self.model)
+        count = r.count(ray.cluster_resources())  # refused here, before any actor, if the cluster cannot hold them
         worker = ray.remote(Worker)
         self.actors = [worker.options(num_cpus=r.cpus, num_gpus=r.gpus, max_restarts=RESTARTS, max_task_retries=RESTARTS,
                                       name=f"headsim-worker-{i}-{run_id}")
                        .remote(self.model_ref, self.device, self.dtype, max(1, int(r.cpus)), progress)
-                       for i in range(r.count(ray))]
-        self.info = self.get([a.describe.remote(self.seq_len, self.backend) for a in self.actors])[0]
+                       for i in range(count)]
+        refs = [a.describe.remote(self.seq_len, self.backend) for a in self.actors]
+        self.info = self.get(refs, "start", lambda ready: f"{ready} of {len(refs)} Ray workers started (each loads the model)")[0]
         self.startup_seconds = time.perf_counter() - t0
         return self
 
-    def get(self, refs):
-        """``ray.get``, a worker's failure as one line."""
+    def get(self, refs, doing: str, progress: Callable[[int], str] | None = None, seconds: float | None = None):
+        """``ray.get`` of ``refs`` within :func:`timeout` seconds (waiting in short steps, so SIGINT and
+        SIGTERM are handled at once); a worker's failure, or the deadline, as one line naming what was
+        being done (``doing``; ``progress(ready)`` says how far it got)."""
+        ray = self.ray
+        seconds = timeout() if seconds is None else seconds
+        deadline, pending = time.monotonic() + seconds, list(refs)
         try:
-            return self.ray.get(refs)
-        except self.ray.exceptions.RayError as exc:
+            while pending:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    got = f" ({progress(len(refs) - len(pending))})" if progress is not None else ""
+                    raise HeadsimError(f"the Ray workers did not {doing} within {seconds:g} s{got}",
+                                       f"check the cluster (ray status: resources, pending actors, dead nodes); "
+                                       f"a slow cluster may take longer: set {TIMEOUT_ENV} to more seconds")
+                _, pending = ray.wait(pending, num_returns=len(pending), timeout=min(POLL_SECONDS, left))
+            return ray.get(list(refs))
+        except ray.exceptions.RayError as exc:
             raise _worker_error(exc) from None
 
     def count_tokens(self, texts: list[str]) -> np.ndarray:
-        """Tokens of every text, counted by the workers in blocks of about :data:`COUNT_CHARS` characters."""
-        pool = self.ray.util.ActorPool(self.actors)
-        try:
-            return np.concatenate(list(pool.map(lambda a, b: a.count.remote(b), list(_blocks(texts)))))
-        except self.ray.exceptions.RayError as exc:
-            raise _worker_error(exc) from None
+        """Tokens of every text, counted by the workers in blocks of about :data:`COUNT_CHARS` characters
+        (block ``i`` on worker ``i mod workers``; each worker's calls queue on it)."""
+        blocks = list(_blocks(texts))
+        refs = [self.actors[i % len(self.actors)].count.remote(b) for i, b in enumerate(blocks)]
+        return np.concatenate(self.get(refs, "count the corpus's tokens",
+                                       lambda ready: f"{ready} of {len(refs)} blocks counted"))
 
     def __exit__(self, *exc) -> bool:
-        for a in self.actors:
-            self.ray.kill(a)
-        if self.tracker is not None:
-            self.ray.kill(self.tracker)
-        if self.started_here:
-            self.ray.shutdown()
+        """End every actor this run started and, when this run started the connection, the connection
+        (a local cluster started here with it), however the run ends (an interrupted start-up too)."""
+        ray = self.ray
+        try:
+            for a in [*self.actors, *([self.tracker] if self.tracker is not None else [])]:
+                try:
+                    ray.kill(a)
+                except Exception:  # noqa: BLE001 - an actor already gone
+                    pass
+        finally:
+            self.actors, self.tracker = [], None
+            if self.started_here and ray.is_initialized():
+                ray.shutdown()
         return False
 
 
@@ -396,9 +450,10 @@ def _blocks(texts: list[str], chars: int = COUNT_CHARS) -> Iterator[list[str]]:
         yield block
 
 
-def _finished_shares(parts: list[tuple[int, int]], shares: list[Share], out: Path) -> set[int]:
-    """The shares a verified checkpoint holds: each of its window parts must be one whole share."""
-    by_start = {s.start: s for s in shares}
+def _finished_shares(parts: list[tuple[int, int]], shares: list[Share], out: Path, first: int = 0) -> set[int]:
+    """The shares a verified checkpoint holds: each of its window parts (numbered from the run's
+    ``first`` window) must be one whole share."""
+    by_start = {s.start - first: s for s in shares}
     done = set()
     for start, rows in parts:
         share = by_start.get(start)
@@ -433,7 +488,7 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
                    text_field: str = "text", text_column: str = "text", sentence_splitter: str = "pysbd",
                    workers: int | None = None, backend: str = "auto", progress: bool | Callable[[int, int], None] = True,
                    address: str | None = None, gpus_per_worker: float = 0.0, cpus_per_worker: float = 1.0,
-                   share_windows: int | None = None):
+                   share_windows: int | None = None, shard: tuple[int, int] | None = None):
     """:func:`headsim.analysis.analyze` on a Ray cluster (see the module); the same arguments, and:
 
     Args:
@@ -446,23 +501,26 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
         share_windows: windows per share, rounded up to whole batches (default: about four shares per
             worker, at most 64 batches each).
     """
-    from .analysis import CorpusCount, Result, finish_run, new_meta, start_run, window_target
-    from .corpus_uri import load_corpus_any
+    from .analysis import CorpusCount, Result, check_shard, finish_run, new_meta, shard_range, start_run, window_target
+    from .corpus import Corpus, load_corpus
     from .interrupts import StopRequests
     from .runspec import RunSpec
     from .stats import CorpusStats
     from .windows import check_seq_len
 
     import_ray()
+    shard = check_shard(shard)
     resources = Resources(workers, cpus_per_worker, gpus_per_worker).check()
     require(share_windows is None or (isinstance(share_windows, int) and share_windows >= 1),
             f"share_windows {share_windows!r} must be at least 1", "pass a positive number of windows")
     out_path = Path(out) if out is not None else None
-    corp = load_corpus_any(corpus, text_field=text_field, text_column=text_column)
+    corp = corpus if isinstance(corpus, Corpus) else load_corpus(corpus, text_field=text_field, text_column=text_column)
     texts = [d.text for d in corp]
-    # the run directory is checked and held before the cluster starts; from here on a first SIGINT/SIGTERM stops the run after the share in hand, with a checkpoint
-    with _writing(out_path, resume, overwrite) as run_dir, StopRequests() as stop, \
-            Cluster(address, model, device, dtype, resources, seq_len, backend) as cluster:
+    # the run directory is checked and held before the cluster starts; a signal during the start-up stops it at
+    # once (the cluster's exit ends every actor); from then on a first SIGINT/SIGTERM stops the run after the
+    # share in hand, with a checkpoint
+    with _writing(out_path, resume, overwrite) as run_dir, \
+            Cluster(address, model, device, dtype, resources, seq_len, backend) as cluster, StopRequests() as stop:
         info, n = cluster.info, len(cluster.actors)
         seq_len = check_seq_len(seq_len, info["max_seq_len"])
         content = seq_len - info["specials"]
@@ -471,12 +529,15 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
         counting = time.perf_counter() - t
         tokens = int(counts.sum())
         count = CorpusCount(-(-tokens // content), tokens, True)
-        target = window_target(corp, count, windows, seq_len, info["specials"], allow_fewer)
+        first, end = 0, window_target(corp, count, windows, seq_len, info["specials"], allow_fewer)
+        if shard is not None:
+            first, end = shard_range(end, shard)
+        target = end - first
         bs = int(batch_size) if batch_size else int(info["batch_size"])
         spec = RunSpec(info["source"], corp.sha256, target, seq_len, threshold, top_k_columns, bs, info["dtype"],
-                       sentence_splitter)
+                       sentence_splitter, first)
         meta = new_meta(info["model"], corp, corpus, count, spec, device=info["device"], backend=info["backend"],
-                        engine="ray")
+                        engine="ray", shard=shard)
         share = _share_size(share_windows, target, bs, n)
         meta["ray"] = {"share_windows": share}
         total = CorpusStats(info["model"]["n_layers"], info["model"]["n_heads"], seq_len, threshold=threshold,
@@ -490,12 +551,12 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
             require(share_windows is None or share == before,
                     f"--resume refused: {str(out_path)!r} was cut into shares of {before} windows",
                     "resume with the same --share-windows, or without it")
-        shares = plan_shares(counts, content, target, meta["ray"]["share_windows"])
+        shares = plan_shares(counts, content, end, meta["ray"]["share_windows"], start=first)
         saved = run_dir.load_checkpoint(contiguous=False) if run_dir is not None else None
         if saved is not None:
             total = CorpusStats.from_state_dict(saved[0])
-            done = _finished_shares(run_dir.checkpoint_parts(), shares, out_path)
-        settings = Settings(seq_len, threshold, top_k_columns, bs, sentence_splitter, backend)
+            done = _finished_shares(run_dir.checkpoint_parts(), shares, out_path, first)
+        settings = Settings(seq_len, threshold, top_k_columns, bs, sentence_splitter, backend, first)
         resumed = sum(s.windows for s in shares if s.index in done)
         started = time.perf_counter()
         driven = _drive(cluster, shares, texts, settings, total, done, run_dir, checkpoint_every, progress, target,
@@ -549,16 +610,26 @@ def _drive(cluster: Cluster, shares: list[Share], texts: list[str], settings: Se
     finished, shown, since_save, last_save = resumed, resumed, 0, time.perf_counter()
     attempts: dict[int, int] = {}
     driven = _Driven(0, [], None, [])
+    patience, seen, moved = timeout(), None, time.monotonic()
+
+    def save() -> None:
+        nonlocal since_save, last_save
+        run_dir.save_checkpoint(total.state_dict(), finished, driven.parts)
+        driven.parts, since_save, last_save = [], 0, time.perf_counter()
+
     with _progress(progress, target, resumed) as advance:
 
         def refresh() -> None:
-            nonlocal shown
-            reports = ray.get(cluster.tracker.snapshot.remote())
+            nonlocal shown, seen, moved
+            reports = cluster.get([cluster.tracker.snapshot.remote()], "report progress", seconds=patience)[0]
             attempts.update({share: len(runs) for share, runs in reports.items()})
             now = min(target, finished + sum(max(runs.values()) for share, runs in reports.items() if share not in done))
             if now > shown:
                 advance(now - shown)
                 shown = now
+            state = (finished, sorted((k, sorted(v.items())) for k, v in reports.items()))
+            if state != seen:  # a batch done, a share begun (again) or finished: the run moves
+                seen, moved = state, time.monotonic()
 
         while pool.has_next():
             try:
@@ -567,7 +638,18 @@ def _drive(cluster: Cluster, shares: list[Share], texts: list[str], settings: Se
                 got = None
                 refresh()
             except ray.exceptions.RayError as exc:
-                raise _worker_error(exc) from None
+                failure = _worker_error(exc)
+                if run_dir is not None and driven.parts:  # keep what finished: --resume runs only the rest
+                    save()
+                raise failure from None
+            if got is None and time.monotonic() - moved > patience:
+                if run_dir is not None and driven.parts:
+                    save()
+                raise HeadsimError(f"no Ray worker reported progress for {patience:g} s ({finished} of {target} windows done)",
+                                   "check the cluster (ray status: dead nodes, pending actors); "
+                                   + (f"continue with headsim analyze --out {run_dir.path} --resume --engine ray"
+                                      if run_dir is not None else "run it again")
+                                   + f"; a slow worker may need more: set {TIMEOUT_ENV} to more seconds")
             if got is not None:
                 total.merge(CorpusStats.from_state_dict(got["state"]))
                 done.add(got["index"])
@@ -581,8 +663,7 @@ def _drive(cluster: Cluster, shares: list[Share], texts: list[str], settings: Se
             due = got is not None and ((time.perf_counter() - last_save >= CHECKPOINT_SECONDS) if checkpoint_every is None
                                        else since_save >= checkpoint_every)
             if run_dir is not None and (due or stop.signum is not None) and pool.has_next() and driven.parts:
-                run_dir.save_checkpoint(total.state_dict(), finished, driven.parts)
-                driven.parts, since_save, last_save = [], 0, time.perf_counter()
+                save()
             if stop.signum is not None and pool.has_next():
                 raise _stopped(stop.signum, finished, target, run_dir, "ray")
     driven.redone = sum(1 for n in attempts.values() if n > 1)

@@ -58,6 +58,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import xarray as xr
 
+from .display import HtmlDisplay
 from .errors import HeadsimError, require
 from .runspec import RunSpec
 
@@ -137,6 +138,28 @@ def _write_failed(path: Path, exc: OSError) -> HeadsimError:
     else:
         fix = "pass another output path"
     return HeadsimError(f"cannot write {str(path)!r}: {what}", fix)
+
+
+@contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """OS errors in the block (full disk, read-only file system, no permission) become the one-line
+    error that names ``path``, the output being written."""
+    try:
+        yield
+    except OSError as exc:
+        raise _write_failed(Path(path), exc) from exc
+
+
+def check_writable(path: str | os.PathLike) -> None:
+    """Refuse, before any slow work, an output ``path`` whose nearest existing folder cannot be
+    written (a probe folder is made there and removed; nothing else is created)."""
+    folder = Path(path).absolute()
+    while not folder.exists() and folder.parent != folder:
+        folder = folder.parent
+    if not folder.is_dir():
+        return  # a file in the way: the command's own check names it
+    with writing(Path(path)):
+        os.rmdir(tempfile.mkdtemp(prefix=".headsim-probe-", dir=folder))
 
 
 def atomic_write(path: Path, write: Callable[[Path], object]) -> Path:
@@ -359,7 +382,10 @@ class RunLock:
             holder = self.holder()
             if holder:  # stale: take it over
                 self.path.unlink(missing_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{LOCK}.tmp-", dir=self.path.parent)
+            try:
+                fd, tmp = tempfile.mkstemp(prefix=f".{LOCK}.tmp-", dir=self.path.parent)
+            except OSError as exc:
+                raise _write_failed(self.path.parent, exc) from exc
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as fh:
                     json.dump(info, fh)
@@ -389,7 +415,7 @@ class RunLock:
 
 
 @dataclass
-class Run:
+class Run(HtmlDisplay):
     """A finished run, read by :meth:`RunDir.load`: ``run.json`` (:attr:`meta`), its :attr:`spec` and
     the two summary tables at once; the statistics (:attr:`dataset`) and the windows when first used.
     :meth:`open_dataset` and :meth:`window_table` read lazily (one head of the statistics, the first
@@ -443,6 +469,12 @@ class Run:
     @property
     def threshold(self) -> float:
         return float(self.meta["threshold"])
+
+    def _html_body(self) -> tuple[str, str]:
+        """Settings, model (with its revision), the top heads and Figs 6 and 8 (see :meth:`to_html`)."""
+        from .views.html.summaries import run_html
+
+        return run_html(self)
 
     def sentences_per_window(self) -> float:
         """Mean number of sentences in a window (NaN for a run without windows)."""
@@ -531,6 +563,9 @@ class RunDir:
         spec = (meta.get("corpus") or {}).get("spec")
         if spec is not None:
             out["corpus"] = spec
+        shard = meta.get("shard")
+        if isinstance(shard, dict):
+            out["shard"] = f"{shard['index']}/{shard['count']}"
         return out
 
     def check_layout(self, meta: dict) -> None:

@@ -30,6 +30,7 @@ class RunSpec:
     batch_size: int
     dtype: str
     sentence_splitter: str
+    first_window: int = 0  # the corpus's window the run starts at (a --shard of it; 0: from the start)
     model_commit: str | None = None  # a hub model's commit (the exact weights); runs before it was recorded: None
 
     #: fields that change what each window adds: runs must agree on them to be merged
@@ -37,7 +38,8 @@ class RunSpec:
     #: the analyze option that sets each field
     FLAGS = {"model_source": "--model", "corpus_sha256": "--corpus", "windows": "--windows", "seq_len": "--seq-len",
              "threshold": "--threshold", "top_k_columns": "--top-k-columns", "batch_size": "--batch-size",
-             "dtype": "--dtype", "sentence_splitter": "--sentences", "model_commit": "--revision"}
+             "dtype": "--dtype", "sentence_splitter": "--sentences", "first_window": "--shard",
+             "model_commit": "--revision"}
 
     # -- run.json ----------------------------------------------------------------------------
 
@@ -52,7 +54,7 @@ class RunSpec:
         """The spec stored in a ``run.json``; an error naming ``where`` (its path) when it is missing or malformed."""
         stored = meta.get(KEY)
         names = [f.name for f in fields(cls)]
-        required = [f.name for f in fields(cls) if f.default is MISSING]
+        required = [f.name for f in fields(cls) if f.default is MISSING]  # runs from before a field was added lack it
         if not isinstance(stored, dict) or set(required) - set(stored):
             raise HeadsimError(f"{where} holds no complete run spec",
                                "analyse the corpus again with this version of headsim (headsim analyze --overwrite …)")
@@ -84,6 +86,10 @@ def resume_flags(changed: dict[str, tuple], meta: dict) -> str:
     """The options that give back a stored run's settings (``meta``: its run.json), as a user types them."""
     parts = []
     for key, (value, _) in changed.items():
+        if key == "first_window":
+            shard = meta.get("shard")
+            parts.append(f"--shard {shard['index']}/{shard['count']}" if shard else "no --shard")
+            continue
         if key == "corpus_sha256":
             corpus = meta.get("corpus") or {}
             value = corpus.get("spec") or f"<the corpus {corpus.get('name')!r} the run was made from>"

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..display import HtmlDisplay
 from ..errors import require
 from ..models import LoadedModel, as_loaded
 from ..rundir import Run, load_run
@@ -196,14 +197,43 @@ def ablation_study(model=None, out: str | os.PathLike = "ablation-out", *, run_d
     return _write(out, meta, heads_df, groups_df, curves_df)
 
 
-def resummarize(folder: str | os.PathLike) -> Path:
-    """Recompute ``ablation.json``'s summary and the figures from a saved study's tables (no model run)."""
-    from ..rundir import read_json, write_json
-    from .plots import draw_figures
+@dataclass
+class AblationResult(HtmlDisplay):
+    """A finished study read back (:func:`load_ablation`): ``ablation.json`` (:attr:`meta`, with its
+    summary) and the per-head, per-group and pruning-curve tables. Displays in a notebook as its
+    settings, scores, costliest heads and figures; :meth:`to_html` writes that page."""
+
+    path: Path
+    meta: dict
+    heads: pd.DataFrame
+    groups: pd.DataFrame
+    curves: pd.DataFrame
+
+    def _html_body(self) -> tuple[str, str]:
+        from ..views.html.summaries import ablation_html
+
+        return ablation_html(self)
+
+
+def load_ablation(folder: str | os.PathLike) -> AblationResult:
+    """Read a finished ablation study (the ``--out`` folder of ``headsim ablate``)."""
+    from ..rundir import read_json, read_table
 
     folder = Path(folder)
+    require((folder / ABLATION_JSON).is_file(), f"{str(folder)!r} holds no finished ablation study (no {ABLATION_JSON})",
+            "pass the --out folder of a finished `headsim ablate`")
     meta = read_json(folder / ABLATION_JSON)
-    heads, groups, curves = (pd.read_parquet(folder / name) for name in (HEADS, GROUPS, CURVES))
+    heads, groups, curves = (read_table(folder / name) for name in (HEADS, GROUPS, CURVES))
+    return AblationResult(folder, meta, heads, groups, curves)
+
+
+def resummarize(folder: str | os.PathLike) -> Path:
+    """Recompute ``ablation.json``'s summary and the figures from a saved study's tables (no model run)."""
+    from ..rundir import write_json
+    from .plots import draw_figures
+
+    study = load_ablation(folder)
+    folder, meta, heads, groups, curves = study.path, study.meta, study.heads, study.groups, study.curves
     config = StudyConfig(**{**meta["config"], "tasks": tuple(meta["config"]["tasks"])})
     metric = meta["primary_metric"]
     full = {m: float(groups.loc[groups["kind"] == "full", m].iloc[0]) for m in meta["metrics"]}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from .app import app, run_app
-from . import ablate_cmd, basic, corpus_cmds, models_cmd, report_cmds, segment_cmd, serve  # noqa: F401  (each module registers its commands)
+from . import ablate_cmd, basic, corpus_cmds, export_cmd, models_cmd, report_cmds, segment_cmd, serve  # noqa: F401  (each module registers its commands)
 
 
 def main() -> None:

@@ -30,8 +30,9 @@ def ablate(
     """Score each head alone, each layer, each measured role and random groups; pruning curves by every criterion."""
     from ..ablation.study import StudyConfig, ablation_study
     from ..report.html import model_label
-    from ..rundir import read_json
+    from ..rundir import check_writable, read_json
 
+    check_writable(out)  # before minutes of scoring
     config = StudyConfig(tasks=tuple(t.strip() for t in tasks.split(",") if t.strip()), group_fraction=group_fraction,
                          draws=draws, curve_orders=curve_orders, step=step, mode=mode, gradient_task=gradient_task, seed=seed)
     path = ablation_study(None if model == "default" else model, out, run_dir=run, config=config, device=device)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import traceback
 import warnings
 
 import typer
@@ -38,9 +41,46 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     err_console.print(f"[yellow]warning:[/] {escape(str(message))}", highlight=False, soft_wrap=True)
 
 
+@app.callback()
+def _options(debug: bool = typer.Option(False, "--debug", help="Show the full traceback of an unexpected error "
+                                                             "(also accepted after the command; or HEADSIM_DEBUG=1).")) -> None:
+    """What attention heads do, measured by the vectors they output (context similarity)."""
+
+
+DEBUG = "--debug"
+
+
+def escaped_line(exc: Exception) -> HeadsimError:
+    """One line (problem and fix) for an error no check of headsim caught: an OS error names the file
+    and what to do about its cause; anything else its type and first line."""
+    if isinstance(exc, OSError):
+        name = exc.filename if exc.filename is not None else None
+        what = exc.strerror or (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        code = exc.errno
+        text = str(exc)
+        if code in (errno.ENOSPC, errno.EDQUOT) or "No space left" in text:
+            fix = "free space on that disk or pass another output path, then run the command again"
+        elif code in (errno.EROFS, errno.EACCES, errno.EPERM) or "Read-only file system" in text:
+            fix = "pass an output path you may write to (and input files you may read)"
+        elif code in (errno.ENOENT, errno.ENOTDIR) or isinstance(exc, FileNotFoundError):
+            fix = "check the path (a missing input, or a folder that does not exist)"
+        else:
+            fix = "check the paths and the disk, then run the command again"
+        where = f" {str(name)!r}" if name is not None else ""
+        return HeadsimError(f"cannot access{where}: {what}", fix)
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return HeadsimError(f"unexpected error: {type(exc).__name__}" + (f": {first}" if first else ""),
+                        "run the command again with --debug to see where it came from (and report it if the input is right)")
+
+
 def run_app(argv: list[str] | None = None) -> int:
     """Invoke the app: :class:`HeadsimError` → one line, exit code 2; SIGINT/SIGTERM → one line,
-    exit code 130/143 (a long run first saves a checkpoint); never a traceback for either."""
+    exit code 130/143 (a long run first saves a checkpoint); never a traceback for either. Any other
+    error that escapes a command (an OS error, a library's) → one line (:func:`escaped_line`), exit
+    code 2; with ``--debug`` (anywhere on the line) or ``HEADSIM_DEBUG=1`` its traceback follows."""
+    argv = list(argv) if argv is not None else []
+    debug = DEBUG in argv or os.environ.get("HEADSIM_DEBUG", "") not in ("", "0")
+    argv = [a for a in argv if a != DEBUG]
     try:
         with interrupts.raising(), warnings.catch_warnings():
             warnings.showwarning = _show_warning
@@ -63,7 +103,11 @@ def run_app(argv: list[str] | None = None) -> int:
         if callable(show) and isinstance(code, int):
             show()
             return code
-        raise
+        if debug:
+            err_console.print(escape("".join(traceback.format_exception(exc))), highlight=False, soft_wrap=True)
+        line = escaped_line(exc)
+        _print_line(line.problem, line.fix)
+        return 2
     if isinstance(code, int) and code:  # typer answers a KeyboardInterrupt it caught with the code 130
         if code == 130:
             _print_line("interrupted", "")

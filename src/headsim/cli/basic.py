@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from .app import app, console
+from .app import app, console, err_console
 from .options import Device, Model, Revision, SeqLen, Threshold, read_text_arg
 
 
@@ -45,6 +45,7 @@ def inspect(
     """Per-text views of one window: Figs 4, 5, 9, 12 and the similarity matrix of one head."""
     from ..errors import require
     from ..inspection import example_text, inspect_text
+    from ..rundir import check_writable
 
     require(rows >= 0, f"--rows {rows} is negative", "pass how many rows to print (0 or more)")
     require(not out.exists() or out.is_dir(), f"--out {str(out)!r} is a file, not a directory",
@@ -62,6 +63,7 @@ def inspect(
             from ..errors import HeadsimError
 
             raise HeadsimError(f"--figure-layers {figure_layers!r} is not a list of numbers", "pass e.g. --figure-layers 1,3,6")
+    check_writable(out)  # before the model runs
     if revision is not None:
         from ..model.load import load_model
 
@@ -70,6 +72,10 @@ def inspect(
         result = inspect_text(body, model, layer=layer, head=head, threshold=threshold, sep_layer=sep_layer,
                               sep_threshold=sep_threshold, figure_layers=layers, seq_len=seq_len, window=window,
                               device=device)
+    if result.view.n_windows > 1:
+        err_console.print(f"[yellow]note:[/] the text gives {result.view.n_windows} windows of {seq_len} tokens; analysed "
+                          f"window {result.window} only ({result.valid_len} tokens) — pick another with --window N "
+                          f"(0..{result.view.n_windows - 1})", highlight=False, soft_wrap=True)
     with console.status("writing figures…"):
         written = result.write(out)
     pairs = result.head_pairs()

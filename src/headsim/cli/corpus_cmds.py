@@ -33,7 +33,7 @@ def analyze(
     ctx: typer.Context,
     model: str = Model,
     revision: Optional[str] = Revision,
-    corpus: str = typer.Option("default", "--corpus", "-c", help="'default' (embedded Wikipedia + Lee), a .txt file, a directory of .txt, .jsonl or .parquet."),
+    corpus: str = typer.Option("default", "--corpus", "-c", help="'default' (embedded Wikipedia + Lee), a .txt file, a directory of .txt, .jsonl or .parquet; also at a URL (s3://, gs://, http(s)://)."),
     windows: Optional[int] = typer.Option(None, "--windows", "-n", help="Windows to analyse (default: the whole corpus)."),
     out: Path = typer.Option(..., "--out", "-o", help="Run directory to write."),
     seq_len: int = SeqLen,
@@ -56,11 +56,12 @@ def analyze(
     backend: Optional[str] = typer.Option(None, "--backend", help="Statistics backend: auto (Triton kernels on CUDA where Triton runs, else eager), eager, compiled (torch.compile) or triton. Default: auto, or the run's own with --resume."),
     fused: Optional[bool] = typer.Option(None, "--fused/--eager", hidden=True, help="Old spelling of --backend compiled / --backend eager."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Processes that tokenize and split sentences; 0 = in-process thread (default: automatic). With --engine ray: Ray workers, one model copy each (default: one per CPU/GPU of the cluster)."),
-    engine: str = typer.Option("local", "--engine", help="local (this process) or ray (a Ray cluster; pip install \"headsim[ray]\"). Same results."),
+    engine: str = typer.Option("local", "--engine", help="local (this process) or ray (a Ray cluster; needs the Ray extra: pip install \"headsim\\[ray]\"). Same results."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster: auto, ray://HOST:10001 (default: start a local one)."),
     gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="GPUs each Ray worker reserves."),
     cpus_per_worker: float = typer.Option(1.0, "--cpus-per-worker", help="CPUs each Ray worker reserves (and its torch threads)."),
     share_windows: Optional[int] = typer.Option(None, "--share-windows", help="Windows per Ray work unit, whole batches (default: about 4 per worker)."),
+    shard: Optional[str] = typer.Option(None, "--shard", help="I/N: analyse only part I (from 1) of N disjoint, equal parts of the windows; `headsim merge` of all N runs equals one run over all windows."),
 ) -> None:
     """Corpus statistics of every head (Figs 2, 3, 6–8, 10–13) into a run directory."""
     from ..analysis import analyze as run_analysis
@@ -74,9 +75,10 @@ def analyze(
     if resume:
         settings = _from_run(ctx, out, {"model": model, "corpus": corpus, "windows": windows, "seq_len": seq_len,
                                         "threshold": threshold, "top_k_columns": top_k_columns, "batch_size": batch_size,
-                                        "dtype": dtype, "sentences": sentences, "revision": revision})
+                                        "dtype": dtype, "sentences": sentences, "shard": shard, "revision": revision})
         model, corpus, windows, seq_len, threshold = (settings[k] for k in ("model", "corpus", "windows", "seq_len", "threshold"))
-        top_k_columns, batch_size, dtype, sentences = (settings[k] for k in ("top_k_columns", "batch_size", "dtype", "sentences"))
+        top_k_columns, batch_size, dtype, sentences, shard = (settings[k] for k in ("top_k_columns", "batch_size", "dtype",
+                                                                                   "sentences", "shard"))
         revision = settings["revision"]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -85,8 +87,8 @@ def analyze(
                               resume=resume, overwrite=overwrite, allow_fewer=allow_fewer, device=device, dtype=dtype,
                               text_field=text_field, text_column=text_column, sentence_splitter=sentences,
                               workers=workers, backend=backend, engine=engine, address=address, gpus_per_worker=gpus_per_worker,
-                              cpus_per_worker=cpus_per_worker, share_windows=share_windows, revision=revision,
-                              device_map=device_map, device_memory=device_memory,
+                              cpus_per_worker=cpus_per_worker, share_windows=share_windows, shard=shard,
+                              revision=revision, device_map=device_map, device_memory=device_memory,
                               offload_folder=None if offload_folder is None else str(offload_folder))
     for w in caught:
         if issubclass(w.category, UserWarning):

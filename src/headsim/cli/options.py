@@ -39,5 +39,6 @@ def read_text_arg(text: Optional[str], text_file: Optional[Path]) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise HeadsimError(f"{str(text_file)!r} is not UTF-8 text ({exc.reason} at byte {exc.start})",
-                           "convert the file to UTF-8") from exc
+        from ..corpus import convert_hint, not_utf8
+
+        raise HeadsimError(not_utf8(text_file, exc), convert_hint(text_file)) from None

@@ -25,7 +25,9 @@ def reproduce(
 ) -> None:
     """Every figure of the paper (2–13) and every claim as a measured check, in OUT/index.html."""
     from ..reproduction import DEFAULT_WINDOWS, reproduce as run
+    from ..rundir import check_writable
 
+    check_writable(out)  # before the analysis
     index = run(model, corpus, windows=DEFAULT_WINDOWS if windows is None else windows, out=out, seq_len=seq_len, threshold=threshold,
                 device=device, dtype=dtype, batch_size=batch_size)
     console.print(f"report: {index}")
@@ -42,9 +44,10 @@ def report(
     from ..corpus import load_corpus
     from ..report.build import build_report
     from ..reproduction import example_inspection
-    from ..rundir import load_run
+    from ..rundir import check_writable, load_run
 
     run = load_run(run_dir)
+    check_writable(out or run_dir)  # before the model runs for the example
     inspection = None
     if example:
         meta = run.meta
@@ -64,7 +67,9 @@ def compare(
     """Put several runs side by side: per-layer curves on shared axes and the claims table."""
     from ..errors import require
     from ..report.compare import compare_runs
+    from ..rundir import check_writable
 
     require(len(runs) >= 2, "compare needs at least two run directories", "pass RUN_A RUN_B …")
+    check_writable(out)
     index = compare_runs(runs, out)
     console.print(f"comparison: {index}")

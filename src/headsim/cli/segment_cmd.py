@@ -34,6 +34,10 @@ def segment(
     require(level in LEVELS, f"unknown --level {level!r}", f"use one of {', '.join(LEVELS)}")
     require(out is None or not out.is_dir(), f"--out {str(out)!r} is a directory", "pass a file path, e.g. segments.jsonl")
     text = read_text_arg(None, file)
+    if out is not None:
+        from ..rundir import check_writable
+
+        check_writable(out)  # before the model runs
     with console.status("running the model…"):
         segments = run_segment(text, model, level=level, n_segments=n_segments, units=units,
                                config=None if config is None else str(config), device=device)

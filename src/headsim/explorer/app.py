@@ -37,6 +37,7 @@ from . import api
 log = logging.getLogger("headsim.explorer")
 
 STATIC = Path(__file__).parent / "static"
+SHARED = Path(__file__).parent.parent / "views" / "html" / "assets"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 ID_PATTERN = r"^[0-9a-f]{16}$"
 
@@ -376,6 +377,7 @@ def create_app(model: LoadedModel | str = "default", run_dir: str | Path | None 
             swagger_ui_parameters={"validatorUrl": None, "defaultModelsExpandDepth": 0},  # no external badge
         )
 
+    app.mount("/static/shared", StaticFiles(directory=SHARED), name="shared")  # drawing code shared with notebooks
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     # -- API ---------------------------------------------------------------------------------

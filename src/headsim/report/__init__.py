@@ -16,6 +16,8 @@ _LAZY = {
     "load_run_data": "headsim.report.build",
     "RunData": "headsim.report.build",
     "compare_runs": "headsim.report.compare",
+    "compare": "headsim.report.compare",
+    "Comparison": "headsim.report.compare",
     "compute_claims": "headsim.report.claims",
     "token_shares": "headsim.report.claims",
     "Claim": "headsim.report.claims",

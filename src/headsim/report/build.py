@@ -277,12 +277,13 @@ NO_EXAMPLE = ("The per-text figures (Fig 4 attention maps, Fig 5 separator block
 # ---------------------------------------------------------------------------------------------
 
 
-def _run_rows(run: RunData) -> list[tuple[str, str]]:
+def run_rows(run: RunData) -> list[tuple[str, str]]:
     m, c = run.model, run.meta.get("corpus", {})
     versions = run.meta.get("versions", {})
     rows = [
         ("model", f"{run.label} — {m.get('class', '?')} ({m.get('model_type', '?')})"),
         ("model source", str(m.get("source", "?"))),
+        *([("model revision", str(m.get("revision") or m.get("commit")))] if m.get("revision") or m.get("commit") else []),
         ("layers × heads", f"{m.get('n_layers', run.dataset.sizes['layer'])} × {m.get('n_heads', run.dataset.sizes['head'])}, "
                            f"{m.get('d_head', '?')} dimensions per head"),
         ("dtype, device", f"{m.get('dtype', run.meta.get('dtype', '?'))}, {m.get('device', run.meta.get('device', '?'))}"),
@@ -383,7 +384,7 @@ def build_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None =
                                ("tokens.csv", "tokens of the example input"), ("inspect.json", "settings of the example")):
                 if (tmp / EXAMPLE_DIR / name).is_file():
                     files.append((f"{EXAMPLE_DIR}/{name}", what))
-        html = render("report.html.j2", model_name=run.label, model_note=model_note(run.model), run_rows=_run_rows(run),
+        html = render("report.html.j2", model_name=run.label, model_note=model_note(run.model), run_rows=run_rows(run),
                       claims=[c.to_dict() for c in claims], figures=figures, windows=f"{run.n_windows:,}",
                       example=example_ctx, no_example=NO_EXAMPLE, ablation=ablation_ctx, files=files, headsim_version=_version(),
                       generated=datetime.now(timezone.utc).isoformat(timespec="seconds"))

@@ -11,11 +11,13 @@ import json
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
+from ..display import HtmlDisplay
 from ..errors import require
 from ..plots import corpus as cf
 from .build import RunData, _version, load_run_data, save_once
@@ -47,21 +49,23 @@ def _random_distance(run: RunData) -> float:
     return float((chance * run.dataset["distance"].values).sum()) if chance.sum() > 0 else float("nan")
 
 
-def compare_runs(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, *, dpi: int = 200) -> Path:
-    """Compare finished runs; writes ``compare_layers.png/.svg``, ``claims_compare.csv/.json`` and
-    ``index.html`` into ``out_dir`` and returns the path of ``index.html``."""
-    run_dirs = list(run_dirs)
-    require(len(run_dirs) >= 2, f"compare needs at least two run directories, got {len(run_dirs)}", "pass RUN_A RUN_B …")
-    runs = [load_run_data(d) for d in run_dirs]
-    labels = _labels(runs)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    claims = {label: compute_claims(r.dataset, r.heads, r.layers, r.meta, shares=r.shares) for label, r in zip(labels, runs)}
-    tmp = Path(tempfile.mkdtemp(prefix=".compare-", dir=out))
-    try:
-        series = [{"label": label, "legend": f"{label}: {r.label}", "heads": r.heads, "layers": r.layers, "n_heads": int(r.dataset.sizes["head"]),
-                   "shares": r.shares, "random_distance": _random_distance(r)} for label, r in zip(labels, runs)]
-        save_once(cf.layer_comparison(series), tmp, STEM, dpi=dpi)
+@dataclass
+class Comparison(HtmlDisplay):
+    """Finished runs read for comparison (:func:`compare`), each with its unique short label; in a
+    notebook it displays the runs and their per-layer figure, :meth:`to_html` writes it as one page."""
+
+    runs: list[RunData]
+    labels: list[str]
+
+    def figure(self):
+        """The per-layer statistics of every run on shared axes (:func:`headsim.plots.corpus.layer_comparison`)."""
+        return cf.layer_comparison([{"label": label, "legend": f"{label}: {r.label}", "heads": r.heads, "layers": r.layers,
+                                     "n_heads": int(r.dataset.sizes["head"]), "shares": r.shares,
+                                     "random_distance": _random_distance(r)} for label, r in zip(self.labels, self.runs)])
+
+    def warnings(self) -> list[str]:
+        """What makes the runs' numbers not directly comparable (depths, thresholds, window lengths)."""
+        runs = self.runs
         depths = {int(r.dataset.sizes["layer"]) for r in runs}
         warnings = []
         if len(depths) > 1:
@@ -72,6 +76,47 @@ def compare_runs(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
             if len(values) > 1:
                 warnings.append(f"The runs use different {what} ({', '.join(sorted(values))}); their statistics are not "
                                 "directly comparable.")
+        return warnings
+
+    def run_rows(self) -> list[dict]:
+        """One row per run: label, path, model, shape, corpus, windows, window length, threshold, created."""
+        rows = []
+        for label, r in zip(self.labels, self.runs):
+            m = r.model
+            rows.append({
+                "label": label, "path": str(r.path), "model": r.label, "note": model_description(m),
+                "shape": f"{r.dataset.sizes['layer']} × {r.dataset.sizes['head']}", "corpus": r.meta.get("corpus", {}).get("name", "?"),
+                "windows": f"{r.n_windows:,}", "seq_len": r.dataset.attrs.get("seq_len", r.meta.get("seq_len", "?")),
+                "threshold": f"{r.threshold:g}", "created": r.meta.get("created", "?"),
+            })
+        return rows
+
+    def _html_body(self) -> tuple[str, str]:
+        from ..views.html.summaries import comparison_html
+
+        return comparison_html(self)
+
+
+def compare(run_dirs: list[str | os.PathLike]) -> Comparison:
+    """Read two or more finished runs for comparison (a one-line error names a run that cannot be read)."""
+    run_dirs = list(run_dirs)
+    require(len(run_dirs) >= 2, f"compare needs at least two run directories, got {len(run_dirs)}", "pass RUN_A RUN_B …")
+    runs = [load_run_data(d) for d in run_dirs]
+    return Comparison(runs, _labels(runs))
+
+
+def compare_runs(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, *, dpi: int = 200) -> Path:
+    """Compare finished runs; writes ``compare_layers.png/.svg``, ``claims_compare.csv/.json`` and
+    ``index.html`` into ``out_dir`` and returns the path of ``index.html``."""
+    comparison = compare(run_dirs)
+    runs, labels = comparison.runs, comparison.labels
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    claims = {label: compute_claims(r.dataset, r.heads, r.layers, r.meta, shares=r.shares) for label, r in zip(labels, runs)}
+    tmp = Path(tempfile.mkdtemp(prefix=".compare-", dir=out))
+    try:
+        save_once(comparison.figure(), tmp, STEM, dpi=dpi)
+        warnings = comparison.warnings()
         figures = [{"stem": STEM, "title": "per-layer statistics of every run", "png": f"{STEM}.png", "svg": f"{STEM}.svg",
                     "caption": ("Per layer (numbered from 1), one colour per run: (a) mean distance |i − j| of "
                                 "high-similarity pairs, dotted the mean of random valid pairs; (b) probability that a "
@@ -96,15 +141,7 @@ def compare_runs(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
                              "threshold": r.threshold, "token_shares": r.shares} for label, r in zip(labels, runs)],
                    "claims": {label: [c.to_dict() for c in cs] for label, cs in claims.items()}}
         (tmp / "claims_compare.json").write_text(json.dumps(_jsonable(payload), indent=2, ensure_ascii=False))
-        run_rows = []
-        for label, r in zip(labels, runs):
-            m = r.model
-            run_rows.append({
-                "label": label, "path": str(r.path), "model": r.label, "note": model_description(m),
-                "shape": f"{r.dataset.sizes['layer']} × {r.dataset.sizes['head']}", "corpus": r.meta.get("corpus", {}).get("name", "?"),
-                "windows": f"{r.n_windows:,}", "seq_len": r.dataset.attrs.get("seq_len", r.meta.get("seq_len", "?")),
-                "threshold": f"{r.threshold:g}", "created": r.meta.get("created", "?"),
-            })
+        run_rows = comparison.run_rows()
         default_run = next((r.model for r in runs if is_default_model(r.model)), None)
         note = f"The paper analysed {PAPER_MODEL}. " + minilm_note(None)
         if default_run is not None:

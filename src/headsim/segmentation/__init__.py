@@ -17,7 +17,7 @@ from .baselines import (
 )
 from .datasets import SOURCES, SegDoc, Source, choi_lee_docs, dev_test_split, wikipedia_topic_docs
 from .metrics import boundary_f1, boundary_similarity, bootstrap_ci, paired_comparison, pk, to_boundary_vector, windowdiff
-from .types import Segment, Unit, boundaries_to_segments
+from .types import Segment, Segmentation, Unit, boundaries_to_segments
 from .units import sentence_units
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "RandomSplitBaseline",
     "SegDoc",
     "Segment",
+    "Segmentation",
     "SegmentationMethod",
     "Source",
     "TextTilingBaseline",

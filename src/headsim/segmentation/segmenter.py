@@ -34,7 +34,7 @@ from .config import default_config, for_model, load_config, write_config
 from .datasets import SegDoc, joined_segdoc
 from .features import PassSpec, encoder_pass, sentence_embeddings, unit_vectors
 from .scoring import depth_scores, gap_scores, gap_similarity, pick_boundaries
-from .types import Segment, boundaries_to_segments
+from .types import Segment, Segmentation, boundaries_to_segments
 
 __all__ = [
     "CANDIDATES",
@@ -267,7 +267,7 @@ def sentence_segments(text: str, loaded: LoadedModel, config: dict[str, Any], *,
 
 def segment(text: str, model: LoadedModel | str | None = None, level: str = "topic", n_segments: int | None = None,
             *, config: dict[str, Any] | str | Path | None = None, units: str = "pysbd", device: str | None = None,
-            batch: int = 16) -> list[Segment]:
+            batch: int = 16) -> Segmentation:
     """Cut ``text`` into segments whose concatenation is exactly ``text``.
 
     Args:
@@ -283,16 +283,18 @@ def segment(text: str, model: LoadedModel | str | None = None, level: str = "top
         batch: windows per forward pass.
 
     Returns:
-        :class:`~headsim.segmentation.types.Segment` objects (``start``, ``end``, ``text``).
+        a :class:`~headsim.segmentation.types.Segmentation`: a list of
+        :class:`~headsim.segmentation.types.Segment` objects (``start``, ``end``, ``text``) that also
+        keeps the units and boundary scores (its notebook display and ``to_html`` show them).
     """
     _check_args(text, level, units, n_segments, batch)
     loaded = as_loaded(model, device=device)
     cfg = for_model(load_config(config), loaded, shipped=config is None)
     if level == "sentence":
         sentences = sentence_segments(text, loaded, cfg, batch=batch)
-        if n_segments is None or n_segments >= len(sentences):
-            return sentences
-        return _merge_to(text, sentences, n_segments)
+        if n_segments is not None and n_segments < len(sentences):
+            sentences = _merge_to(text, sentences, n_segments)
+        return Segmentation(sentences, text, level="sentence")
     if units == "model" and not cfg["sentence"].get("fallback"):
         spans, score = _topic_on_model_units(text, loaded, cfg, batch=batch)
     else:
@@ -307,7 +309,8 @@ def segment(text: str, model: LoadedModel | str | None = None, level: str = "top
     if len(spans) > 1 and n_segments is not None:
         require(n_segments <= len(spans), f"cannot cut {len(spans)} sentence units into {n_segments} segments",
                 f"ask for at most {len(spans)} segments")
-    return boundaries_to_segments(text, spans, _choose(score, n_segments, cfg["topic"]))
+    return Segmentation(boundaries_to_segments(text, spans, _choose(score, n_segments, cfg["topic"])), text,
+                        unit_spans=spans, scores=score, level="topic")
 
 
 def _topic_on_model_units(text: str, loaded: LoadedModel, config: dict[str, Any], *, batch: int = 16

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ..display import HtmlDisplay
 from ..errors import require
 
 
@@ -22,6 +23,26 @@ class Segment:
 
 
 Unit = Segment
+
+
+class Segmentation(list, HtmlDisplay):
+    """The segments of ``text`` (a list of :class:`Segment`, concatenating to ``text``) with what
+    chose them: the sentence ``unit_spans``, the boundary ``scores`` of each gap between units (topic
+    level; ``None`` where no score was computed) and the ``level``. Displays in a notebook as the text
+    with its boundaries and the signal; :meth:`to_html` writes that page."""
+
+    def __init__(self, segments: Iterable[Segment], text: str, *, unit_spans: Sequence[tuple[int, int]] = (),
+                 scores=None, level: str | None = None) -> None:
+        super().__init__(segments)
+        self.text = text
+        self.unit_spans = [(int(a), int(b)) for a, b in unit_spans]
+        self.scores = scores
+        self.level = level
+
+    def _html_body(self) -> tuple[str, str]:
+        from ..views.html.summaries import segmentation_html
+
+        return segmentation_html(self)
 """A unit of segmentation (a sentence); the same type as :class:`Segment`."""
 
 

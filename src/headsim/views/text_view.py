@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 
 from ..context_similarity import check_threshold, normalized_similarity
+from ..display import HtmlDisplay
 from ..errors import require
 from ..model.tap import capture
 from ..models import LoadedModel, as_loaded
@@ -29,7 +30,7 @@ from .arrays import block_ids, column_scores, framing_positions, pair_table, sep
 
 
 @dataclass(frozen=True, eq=False)
-class TextView:
+class TextView(HtmlDisplay):
     """One window's valid tokens (``n``) and every head's matrices over them (``L`` layers, ``H`` heads).
 
     Attributes:
@@ -110,6 +111,12 @@ class TextView:
         heads = [(li, hi) for li in range(self.n_layers) for hi in range(self.n_heads)] if heads is None else heads
         return pd.concat([pair_table(self.normalized[li, hi], mask[li, hi], self.tokens, layer=li, head=hi)
                           for li, hi in heads], ignore_index=True)
+
+    def _html_body(self) -> tuple[str, str]:
+        """The interactive head explorer of this window (grid, attention, S, mask, tokens, pairs)."""
+        from .html import text_view_html
+
+        return f"headsim: {self.n} tokens", text_view_html(self)
 
     def window_text(self) -> tuple[str, int]:
         """The part of the text this window covers, and the character position it starts at."""

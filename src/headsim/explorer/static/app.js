@@ -18,15 +18,7 @@ const MAX_ROWS = 500;
 // ------------------------------------------------------------------------------------------
 // small utilities
 
-function esc(s) {
-  return String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
-}
-function fmt(v, digits = 3) {
-  if (v == null || !Number.isFinite(v)) return '—';
-  if (Math.abs(v) >= 100) return v.toFixed(0);
-  if (Math.abs(v) >= 10) return v.toFixed(1);
-  return v.toFixed(digits);
-}
+const { esc, fmt } = P;  // shared with the notebook displays (draw.js)
 function rafOnce(fn) {
   let pending = false;
   return (...args) => {
@@ -360,86 +352,50 @@ function gridRange(g) {
   return Number.isFinite(lo) ? [lo, hi] : [0, 1];
 }
 
-function thumbFrames() {
-  const grid = S.grid;
-  if (!grid) return [];
-  const shapes = [];
-  const g = statGrid(S.colorBy);
-  if (g) {
-    const [lo, hi] = gridRange(g);
-    for (let l = 0; l < grid.L; l++) {
-      for (let h = 0; h < grid.H; h++) {
-        const v = g[l][h];
-        const t = hi > lo ? (v - lo) / (hi - lo) : 0.5;
-        shapes.push(P.tileFrame(grid, l, h, P.colorAt(P.VIRIDIS, v == null ? NaN : t), 3.5));
-      }
-    }
-  }
-  shapes.push(P.tileFrame(grid, S.layer - 1, S.headNo - 1, '#ef4444', 4));
-  return shapes;
-}
-
-function colorbarTrace() {
-  const g = statGrid(S.colorBy);
-  if (!g) return null;
-  const [lo, hi] = gridRange(g);
-  return {
-    type: 'scatter', mode: 'markers', x: [0], y: [0], hoverinfo: 'skip', showlegend: false,
-    marker: {
-      size: 1, opacity: 0, color: [lo], cmin: lo, cmax: hi === lo ? lo + 1 : hi, colorscale: P.VIRIDIS, showscale: true,
-      colorbar: { thickness: 10, len: 0.9, outlinewidth: 0, tickfont: { size: 10 },
-        title: { text: statLabel(S.colorBy), side: 'right', font: { size: 11 } } },
-    },
-  };
-}
-
+/** The model view: the shared canvas grid (draw.js, as in the notebook displays), frames coloured by the
+ * chosen statistic, the open head outlined in red. */
 function renderThumbs() {
   const a = S.analysis;
   if (!a) return;
-  const th = a.thumbnails;
-  const grid = P.tileThumbnails(th[S.thumbKind], th.size);
-  S.grid = grid;
+  const th = a.thumbnails, images = th[S.thumbKind];
+  const L = images.length, H = images[0].length;
   const div = $('thumb-plot');
-  const m = { l: 34, r: 86, t: 22, b: 6 };
-  const avail = Math.max(div.parentElement.clientWidth - 30, 320);
-  const maxHeight = Math.max(240, Math.min(window.innerHeight * 0.5, 560));
-  const pad = grid.gap * 0.6;
-  const cell = Math.min((avail - m.l - m.r) / (grid.cols + 2 * pad), (maxHeight - m.t - m.b) / (grid.rows + 2 * pad));
-  const width = Math.round(cell * (grid.cols + 2 * pad) + m.l + m.r);
-  const height = Math.round(cell * (grid.rows + 2 * pad) + m.t + m.b);
-  const centre = (k) => k * grid.step + (grid.size - 1) / 2;
-  const traces = [{
-    type: 'heatmap', z: grid.z, zmin: 0, zmax: 100, zsmooth: false, hoverinfo: 'none', showscale: false,
-    colorscale: S.thumbKind === 'attention' ? P.BLUES : P.MAGMA,
-  }];
-  const bar = colorbarTrace();
-  if (bar) traces.push(bar);
-  const layout = {
-    width, height, margin: m, font: { family: P.FONT, size: 11 },
-    paper_bgcolor: 'rgba(0,0,0,0)', plot_bgcolor: 'rgba(0,0,0,0)', dragmode: false, hovermode: 'closest',
-    xaxis: { range: [-0.5 - pad, grid.cols - 0.5 + pad], fixedrange: true, showgrid: false, zeroline: false, side: 'top',
-      tickmode: 'array', tickvals: Array.from({ length: grid.H }, (_, h) => centre(h)),
-      ticktext: Array.from({ length: grid.H }, (_, h) => `H${h + 1}`), ticks: '' },
-    yaxis: { range: [grid.rows - 0.5 + pad, -0.5 - pad], fixedrange: true, showgrid: false, zeroline: false,
-      scaleanchor: 'x', tickmode: 'array', tickvals: Array.from({ length: grid.L }, (_, l) => centre(l)),
-      ticktext: Array.from({ length: grid.L }, (_, l) => `L${l + 1}`), ticks: '' },
-    shapes: thumbFrames(),
-  };
-  Plotly.react(div, traces, layout, { ...P.CONFIG, displayModeBar: false, responsive: false });
-  if (!div.dataset.wired) {
-    div.dataset.wired = '1';
-    div.on('plotly_click', (ev) => {
-      const p = ev.points && ev.points[0];
-      const at = p && S.grid ? P.tileAt(S.grid, p.x, p.y) : null;
-      if (at) selectHead(at.l + 1, at.h + 1);
-    });
-    div.on('plotly_hover', (ev) => {
-      const p = ev.points && ev.points[0];
-      const at = p && S.grid ? P.tileAt(S.grid, p.x, p.y) : null;
-      if (at) describeThumb(at.l, at.h);
-    });
-    div.on('plotly_unhover', () => describeThumb(null));
+  let canvas = div.querySelector('canvas.thumb-grid'), bar = div.querySelector('canvas.thumb-bar');
+  if (!canvas) {
+    div.innerHTML = '';
+    const box = document.createElement('div');
+    canvas = document.createElement('canvas');
+    canvas.className = 'thumb-grid';
+    bar = document.createElement('canvas');
+    bar.className = 'thumb-bar';
+    box.append(canvas, bar);
+    div.append(box);
+    const at = (ev) => {
+      const r = canvas.getBoundingClientRect();
+      return S.grid ? P.tileAt(S.grid, ev.clientX - r.left, ev.clientY - r.top) : null;
+    };
+    canvas.addEventListener('click', (ev) => { const t = at(ev); if (t) selectHead(t.l + 1, t.h + 1); });
+    canvas.addEventListener('mousemove', (ev) => { const t = at(ev); if (t) describeThumb(t.l, t.h); else describeThumb(null); });
+    canvas.addEventListener('mouseleave', () => describeThumb(null));
   }
+  if (!S.thumbCache || S.thumbCache.analysis !== a) S.thumbCache = { analysis: a };
+  if (!S.thumbCache[S.thumbKind]) {
+    const size = Math.round(Math.sqrt(images[0][0].length));
+    S.thumbCache[S.thumbKind] = images.map((row) => row.map((img) => ({ size, values: Float32Array.from(img, (v) => v / 100) })));
+  }
+  const thumbs = S.thumbCache[S.thumbKind];
+  const g = statGrid(S.colorBy);
+  const [lo, hi] = g ? gridRange(g) : [0, 1];
+  const avail = Math.max(div.parentElement.clientWidth - 70, 320);
+  const maxHeight = Math.max(240, Math.min(window.innerHeight * 0.5, 560));
+  const tile = Math.max(16, Math.min(64, Math.floor(avail / H / 1.17), Math.floor(maxHeight / L / 1.17)));
+  S.grid = P.drawGrid(canvas, {
+    L, H, tile, thumb: (l, h) => thumbs[l][h], scale: S.thumbKind === 'attention' ? P.BLUES : P.MAGMA,
+    frame: g ? (l, h) => P.colorAt(P.VIRIDIS, g[l][h] == null ? NaN : (hi > lo ? (g[l][h] - lo) / (hi - lo) : 0.5)) : null,
+    selected: { l: S.layer - 1, h: S.headNo - 1 },
+  });
+  bar.hidden = !g;
+  if (g) P.drawColorbar(bar, P.VIRIDIS, lo, hi, `frame: ${statLabel(S.colorBy)}`);
 }
 
 function describeThumb(l, h) {
@@ -454,13 +410,7 @@ function describeThumb(l, h) {
 }
 
 function updateThumbFrames() {
-  const div = $('thumb-plot');
-  if (!S.grid || !div.data) return;
-  const traces = div.data.length;
-  const bar = colorbarTrace();
-  if (traces > 1) Plotly.deleteTraces(div, 1);
-  if (bar) Plotly.addTraces(div, bar);
-  Plotly.relayout(div, { shapes: thumbFrames() });
+  renderThumbs();
 }
 
 // ------------------------------------------------------------------------------------------
@@ -473,7 +423,7 @@ function selectHead(layer, head) {
   S.layer = Math.min(L, Math.max(1, Math.round(layer)));
   S.headNo = Math.min(H, Math.max(1, Math.round(head)));
   syncHeadInputs();
-  if (S.grid) Plotly.relayout($('thumb-plot'), { shapes: thumbFrames() });
+  renderThumbs();
   loadHead();
 }
 

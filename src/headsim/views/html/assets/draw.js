@@ -1,0 +1,250 @@
+// headsim drawing code shared by the explorer (loaded as /static/shared/draw.js) and the notebook and
+// exported views (inlined by headsim.views.html). Colour scales, token ticks and a small canvas
+// renderer for token × token matrices and the layer × head grid of thumbnails. No dependencies.
+
+export const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif';
+export const MONO = 'ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono", monospace';
+
+// matplotlib's magma / Blues / viridis (the colour maps of headsim's static figures)
+export const MAGMA = [[0, '#000004'], [0.1, '#140e36'], [0.2, '#3b0f70'], [0.3, '#641a80'], [0.4, '#8c2981'],
+  [0.5, '#b73779'], [0.6, '#de4968'], [0.7, '#f7705c'], [0.8, '#fe9f6d'], [0.9, '#fecf92'], [1, '#fcfdbf']];
+export const BLUES = [[0, '#f7fbff'], [0.1, '#e3eef9'], [0.2, '#d0e1f2'], [0.3, '#b7d4ea'], [0.4, '#94c4df'],
+  [0.5, '#6aaed6'], [0.6, '#4a98c9'], [0.7, '#2e7ebc'], [0.8, '#1764ab'], [0.9, '#084a91'], [1, '#08306b']];
+export const VIRIDIS = [[0, '#440154'], [0.1, '#482475'], [0.2, '#414487'], [0.3, '#355f8d'], [0.4, '#2a788e'],
+  [0.5, '#21918c'], [0.6, '#22a884'], [0.7, '#44bf70'], [0.8, '#7ad151'], [0.9, '#bddf26'], [1, '#fde725']];
+/** A colour scale whose colours sit at the squares of their positions: a square-root colour map
+ * (small attention weights stay visible next to the large [CLS]/[SEP] ones; the colour bar keeps true values). */
+export function sqrtScale(scale) {
+  return scale.map(([t, c]) => [t * t, c]);
+}
+export const BLUES_SQRT = sqrtScale(BLUES);
+export const MASK = [[0, '#ffffff'], [1, '#1e1b4b']];
+export const HL = '#0891b2';
+export const SEP = '#d97706';
+
+export function hexToRgb(hex) {
+  const v = parseInt(hex.slice(1), 16);
+  return [(v >> 16) & 255, (v >> 8) & 255, v & 255];
+}
+
+/** [r, g, b] of value t in [0, 1] on a colour scale ([[position, '#rrggbb'], ...]); null when t is not finite. */
+export function rgbAt(scale, t) {
+  if (!Number.isFinite(t)) return null;
+  t = Math.min(1, Math.max(0, t));
+  for (let k = 1; k < scale.length; k++) {
+    if (t <= scale[k][0]) {
+      const [t0, c0] = scale[k - 1], [t1, c1] = scale[k];
+      const f = (t - t0) / Math.max(t1 - t0, 1e-9);
+      const a = hexToRgb(c0), b = hexToRgb(c1);
+      return a.map((x, i) => Math.round(x + f * (b[i] - x)));
+    }
+  }
+  return hexToRgb(scale[scale.length - 1][1]);
+}
+
+/** CSS colour of value t in [0, 1] on a colour scale (for frames, legends); grey when t is not finite. */
+export function colorAt(scale, t) {
+  const c = rgbAt(scale, t);
+  return c ? `rgb(${c.join(',')})` : '#d1d5db';
+}
+
+/** A 256-entry lookup table of a colour scale (Uint8Array of r, g, b). */
+export function lut(scale) {
+  const out = new Uint8Array(256 * 3);
+  for (let k = 0; k < 256; k++) out.set(rgbAt(scale, k / 255), 3 * k);
+  return out;
+}
+
+/** Text made safe for innerHTML. */
+export function esc(s) {
+  return String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
+}
+/** A number in 3 significant places (— when missing). */
+export function fmt(v, digits = 3) {
+  if (v == null || !Number.isFinite(v)) return '—';
+  if (Math.abs(v) >= 100) return v.toFixed(0);
+  if (Math.abs(v) >= 10) return v.toFixed(1);
+  return v.toFixed(digits);
+}
+
+export function shortTok(tok, max = 12) {
+  return tok.length > max ? tok.slice(0, max - 1) + '…' : tok;
+}
+
+/** Tick values and labels "i:token" for the visible range, thinned so labels never overlap. */
+export function tickSet(tokens, range, lengthPx) {
+  const n = tokens.length;
+  let lo = 0, hi = n - 1;
+  if (range) { lo = Math.max(0, Math.ceil(Math.min(range[0], range[1]))); hi = Math.min(n - 1, Math.floor(Math.max(range[0], range[1]))); }
+  const visible = Math.max(1, hi - lo + 1);
+  const px = Math.max(lengthPx || 300, 60);
+  const fontPx = px / visible >= 11 ? 10 : 9;
+  const stride = Math.max(1, Math.ceil(visible * (fontPx + 1.5) / px));
+  const vals = [], text = [];
+  for (let i = lo; i <= hi; i++) {
+    if ((i - lo) % stride === 0) { vals.push(i); text.push(`${i}:${shortTok(tokens[i])}`); }
+  }
+  return { vals, text, fontPx, stride };
+}
+
+function ratio() { return (typeof window !== 'undefined' && window.devicePixelRatio) || 1; }
+
+function sizeCanvas(canvas, w, h) {
+  const r = ratio();
+  canvas.width = Math.round(w * r);
+  canvas.height = Math.round(h * r);
+  canvas.style.width = `${w}px`;
+  canvas.style.height = `${h}px`;
+  const ctx = canvas.getContext('2d');
+  ctx.setTransform(r, 0, 0, r, 0, 0);
+  return ctx;
+}
+
+/** An ImageBitmap-like canvas of rows × cols cells, cell (i, j) coloured by value(i, j) in [0, 1] (NaN: grey). */
+function cellImage(rows, cols, value, table) {
+  const img = document.createElement('canvas');
+  img.width = cols;
+  img.height = rows;
+  const ctx = img.getContext('2d');
+  const data = ctx.createImageData(cols, rows);
+  const px = data.data;
+  for (let i = 0; i < rows; i++) {
+    for (let j = 0; j < cols; j++) {
+      const v = value(i, j), o = 4 * (i * cols + j);
+      if (Number.isFinite(v)) {
+        const k = 3 * Math.max(0, Math.min(255, Math.round(v * 255)));
+        px[o] = table[k]; px[o + 1] = table[k + 1]; px[o + 2] = table[k + 2];
+      } else { px[o] = 229; px[o + 1] = 231; px[o + 2] = 235; }
+      px[o + 3] = 255;
+    }
+  }
+  ctx.putImageData(data, 0, 0);
+  return img;
+}
+
+/**
+ * Draw a square matrix of n × n cells on ``canvas`` with token tick labels.
+ * opts: { n, value(i, j) → [0, 1], scale, labels, side (px of the matrix), lines (positions drawn as dotted
+ * separator lines), cross: {i, j} (a highlighted row / column) }. Returns the geometry for cellAt().
+ */
+export function drawMatrix(canvas, opts) {
+  const n = opts.n, labels = opts.labels || [];
+  const side = opts.side || 300;
+  const margin = labels.length ? 78 : 4;
+  const ctx = sizeCanvas(canvas, side + margin + 4, side + margin + 4);
+  const x0 = margin, y0 = 2, cell = side / n;
+  ctx.imageSmoothingEnabled = false;
+  ctx.drawImage(cellImage(n, n, opts.value, lut(opts.scale)), x0, y0, side, side);
+  if (opts.lines && opts.lines.length) {
+    ctx.save();
+    ctx.strokeStyle = SEP; ctx.setLineDash([2, 2]); ctx.lineWidth = 1;
+    for (const c of opts.lines) {
+      const p = (c + 0.5) * cell;
+      ctx.beginPath(); ctx.moveTo(x0 + p, y0); ctx.lineTo(x0 + p, y0 + side); ctx.stroke();
+      ctx.beginPath(); ctx.moveTo(x0, y0 + p); ctx.lineTo(x0 + side, y0 + p); ctx.stroke();
+    }
+    ctx.restore();
+  }
+  if (opts.cross) {
+    const { i, j } = opts.cross;
+    ctx.save();
+    ctx.strokeStyle = HL; ctx.fillStyle = 'rgba(8,145,178,0.16)'; ctx.lineWidth = 1.2;
+    if (i != null) { ctx.fillRect(x0, y0 + i * cell, side, cell); ctx.strokeRect(x0, y0 + i * cell, side, cell); }
+    if (j != null) { ctx.fillRect(x0 + j * cell, y0, cell, side); ctx.strokeRect(x0 + j * cell, y0, cell, side); }
+    ctx.restore();
+  }
+  if (labels.length) {
+    const t = tickSet(labels, null, side);
+    ctx.save();
+    ctx.fillStyle = '#374151';
+    ctx.font = `${t.fontPx}px ${MONO}`;
+    ctx.textBaseline = 'middle';
+    ctx.textAlign = 'right';
+    t.vals.forEach((v, k) => ctx.fillText(t.text[k], x0 - 3, y0 + (v + 0.5) * cell));
+    ctx.translate(x0, y0 + side + 3);
+    ctx.rotate(-Math.PI / 2);
+    t.vals.forEach((v, k) => ctx.fillText(t.text[k], 0, (v + 0.5) * cell));
+    ctx.restore();
+  }
+  return { x0, y0, cell, n };
+}
+
+/** The cell (i, j) under canvas coordinates (x, y) of a drawMatrix() geometry; null outside. */
+export function cellAt(geom, x, y) {
+  const i = Math.floor((y - geom.y0) / geom.cell), j = Math.floor((x - geom.x0) / geom.cell);
+  return i >= 0 && j >= 0 && i < geom.n && j < geom.n ? { i, j } : null;
+}
+
+/** Block-averaged down-sampling of an n × n matrix (value(i, j)) to size × size (size ≥ n: unchanged). */
+export function thumbnail(n, value, size) {
+  const s = Math.min(size, n), out = new Float32Array(s * s), cnt = new Float32Array(s * s);
+  for (let i = 0; i < n; i++) {
+    const r = Math.floor(i * s / n);
+    for (let j = 0; j < n; j++) {
+      const k = r * s + Math.floor(j * s / n);
+      out[k] += value(i, j); cnt[k] += 1;
+    }
+  }
+  for (let k = 0; k < out.length; k++) out[k] = cnt[k] ? out[k] / cnt[k] : NaN;
+  return { size: s, values: out };
+}
+
+/**
+ * The model view: every head's thumbnail (layers as rows, heads as columns) on ``canvas``.
+ * opts: { L, H, thumb(l, h) → {size, values in [0, 1]}, scale, frame(l, h) → CSS colour or null,
+ * selected: {l, h} (0-based), tile (px) }. Returns the geometry for tileAt().
+ */
+export function drawGrid(canvas, opts) {
+  const { L, H } = opts;
+  const tile = opts.tile || 40, gap = Math.max(5, Math.round(tile / 6)), step = tile + gap;
+  const left = 30, top = 18;
+  const ctx = sizeCanvas(canvas, left + H * step + 4, top + L * step + 4);
+  const table = lut(opts.scale);
+  ctx.imageSmoothingEnabled = false;
+  ctx.font = `11px ${FONT}`;
+  ctx.fillStyle = '#374151';
+  ctx.textAlign = 'center';
+  ctx.textBaseline = 'middle';
+  for (let h = 0; h < H; h++) ctx.fillText(`H${h + 1}`, left + h * step + tile / 2, top / 2);
+  ctx.textAlign = 'right';
+  for (let l = 0; l < L; l++) ctx.fillText(`L${l + 1}`, left - 6, top + l * step + tile / 2);
+  for (let l = 0; l < L; l++) {
+    for (let h = 0; h < H; h++) {
+      const x = left + h * step, y = top + l * step;
+      const th = opts.thumb(l, h);
+      ctx.drawImage(cellImage(th.size, th.size, (i, j) => th.values[i * th.size + j], table), x, y, tile, tile);
+      const colour = opts.frame ? opts.frame(l, h) : null;
+      if (colour) { ctx.strokeStyle = colour; ctx.lineWidth = 3; ctx.strokeRect(x - 2, y - 2, tile + 4, tile + 4); }
+    }
+  }
+  if (opts.selected) {
+    const { l, h } = opts.selected;
+    ctx.strokeStyle = '#ef4444'; ctx.lineWidth = 3;
+    ctx.strokeRect(left + h * step - 3.5, top + l * step - 3.5, tile + 7, tile + 7);
+  }
+  return { left, top, step, tile, L, H };
+}
+
+/** Which (layer, head), 0-based, canvas coordinates (x, y) of a drawGrid() geometry fall on; null in the gaps. */
+export function tileAt(geom, x, y) {
+  const h = Math.floor((x - geom.left) / geom.step), l = Math.floor((y - geom.top) / geom.step);
+  if (l < 0 || h < 0 || l >= geom.L || h >= geom.H) return null;
+  const dx = x - geom.left - h * geom.step, dy = y - geom.top - l * geom.step;
+  return dx <= geom.tile && dy <= geom.tile ? { l, h } : null;
+}
+
+/** A horizontal colour bar of a scale from lo to hi on ``canvas`` (width × 26 px) with its label. */
+export function drawColorbar(canvas, scale, lo, hi, label, width = 220) {
+  const ctx = sizeCanvas(canvas, width, 30);
+  const grad = ctx.createLinearGradient(0, 0, width, 0);
+  for (const [t, c] of scale) grad.addColorStop(t, c);
+  ctx.fillStyle = grad;
+  ctx.fillRect(0, 0, width, 10);
+  ctx.fillStyle = '#374151';
+  ctx.font = `10px ${FONT}`;
+  ctx.textBaseline = 'top';
+  const f = (v) => (Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(3));
+  ctx.textAlign = 'left'; ctx.fillText(f(lo), 0, 13);
+  ctx.textAlign = 'right'; ctx.fillText(f(hi), width, 13);
+  ctx.textAlign = 'center'; ctx.fillText(label, width / 2, 13);
+}

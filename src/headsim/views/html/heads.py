@@ -1,0 +1,148 @@
+"""The head explorer of one window as a self-contained fragment: its payload (quantised, compressed
+matrices), a static PNG of the head grid for where scripts do not run, and the script that draws it.
+
+The payload is built from plain arrays, so a caller may pass matrices over tokens or over bins of
+tokens (a binned overview of a long window): ``labels`` names the rows and columns either way.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import uuid
+import zlib
+
+import numpy as np
+
+from ...errors import require
+from .page import script_bundle, script_tag
+
+ATTENTION_LEVELS = 15  # √attention in 1/15 steps: 4 bits a value, colours as the explorer's √ scale
+SIMILARITY_STEPS = 100  # S in 0.01 steps: every slider position's mask is exact
+THUMB = 16  # cells per side of a head in the static grid (each drawn 3 × 3 pixels)
+
+
+def _b64(a: np.ndarray) -> str:
+    return base64.b64encode(zlib.compress(np.ascontiguousarray(a, dtype=np.uint8).tobytes(), 9)).decode("ascii")
+
+
+def similarity_levels(similarity: np.ndarray) -> np.ndarray:
+    """``uint8`` level ``q`` of each S value with ``S > k/100  ⇔  q ≥ k`` for every k in 1..100
+    (``q = ceil(100 S) - 1``, clipped to 0..100): the slider's masks and pair counts are exact."""
+    q = np.ceil(np.asarray(similarity, dtype=np.float64) * SIMILARITY_STEPS) - 1
+    return np.clip(q, 0, SIMILARITY_STEPS).astype(np.uint8)
+
+
+def attention_levels(attention: np.ndarray) -> np.ndarray:
+    """``uint8`` √attention in ``1/ATTENTION_LEVELS`` steps."""
+    return np.round(np.sqrt(np.clip(attention, 0, 1)) * ATTENTION_LEVELS).astype(np.uint8)
+
+
+def explorer_payload(labels: list[str], attention: np.ndarray, similarity: np.ndarray, *, title: str,
+                     subtitle: str = "", unit: str = "tokens", stats: dict | None = None,
+                     sentences: np.ndarray | None = None, special: np.ndarray | None = None,
+                     layer: int = 0, head: int = 0, threshold: float = 0.3, color_by: str = "pairs") -> dict:
+    """The JSON the head explorer draws: ``attention`` ``[L, H, n, n]`` and the symmetric normalised
+    ``similarity`` ``[L, H, n, n]`` over ``labels`` (tokens, or bins of tokens), quantised
+    (:func:`attention_levels`, :func:`similarity_levels`: only ``i < j`` is kept) and zlib-compressed.
+    ``stats``: key → ``{"label", "group", "grid": [L][H]}`` that can colour the head grid. ``layer``,
+    ``head`` (0-based) and ``threshold`` are the initial selection."""
+    attention, similarity = np.asarray(attention), np.asarray(similarity)
+    require(attention.ndim == 4 and attention.shape == similarity.shape and attention.shape[2] == attention.shape[3] == len(labels),
+            f"attention {attention.shape} and similarity {similarity.shape} do not match {len(labels)} labels",
+            "pass [layers, heads, n, n] matrices over the n labels")
+    L, H, n, _ = attention.shape
+    iu = np.triu_indices(n, 1)
+    return {
+        "title": title, "subtitle": subtitle, "unit": unit, "L": int(L), "H": int(H), "n": int(n),
+        "labels": [str(t) for t in labels],
+        "sentences": None if sentences is None else [int(s) for s in sentences],
+        "special": None if special is None else [bool(s) for s in special],
+        "attention": {"levels": ATTENTION_LEVELS, "b64": _b64(attention_levels(attention))},
+        "similarity": {"steps": SIMILARITY_STEPS, "b64": _b64(similarity_levels(similarity)[:, :, iu[0], iu[1]])},
+        "stats": stats or {},
+        "init": {"layer": int(layer), "head": int(head), "threshold": float(threshold), "color_by": color_by},
+    }
+
+
+def grid_png(similarity: np.ndarray) -> bytes:
+    """A PNG of every head's similarity thumbnail (layers as rows, heads as columns, magma), the
+    static stand-in of the interactive grid."""
+    import matplotlib.pyplot as plt
+    from matplotlib import colormaps
+
+    L, H, n, _ = similarity.shape
+    s = min(THUMB, n)
+    edges = np.linspace(0, n, s + 1).astype(int)
+    gap = 2
+    img = np.ones(((s + gap) * L + gap, (s + gap) * H + gap, 3))
+    lut = colormaps["magma"]
+    for li in range(L):
+        for hi in range(H):
+            m = np.clip(similarity[li, hi], 0, 1)
+            small = np.add.reduceat(np.add.reduceat(m, edges[:-1], axis=0), edges[:-1], axis=1)
+            small /= np.outer(np.diff(edges), np.diff(edges))
+            y, x = gap + li * (s + gap), gap + hi * (s + gap)
+            img[y:y + s, x:x + s] = lut(small)[..., :3]
+    img = np.round(np.kron(img, np.ones((3, 3, 1))) * 255).astype(np.uint8)
+    buf = io.BytesIO()
+    plt.imsave(buf, img, format="png")
+    return buf.getvalue()
+
+
+def explorer_fragment(payload: dict, fallback_png: bytes | None = None) -> str:
+    """The head explorer of ``payload`` as HTML: a static PNG (removed once the script runs), the
+    payload as JSON, and the inlined script that mounts the explorer on the element before it."""
+    uid = uuid.uuid4().hex[:12]
+    data = json.dumps(payload, separators=(",", ":")).replace("</", "<\\/")
+    img = ""
+    if fallback_png is not None:
+        uri = "data:image/png;base64," + base64.b64encode(fallback_png).decode("ascii")
+        img = (f'<figure class="hsv-fallback"><img src="{uri}" alt="similarity map of every head">'
+               f'<figcaption class="hsv-muted">{html.escape(payload["title"])}: normalised similarity S of every head '
+               "(rows: layers, columns: heads). The interactive view draws where scripts run "
+               "(a trusted notebook, a browser).</figcaption></figure>")
+    return (f'<div class="hsv-root" id="hsv-{uid}">{img}<script type="application/json" class="hsv-data">{data}</script></div>'
+            + script_tag(script_bundle() + "\nwindow.headsimViews.mount((document.currentScript && "
+                         f"document.currentScript.previousElementSibling) || document.getElementById('hsv-{uid}'));"))
+
+
+def _focus_stats(view) -> dict:
+    return {k: {"label": k, "group": "this text", "grid": np.round(v, 4).tolist()} for k, v in view.focus.items()}
+
+
+def run_stats(heads, n_layers: int, n_heads: int, columns: tuple[str, ...] = ("p_repeat", "p_same_sentence", "mean_distance"),
+              run_name: str = "run") -> dict:
+    """Head statistics of a run's ``heads`` table as grid colourings of the explorer."""
+    out = {}
+    for col in columns:
+        if col in heads:
+            grid = np.full((n_layers, n_heads), np.nan)
+            for row in heads[["layer", "head", col]].itertuples(index=False):
+                if 1 <= row[0] <= n_layers and 1 <= row[1] <= n_heads:
+                    grid[row[0] - 1, row[1] - 1] = row[2]
+            out[f"run:{col}"] = {"label": col, "group": f"corpus, {run_name}",
+                                 "grid": [[None if np.isnan(v) else round(float(v), 4) for v in r] for r in grid]}
+    return out
+
+
+def text_view_html(view, *, layer: int | None = None, head: int = 0, threshold: float = 0.3, run=None) -> str:
+    """The head explorer of a :class:`~headsim.views.TextView` (0-based ``layer``, default the last;
+    ``run``: a :class:`~headsim.rundir.Run` whose head statistics can colour the grid)."""
+    layer = view.n_layers - 1 if layer is None else layer
+    from ...report.html import model_label
+
+    name = model_label({"name": view.model.name})
+    stats = _focus_stats(view)
+    color_by = "pairs"
+    if run is not None:
+        stats.update(run_stats(run.heads, view.n_layers, view.n_heads, run_name=run.path.name))
+        color_by = "run:p_repeat" if "run:p_repeat" in stats else color_by
+    payload = explorer_payload(
+        view.tokens, view.attention, view.normalized, title=f"{name}: {view.n_layers} layers × {view.n_heads} heads",
+        subtitle=f"window {view.window + 1} of {view.n_windows} · {view.n} tokens · layers and heads from 1, tokens from 0",
+        stats=stats, sentences=view.sentences, special=view.special, layer=layer, head=head,
+        threshold=threshold, color_by=color_by)
+    return explorer_fragment(payload, grid_png(view.normalized))

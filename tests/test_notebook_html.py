@@ -1,0 +1,167 @@
+"""Notebook displays and standalone HTML (issue: rich displays, export): every display is
+self-contained, the head explorer's payload round-trips to the view's numbers, the example notebook
+executes and its nbconvert page works offline in headless Chromium, as does ``headsim export``."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import headsim
+from fake_run import make_fake_run
+from headsim.cli import run_app
+from headsim.segmentation import Segment, Segmentation
+from headsim.views.html.heads import SIMILARITY_STEPS, explorer_payload, similarity_levels
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "docs" / "examples" / "quickstart.ipynb"
+TEXT = "The cat sat on the mat. The dog sat on the cat. Then the dog ran away."
+
+
+def assert_self_contained(html: str) -> None:
+    """Nothing in ``html`` makes the browser load anything: no src/href other than data: or a fragment,
+    no <link>, no CSS import or url() of a file, no http(s) URL in a loading position."""
+    loads = re.findall(r"""\b(?:src|href)\s*=\s*["']?([^"'\s>]+)""", html)
+    assert all(u.startswith(("data:", "#")) for u in loads), [u[:80] for u in loads if not u.startswith(("data:", "#"))]
+    assert not re.search(r"<link\b", html, re.I)
+    assert not re.search(r"@import|url\(\s*['\"]?(?!data:|#)", html)
+    assert not re.search(r"""(?:fetch|import)\s*\(\s*['"`]https?:""", html)
+    assert "<script src" not in html
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("runs")
+    return make_fake_run(root / "a"), make_fake_run(root / "b", n_layers=4, seed=1)
+
+
+def test_run_comparison_ablation_segmentation_displays(runs, tmp_path):
+    run = headsim.load_run(runs[0])
+    run.meta["model"]["revision"] = "0123abcd" * 5  # as run.json records the exact revision where known
+    objects = {
+        "run": run,
+        "comparison": headsim.compare(list(runs)),
+        "ablation": headsim.load_ablation(ROOT / "docs" / "ablation-minilm"),
+        "segmentation": Segmentation([Segment(0, 12, "One. Two.\n\n"), Segment(12, 18, "Three.")], "One. Two.\n\nThree.",
+                                     unit_spans=[(0, 4), (5, 9), (12, 18)], scores=np.array([0.1, 0.9]), level="topic"),
+    }
+    shown = {name: obj._repr_html_() for name, obj in objects.items()}
+    for name, html in shown.items():
+        assert_self_contained(html)
+        assert "<svg" in html, name  # its figures inline
+    page = objects["segmentation"].to_html(tmp_path / "segmentation.html").read_text()  # the same fragment, in a page
+    assert page.startswith("<!doctype html>") and shown["segmentation"].split("<svg")[0] in page and "<svg" in page
+    assert "0123abcd" * 5 in shown["run"]
+    assert shown["segmentation"].count('class="hsv-seg-mark"') == 2 and "Three." in shown["segmentation"]
+    assert ">a<" in shown["comparison"] and ">b<" in shown["comparison"]
+
+
+def _unpack(b64: str) -> np.ndarray:
+    return np.frombuffer(zlib.decompress(base64.b64decode(b64)), dtype=np.uint8)
+
+
+def test_similarity_levels_give_every_slider_mask_exactly():
+    s = np.random.default_rng(0).uniform(-0.5, 1, size=(2, 3, 40, 40)).astype(np.float32)
+    s[0, 0, 1, 2] = 1.0
+    q = similarity_levels(s)
+    for k in range(1, SIMILARITY_STEPS + 1):
+        assert np.array_equal(q >= k, s > np.float32(k / SIMILARITY_STEPS)), k
+
+
+def test_text_view_and_inspection_displays(embedded, tmp_path):
+    view = headsim.text_view(TEXT, embedded)
+    html = view._repr_html_()
+    assert_self_contained(html)
+    payload = json.loads(re.search(r'class="hsv-data">(.*?)</script>', html, re.S).group(1).replace("<\\/", "</"))
+    L, H, n = view.n_layers, view.n_heads, view.n
+    assert (payload["L"], payload["H"], payload["n"], payload["labels"]) == (L, H, n, view.tokens)
+    attn = _unpack(payload["attention"]["b64"]).reshape(L, H, n, n) / payload["attention"]["levels"]
+    assert np.abs(attn ** 2 - view.attention).max() <= 1 / payload["attention"]["levels"]  # √ steps
+    iu = np.triu_indices(n, 1)
+    q = _unpack(payload["similarity"]["b64"]).reshape(L, H, -1)
+    assert np.array_equal(q >= 30, view.mask(0.3)[:, :, iu[0], iu[1]])  # the pair counts the page shows
+    assert payload["stats"]["attn_cls"]["grid"] == np.round(view.focus["attn_cls"], 4).tolist()
+    assert len(html) < 400_000  # 22 tokens
+    ins = headsim.inspect_text(TEXT, embedded, layer=2, head=3)
+    assert '"init":{"layer":1,"head":2,"threshold":0.3' in ins._repr_html_()
+    assert_self_contained(ins.to_html(tmp_path / "ins.html").read_text())
+
+
+def test_export_errors(tmp_path, capsys):
+    assert run_app(["export", TEXT, "--format", "gif", "--out", str(tmp_path / "x.gif")]) == 2
+    assert "unknown format 'gif'" in capsys.readouterr().err.replace("\n", " ")
+    assert run_app(["export", TEXT, "--out", str(tmp_path)]) == 2
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_export_run_figure(runs, tmp_path):
+    assert run_app(["export", str(runs[0]), "--format", "svg", "--out", str(tmp_path / "run.svg")]) == 0
+    assert (tmp_path / "run.svg").read_text().lstrip().startswith("<?xml")
+    assert run_app(["export", str(runs[0]), "--format", "png", "--out", str(tmp_path / "run.png")]) == 0
+    assert (tmp_path / "run.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# In a real browser: one Chromium session for the notebook page and the exported page
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from browser_support import MISSING, chromium
+
+    if MISSING:
+        pytest.skip(MISSING)
+    pytest.importorskip("playwright.sync_api", reason="Playwright for Python is absent: pip install playwright")
+    with chromium() as b:
+        yield b
+
+
+@pytest.fixture
+def shots(tmp_path) -> Path:
+    from browser_support import screenshot_dir
+
+    return screenshot_dir(tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_quickstart_notebook_executes_and_its_html_works_offline(browser, shots, tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    pytest.importorskip("nbconvert")
+    from browser_support import check_standalone_page
+    from headsim.views.html.notebook import offline_exporter
+
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",  # the kernel inherits PYTHONPATH
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"]
+    html_outputs = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]
+    assert len(html_outputs) == 3  # the view, the inspection, the segmentation
+    for h in html_outputs:
+        assert_self_contained(h)
+    page, _ = offline_exporter().from_notebook_node(nb)
+    path = tmp_path / "quickstart.html"
+    path.write_text(page, encoding="utf-8")
+    check_standalone_page(browser, path, shots / "quickstart.png")
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_headsim_export_html_works_offline(browser, shots, tmp_path):
+    from browser_support import check_standalone_page
+
+    out = tmp_path / "export.html"
+    assert run_app(["export", TEXT, "--out", str(out), "--layer", "4", "--head", "7"]) == 0
+    assert_self_contained(out.read_text())
+    check_standalone_page(browser, out, shots / "export.png")
