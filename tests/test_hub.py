@@ -171,10 +171,10 @@ def test_hf_hub_cache_is_respected(hub, hub_env, tmp_path):
     assert not hub_env.cache.exists()
 
 
-def test_warm_cache_works_offline_without_a_request(hub, hub_env):
+def test_warm_cache_works_offline_without_a_request(hub, hub_env, monkeypatch):
     online = load_model(REPO, device="cpu", revision="v1")
     weights = _weights(online)
-    load._LOADED.clear()  # a fresh process
+    monkeypatch.setattr(load, "_LOADED", {})  # a fresh process (the session's models stay loaded)
     hub_env.set(offline=True)
     hub.clear()
     for revision in ("v1", hub.commits["v1"]):
@@ -184,7 +184,7 @@ def test_warm_cache_works_offline_without_a_request(hub, hub_env):
             assert torch.equal(v, weights[k])
     assert hub.requests == []
     # an unreachable hub falls back to the cache the same way
-    load._LOADED.clear()
+    monkeypatch.setattr(load, "_LOADED", {})
     hub_env.set(endpoint="http://127.0.0.1:9")
     assert load_model(REPO, device="cpu", revision="v1").commit == online.commit
 
@@ -298,7 +298,7 @@ def test_run_spec_without_a_commit_still_reads():
     """Runs written before the commit was recorded keep their spec (model_commit None)."""
     from headsim.runspec import RunSpec
 
-    spec = RunSpec("m", "abc", 4, 16, 0.3, 3, 2, "float32", "pysbd", "c0ffee")
+    spec = RunSpec("m", "abc", 4, 16, 0.3, 3, 2, "float32", "pysbd", model_commit="c0ffee")
     stored = spec.as_meta()
     del stored["spec"]["model_commit"]
     old = RunSpec.from_meta(stored)
