@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import headsim
-from headsim import models
+from headsim.model import load
 from headsim.model.arch import arch_for
 from headsim.errors import HeadsimError
 from headsim.extraction import extract
@@ -141,13 +141,6 @@ def test_unsupported_architecture_or_remote_code(tmp_path, build, words):
     assert "llama" in err.fix or "remote code" in str(err)
 
 
-def test_uncached_hub_id():
-    err = _error("some-org/does-not-exist", device="cpu")
-    assert "some-org/does-not-exist" in err.problem
-    assert "not available" in err.problem and "weights" in err.problem
-    assert "local" in err.fix and "path" in err.fix
-
-
 def test_nonexistent_path(tmp_path):
     err = _error(str(tmp_path / "nope" / "model"))
     assert "does not exist" in err.problem
@@ -215,7 +208,7 @@ def test_never_trusts_remote_code(tiny_bert_dir, tmp_path, monkeypatch):
                 depth[0] -= 1
 
         monkeypatch.setattr(cls, "from_pretrained", recorder)
-    monkeypatch.setattr(models, "_LOADED", {})
+    monkeypatch.setattr(load, "_LOADED", {})
 
     with pytest.raises(HeadsimError, match="needs its own remote code"):
         load_model(target, device="cpu")

@@ -56,7 +56,7 @@ def _ensure_run(loaded, corp: Corpus, run_dir: Path, *, windows: int | None, seq
     """Analyse into ``run_dir`` unless a finished run with these settings is there (an unfinished one is resumed)."""
     meta = rundir.RunDir(run_dir).stored_meta()
     finished = meta is not None and meta.get("complete") is True
-    if finished and _same_run(meta, loaded.source, corp.sha256, windows, seq_len, threshold):
+    if finished and _same_run(meta, loaded.source, corp.sha256, windows, seq_len, threshold, loaded.commit):
         return
     analyze(loaded, corp, windows=windows, out=run_dir, seq_len=seq_len, threshold=threshold, batch_size=batch_size,
             overwrite=finished, resume=meta is not None and not finished, progress=progress)
@@ -100,9 +100,12 @@ def reproduce(
     return build_report(run_dir, out_path, example, window_runs=[out_path / f"run-{t}" for t in others])
 
 
-def _same_run(meta: dict, source: str, corpus_sha256: str, windows: int | None, seq_len: int, threshold: float) -> bool:
-    """The stored run was made with these settings (``windows``: as asked, or all the corpus gives)."""
+def _same_run(meta: dict, source: str, corpus_sha256: str, windows: int | None, seq_len: int, threshold: float,
+              commit: str | None = None) -> bool:
+    """The stored run was made with these settings (``windows``: as asked, or all the corpus gives;
+    ``commit``: a hub model's)."""
     spec = RunSpec.from_meta(meta)
-    asked = replace(spec, model_source=source, corpus_sha256=corpus_sha256, seq_len=seq_len, threshold=threshold)
+    asked = replace(spec, model_source=source, corpus_sha256=corpus_sha256, seq_len=seq_len, threshold=threshold,
+                    model_commit=commit)
     available = meta["corpus"].get("windows_available") or windows
     return not spec.differences(asked) and (windows is None or meta["windows"] == min(windows, available))

@@ -50,16 +50,12 @@ class RunData(Run):
 
 
 def load_tokenizer(meta: dict):
-    """The run's tokenizer from its model source, offline; ``None`` when it cannot be loaded."""
-    source = meta.get("model", {}).get("source")
-    if not source:
-        return None
-    try:
-        from transformers import AutoTokenizer
+    """The run's tokenizer from its model source (a hub model's at its recorded commit), from disk or
+    the local cache only (:func:`headsim.model.load.load_tokenizer`); ``None`` when it is not there."""
+    from ..model.load import load_tokenizer as tokenizer_of
 
-        return AutoTokenizer.from_pretrained(source, local_files_only=True)
-    except Exception:  # noqa: BLE001 - the report falls back to counting [CLS]/[SEP] per window
-        return None
+    model = meta.get("model", {})
+    return tokenizer_of(model["source"], model.get("commit")) if model.get("source") else None
 
 
 def load_run_data(run_dir: str | os.PathLike, *, tokenizer=None, use_tokenizer: bool = True) -> RunData:

@@ -70,8 +70,10 @@ async function init() {
     S.info = await api('GET', '/api/info');
   } catch (err) { showError(err); return; }
   const m = S.info.model;
-  $('model-line').textContent = `model ${m.name} · ${m.class} · ${m.n_layers} layers × ${m.n_heads} heads · d_head ${m.d_head} · ${m.device}`;
-  $('model-line').title = `${m.source} (${m.model_type}, ${m.dtype}, max ${m.max_seq_len} tokens)`;
+  $('model-line').textContent = `model ${m.name}` + (m.commit ? ` @ ${m.commit.slice(0, 12)}` : '') +
+    ` · ${m.class} · ${m.n_layers} layers × ${m.n_heads} heads · d_head ${m.d_head} · ${m.device}`;
+  $('model-line').title = `${m.source}` + (m.commit ? ` at commit ${m.commit}` : '') +
+    ` (${m.model_type}, ${m.dtype}, max ${m.max_seq_len} tokens)`;
   $('numbering').textContent = 'Layers and heads numbered from 1 · tokens from 0 ([CLS] = 0)';
   $('n-layers').textContent = m.n_layers;
   $('n-heads').textContent = m.n_heads;
@@ -95,7 +97,9 @@ async function init() {
   const run = S.info.run;
   const runLine = $('run-line');
   if (run) {
-    runLine.textContent = `run ${run.name} · ${run.n_layers}×${run.n_heads} heads` + (run.model ? ` · ${run.model}` : '');
+    runLine.textContent = `run ${run.name} · ${run.n_layers}×${run.n_heads} heads` + (run.model ? ` · ${run.model}` : '') +
+      (run.commit ? ` @ ${run.commit.slice(0, 12)}` : '');
+    if (run.commit) runLine.title = `made with ${run.model} at commit ${run.commit}`;
     runLine.classList.add('loaded');
     if (run.warnings && run.warnings.length) {
       runLine.classList.add('warn');
