@@ -44,6 +44,8 @@ from .arrays import (PAIR_COLUMNS, block_ids, column_scores, framing_positions, 
 VIEW_RESOLUTION = DEFAULT_RESOLUTION
 #: pairs kept per head in a long window's pair table (the most similar; the total is counted exactly)
 PAIR_LIMIT = 300
+#: largest side of a region :meth:`TextView.zoom` gives (tokens)
+ZOOM_LIMIT = 512
 
 
 @dataclass(frozen=True)
@@ -208,15 +210,13 @@ class TextView(HtmlDisplay):
                 out[li] += ((s > thr) & upper[None]).sum(axis=(1, 2))
         return out
 
-    def zoom(self, layer: int, head: int, rows: slice | range, cols: slice | range) -> Zoom:
+    def zoom(self, layer: int, head: int, rows: slice | range, cols: slice | range, *, limit: int = ZOOM_LIMIT) -> Zoom:
         """Exact attention and normalised similarity of ``layer``'s ``head`` over query rows ``rows`` ×
-        key columns ``cols`` (token positions; at most the view resolution each, :data:`VIEW_RESOLUTION`
-        by default). S is divided by the head's maximum over the whole window; a long window's
+        key columns ``cols`` (token positions, at most ``limit`` each). S is divided by the head's maximum over the whole window; a long window's
         attention is recomputed by running the model up to ``layer``, a block of query rows at a time."""
         require(0 <= layer < self.n_layers and 0 <= head < self.n_heads, f"layer {layer}, head {head} (0-based) "
                 "is out of range", f"this model has layers 0..{self.n_layers - 1} and heads 0..{self.n_heads - 1}")
         rows, cols = (_token_range(x, self.n, what) for x, what in ((rows, "rows"), (cols, "cols")))
-        limit = max(VIEW_RESOLUTION, int(self.attention.shape[-1])) if self.binned else self.n
         require(len(rows) <= limit and len(cols) <= limit, f"a zoom of {len(rows)} × {len(cols)} tokens is larger "
                 f"than {limit} × {limit}", "zoom into a smaller region (the overview shows the whole window)")
         r, c = slice(rows.start, rows.stop), slice(cols.start, cols.stop)
