@@ -291,6 +291,14 @@ class TextView(HtmlDisplay):
 
         return f"headsim: {self.n} tokens", text_view_html(self)
 
+    def window_text(self) -> tuple[str, int]:
+        """The part of the text this window covers, and the character position it starts at."""
+        real = self.offsets[:, 0] >= 0
+        if not real.any():
+            return "", 0
+        start, end = int(self.offsets[real, 0].min()), int(self.offsets[real, 1].max())
+        return self.text[start:end], start
+
 
 def _token_range(x: slice | range, n: int, what: str) -> range:
     """Token positions ``x`` (a step-1 ``slice`` or ``range`` within ``0..n``) as a non-empty ``range``."""
@@ -374,14 +382,6 @@ def _overview(loaded: LoadedModel, ids: np.ndarray, resolution: int, tile_rows: 
     return {"bins": bins, "attention": (attention / blocks).float().numpy(),
             "normalized": (similarity / blocks * scale.to(torch.float64)[..., None, None]).float().numpy(),
             "peaks": peaks.numpy(), "column_sums": column_sums.numpy(), "diagonals": diagonals, "head_outputs": z.numpy()}
-
-    def window_text(self) -> tuple[str, int]:
-        """The part of the text this window covers, and the character position it starts at."""
-        real = self.offsets[:, 0] >= 0
-        if not real.any():
-            return "", 0
-        start, end = int(self.offsets[real, 0].min()), int(self.offsets[real, 1].max())
-        return self.text[start:end], start
 
 
 def check_window(window: int, n_windows: int) -> int:
