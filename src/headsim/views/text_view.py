@@ -191,14 +191,11 @@ class TextView(HtmlDisplay):
         if not self.binned:
             return (self.normalized[layer, head] > thr).astype(np.float64)
         r = int(self.attention.shape[-1])
-        counts = np.zeros((r, r))
+        counts = torch.zeros(1, r, r, dtype=torch.float64)
         for rows, s in self.similarity_tiles(layer, [head]):
-            above = (s[0] > thr).astype(np.float64)  # [rows, n]
-            per_key = np.zeros((above.shape[0], r))
-            np.add.at(per_key.T, self.bins, above.T)
-            np.add.at(counts, self.bins[rows], per_key)
+            counts += bin_pairs(torch.as_tensor(s > thr), rows, self.bins, r)
         size = np.bincount(self.bins, minlength=r).astype(np.float64)
-        return counts / np.outer(size, size)
+        return counts[0].numpy() / np.outer(size, size)
 
     def pair_counts(self, threshold: float) -> np.ndarray:
         """``[L, H]`` int: number of pairs ``i < j`` above ``threshold`` per head (exact)."""
@@ -331,13 +328,23 @@ def attention_region(loaded: LoadedModel, ids: np.ndarray, layer: int, head: int
     return out
 
 
+def bin_pairs(block: torch.Tensor, rows: slice, bins: np.ndarray, r: int) -> torch.Tensor:
+    """A block of query rows ``[H, rows, n]`` summed into bin pairs ``[H, R, R]`` float64 (``bins``
+    ``[n]`` non-decreasing: each bin a run of positions, so keys are summed by running sums)."""
+    index = torch.as_tensor(bins)
+    stops = torch.as_tensor(np.searchsorted(bins, np.arange(r), side="right") - 1)  # last position of each bin
+    running = block.to(torch.float64).cumsum(dim=-1).index_select(-1, stops)  # [H, rows, R]
+    per_key = torch.diff(running, dim=-1, prepend=torch.zeros_like(running[..., :1]))
+    out = torch.zeros(block.shape[0], r, r, dtype=torch.float64)
+    return out.index_add_(1, index[rows], per_key)
+
+
 def _overview(loaded: LoadedModel, ids: np.ndarray, resolution: int, tile_rows: int | None) -> dict:
     """One pass of the model over a long window: binned means of attention and normalised S
     ``[L, H, R, R]``, each head's exact max of S, column and near-diagonal sums of attention, and
     the head outputs (see the module docstring)."""
     n, L, H = len(ids), loaded.n_layers, loaded.n_heads
     bins = position_bins(n, resolution)
-    index = torch.as_tensor(bins)
     size = torch.as_tensor(np.bincount(bins, minlength=resolution), dtype=torch.float64)
     blocks = size[:, None] * size[None, :]
     attention = torch.zeros(L, H, resolution, resolution, dtype=torch.float64)
@@ -346,10 +353,7 @@ def _overview(loaded: LoadedModel, ids: np.ndarray, resolution: int, tile_rows: 
     outputs: dict[int, torch.Tensor] = {}
 
     def binned(block: torch.Tensor, rows: slice) -> torch.Tensor:
-        """``[H, rows, n]`` summed into bin pairs ``[H, R, R]`` float64."""
-        per_key = torch.zeros(block.shape[0], block.shape[1], resolution, dtype=torch.float64)
-        per_key.index_add_(2, index, block.to(torch.float64))
-        return torch.zeros(block.shape[0], resolution, resolution, dtype=torch.float64).index_add_(1, index[rows], per_key)
+        return bin_pairs(block, rows, bins, resolution)
 
     def on_tile(layer: int, rows: slice, probs: torch.Tensor) -> None:
         p = probs[0].float().cpu()  # [H, rows, n]
