@@ -148,3 +148,45 @@ def test_no_window_sized_attention_is_built_above_the_resolution(tiny_bert):
     with LargestTensor() as whole:  # the check sees an exact view's whole matrices
         text_view(TEXT, tiny_bert, seq_len=SEQ)
     assert whole.largest >= tiny_bert.n_layers * heads * n * n
+
+
+def test_notebook_display_of_a_long_window_is_the_overview(views):
+    from headsim.views.html.heads import explorer_payload
+
+    exact, long = views
+    html = long._repr_html_()
+    assert "position bins" in html
+    payload = explorer_payload(long.labels, long.attention, long.normalized, title="t", unit="bins")
+    assert payload["n"] == R and payload["unit"] == "bins" and payload["labels"][0].startswith("0–")
+    assert len(html) < len(exact._repr_html_())
+
+
+def test_explorer_overview_and_zoom_endpoint(tiny_bert, views):
+    from fastapi.testclient import TestClient
+
+    from headsim.explorer import api
+    from headsim.explorer.app import create_app
+
+    exact, long = views
+    prepared = api.prepare(TEXT, tiny_bert, SEQ)
+    payload = api.analyze_payload(prepared, long, tiny_bert, 0.3)
+    assert payload["view"]["unit"] == "bins" and len(payload["view"]["bins"]) == R
+    want = api.high_counts(exact.normalized)
+    np.testing.assert_array_equal(np.asarray(payload["heads"]["high_counts"]), want)
+    np.testing.assert_array_equal(np.asarray(payload["heads"]["n_high"]), want[..., 30])
+    head = api.head_payload(prepared, long, tiny_bert, 2, 3)
+    assert np.asarray(head["attention"]).shape == (R, R) and head["view"]["unit"] == "bins"
+    assert api.analyze_payload(prepared, exact, tiny_bert, 0.3)["view"] == {"unit": "tokens", "n": SEQ}
+    client = TestClient(create_app(tiny_bert, resolution=R))
+    analyzed = client.post("/api/analyze", json={"text": TEXT, "seq_len": SEQ}).json()
+    assert analyzed["view"]["unit"] == "bins"
+    r = client.post("/api/zoom", json={"text": TEXT, "seq_len": SEQ, "layer": 2, "head": 3, "rows": [5, 40],
+                                       "cols": [60, 96]})
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert got["rows"] == [5, 40] and got["col_tokens"] == exact.tokens[60:96]
+    np.testing.assert_allclose(got["attention"], exact.attention[1, 2, 5:40, 60:96], atol=1e-4)
+    np.testing.assert_allclose(got["similarity"], exact.normalized[1, 2, 5:40, 60:96], atol=1e-4)
+    bad = client.post("/api/zoom", json={"text": TEXT, "seq_len": SEQ, "layer": 2, "head": 3, "rows": [5, 4],
+                                         "cols": [0, 8]})
+    assert bad.status_code == 422 and "selects no token" in bad.text

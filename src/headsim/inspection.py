@@ -18,7 +18,7 @@ from .context_similarity import check_threshold
 from .errors import require
 from .models import LoadedModel, as_loaded
 from .rundir import writing
-from .views import TextView, block_average, separator_lines, text_view
+from .views import TextView, text_view
 from .views.text_view import VIEW_RESOLUTION
 from .display import HtmlDisplay
 from .views.html import text_view_html
@@ -172,12 +172,8 @@ class Inspection(HtmlDisplay):
         model, v = self.model.name, self.view
         labels, ticks, note = self.labels, self.max_ticks, self.overview_note
         attention, l, h = self.attention, self.layer, self.head
-        if v.binned:  # separators mark their bins; blocks are of bins (each bin in its first token's block)
-            lines = separator_lines(v.bins[self.separators], v.attention.shape[-1])
-            averaged = block_average(self.normalized[l, h], self.blocks[v.bin_ranges[:, 0]])
-        else:
-            lines = separator_lines(self.separators, self.valid_len)
-            averaged = block_average(self.normalized[l, h], self.blocks)
+        lines = v.separator_lines(self.separators)
+        averaged = v.block_average(l, h, self.separators)
         with writing(out):  # a read-only or full disk: one line naming --out
             tmp = Path(tempfile.mkdtemp(prefix=".inspect-", dir=out.parent if out.parent.exists() else None))
             try:

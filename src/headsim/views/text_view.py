@@ -37,8 +37,8 @@ from ..stats.attention import TARGETS, attention_focus, diagonal_sums
 from ..stats.batch import batch_info, batch_tensors, position_bins
 from ..stats.schema import DEFAULT_RESOLUTION
 from ..windows import Windows, check_seq_len, check_texts, make_windows
-from .arrays import (PAIR_COLUMNS, block_ids, column_scores, framing_positions, pair_rows, pair_table,
-                     scores_from_columns, separators_from_scores)
+from .arrays import (PAIR_COLUMNS, block_average, block_ids, column_scores, framing_positions, pair_rows, pair_table,
+                     scores_from_columns, separator_lines, separators_from_scores)
 
 #: windows of more valid tokens than this are viewed as a binned overview (the runs' positional resolution)
 VIEW_RESOLUTION = DEFAULT_RESOLUTION
@@ -196,6 +196,35 @@ class TextView(HtmlDisplay):
             counts += bin_pairs(torch.as_tensor(s > thr), rows, self.bins, r)
         size = np.bincount(self.bins, minlength=r).astype(np.float64)
         return counts[0].numpy() / np.outer(size, size)
+
+    def separator_lines(self, separators: np.ndarray) -> np.ndarray:
+        """Fig 5's separator rows and columns over the matrices' rows (a long window: the bins holding
+        ``separators``)."""
+        if not self.binned:
+            return separator_lines(separators, self.n)
+        return separator_lines(self.bins[np.asarray(separators, dtype=np.int64)], int(self.attention.shape[-1]))
+
+    def block_average(self, layer: int, head: int, separators: np.ndarray) -> np.ndarray:
+        """Fig 5's similarity of ``layer``'s ``head`` averaged over the blocks ``separators`` end (a long
+        window: over blocks of bins, each bin in its first token's block)."""
+        blocks = self.blocks(separators)
+        return block_average(self.normalized[layer, head], blocks[self.bin_ranges[:, 0]] if self.binned else blocks)
+
+    def threshold_counts(self, thresholds: np.ndarray) -> np.ndarray:
+        """``[L, H, len(thresholds)]`` number of pairs ``i < j`` whose normalised similarity is above
+        each threshold (increasing; compared in float32), exact, a block of query rows at a time."""
+        edges = torch.as_tensor(np.asarray(thresholds, dtype=np.float32))
+        k = len(edges)
+        out = np.zeros((self.n_layers, self.n_heads, k), dtype=np.int64)
+        for li in range(self.n_layers):
+            for rows, s in self.similarity_tiles(li):
+                upper = torch.arange(self.n)[None, :] > torch.arange(rows.start, rows.stop)[:, None]
+                s = torch.as_tensor(s)
+                for hi in range(self.n_heads):
+                    below = torch.bucketize(s[hi][upper], edges)  # number of edges strictly below each value
+                    per = torch.bincount(below, minlength=k + 1).numpy()
+                    out[li, hi] += per[::-1].cumsum()[::-1][1:]  # values with more than m edges below: above edge m
+        return out
 
     def pair_counts(self, threshold: float) -> np.ndarray:
         """``[L, H]`` int: number of pairs ``i < j`` above ``threshold`` per head (exact)."""
