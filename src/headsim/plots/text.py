@@ -8,9 +8,15 @@ from matplotlib.figure import Figure
 from .style import ATTENTION_CMAP, SIMILARITY_CMAP, heatmap, new_figure
 
 
-def mark_lines(ax, lines: np.ndarray) -> None:
-    """Outline separator rows and columns (``lines`` is the ``[T, T]`` mask of :func:`headsim.views.separator_lines`)."""
+def mark_lines(ax, lines: np.ndarray, *, rug: bool = False) -> None:
+    """Outline separator rows and columns (``lines`` is the ``[T, T]`` mask of :func:`headsim.views.separator_lines`);
+    ``rug``: short red ticks along the top and left edges instead (a long window's hundreds of separators)."""
     positions = np.flatnonzero(lines.all(axis=0)) if lines.size else []
+    if rug:
+        n = lines.shape[0]
+        ax.plot(positions, np.full(len(positions), -0.5 - 0.012 * n), "|", color="red", ms=5, mew=0.6, clip_on=False)
+        ax.plot(np.full(len(positions), -0.5 - 0.012 * n), positions, "_", color="red", ms=5, mew=0.6, clip_on=False)
+        return
     for p in positions:
         ax.axvline(p, color="red", lw=0.8, alpha=0.8)
         ax.axhline(p, color="red", lw=0.8, alpha=0.8)
@@ -48,13 +54,13 @@ def fig05_blocks(attention: np.ndarray, normalized: np.ndarray, lines: np.ndarra
     heatmap(axes[0, 1], normalized, labels=labels, cmap=SIMILARITY_CMAP, xticks=False, yticks=False,
             title=f"context similarity (normalised, diagonal zeroed), {where}", cbar_label="S / max S", max_ticks=max_ticks)
     heatmap(axes[1, 0], attention, labels=labels, cmap=ATTENTION_CMAP, vmin=0,
-            title=f"separator columns of layer {sep_layer + 1} marked (red)", cbar_label="attention probability",
-            max_ticks=max_ticks)
-    mark_lines(axes[1, 0], lines)
+            title=f"separator columns of layer {sep_layer + 1} marked (red" + (" ticks at the edges)" if note else ")"),
+            cbar_label="attention probability", max_ticks=max_ticks)
+    mark_lines(axes[1, 0], lines, rug=bool(note))
     heatmap(axes[1, 1], averaged, labels=labels, cmap=SIMILARITY_CMAP, yticks=False, max_ticks=max_ticks,
             title="similarity averaged over separator blocks" + (" of bins" if note else ""),
             cbar_label="mean S / max S in block")
-    mark_lines(axes[1, 1], lines)
+    mark_lines(axes[1, 1], lines, rug=bool(note))
     return fig
 
 
@@ -129,10 +135,11 @@ def fig09_pair_table(pairs, tokens: list[str], *, layer: int, head: int, thresho
     paired = {*shown["index_i"], *shown["index_j"]}
     listed = list(enumerate(tokens)) if len(tokens) <= max_tokens else [(i, tokens[i]) for i in sorted(paired)]
     n_rows = -(-len(listed) // n_cols)
+    full = len(listed) == len(tokens)
     for k, (i, tok) in enumerate(listed):
         col, row = divmod(k, n_rows)
         face = (*colour[tok][:3], 0.45) if i in paired and tok in colour else "none"
-        ax.text(col / n_cols, 1 - row / max(n_rows, 1), f"{i}: {tok}", fontsize=7, va="top", ha="left",
+        ax.text(col / n_cols, 1 - (row / max(n_rows, 1) if full else row * min(1 / max(n_rows, 1), 0.03)), f"{i}: {tok}", fontsize=7, va="top", ha="left",
                 bbox=dict(boxstyle="square,pad=0.15", fc=face, ec="none"))
     ax.set_title("input tokens (coloured: tokens in the pairs shown; one colour per token value)" if len(listed) == len(tokens)
                  else f"the tokens of the pairs shown (of {len(tokens)} input tokens; one colour per token value)", fontsize=9)

@@ -556,6 +556,7 @@ async function zoomOverview(range) {
   S.exact = data;
   S.ranges = { r0, r1, c0, c1 };
   S.hover = null;
+  hideTooltip();
   renderMaps();
   renderPairs();
 }
