@@ -72,7 +72,7 @@ class AnalyzeRequest(BaseModel):
                                    description="high-similarity threshold for the per-head pair counts, in (0, 1]")
 
 
-class HeadRequest(BaseModel):
+class HeadRef(BaseModel):
     """One head of an analysed text, by analysis id (from /api/analyze) or by text."""
 
     model_config = ConfigDict(extra="forbid")
@@ -82,22 +82,20 @@ class HeadRequest(BaseModel):
     window: StrictInt = Field(0, description="which window (0-based)")
     layer: StrictInt = Field(description="layer, numbered from 1")
     head: StrictInt = Field(description="head, numbered from 1")
+
+
+class HeadRequest(HeadRef):
+    """One head of an analysed text, by analysis id (from /api/analyze) or by text."""
+
     sep_layer: Optional[StrictInt] = Field(None, description="layer whose summed attention columns mark separators "
                                                              "(numbered from 1; default the last, as in the paper's Fig 5)")
     sep_threshold: StrictFloat = Field(api.DEFAULT_SEP_THRESHOLD,
                                        description="separator threshold on normalised column attention, in (0, 1]")
 
 
-class ZoomRequest(BaseModel):
+class ZoomRequest(HeadRef):
     """An exact region of one head of an analysed window, by analysis id (from /api/analyze) or by text."""
 
-    model_config = ConfigDict(extra="forbid")
-    id: Optional[str] = Field(None, pattern=ID_PATTERN, description="analysis id returned by /api/analyze")
-    text: Optional[str] = Field(None, description="the text, when no id is given (or the id has left the cache)")
-    seq_len: StrictInt = Field(api.DEFAULT_SEQ_LEN, description="window length used with text")
-    window: StrictInt = Field(0, description="which window (0-based)")
-    layer: StrictInt = Field(description="layer, numbered from 1")
-    head: StrictInt = Field(description="head, numbered from 1")
     rows: tuple[StrictInt, StrictInt] = Field(description="query token positions [start, stop), from 0")
     cols: tuple[StrictInt, StrictInt] = Field(description="key token positions [start, stop), from 0")
 

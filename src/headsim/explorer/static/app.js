@@ -428,6 +428,17 @@ function selectHead(layer, head) {
   loadHead();
 }
 
+/** POST ``body`` (naming analysis ``a`` by id) to ``url``; when the analysis has left the server's cache
+ * (404), send the text instead. */
+async function postForAnalysis(url, body, a) {
+  try {
+    return await api('POST', url, body);
+  } catch (err) {
+    if (err.status !== 404) throw err;
+    return api('POST', url, { ...body, id: undefined, text: $('text-input').value, seq_len: a.seq_len });
+  }
+}
+
 async function loadHead() {
   if (!S.analysis) return;
   const seq = ++S.headSeq;
@@ -435,12 +446,7 @@ async function loadHead() {
   const body = { id: a.id, window: a.window, layer: S.layer, head: S.headNo, sep_layer: S.sepLayer, sep_threshold: S.sepThreshold };
   let data;
   try {
-    try {
-      data = await api('POST', '/api/head', body);
-    } catch (err) {
-      if (err.status !== 404) throw err;  // the analysis left the server's cache: send the text instead
-      data = await api('POST', '/api/head', { ...body, id: undefined, text: $('text-input').value, seq_len: a.seq_len });
-    }
+    data = await postForAnalysis('/api/head', body, a);
   } catch (err) {
     if (seq === S.headSeq) showError(err);
     return;
@@ -544,14 +550,7 @@ async function zoomOverview(range) {
   const r1 = Math.min(v.bins[range.r1 - 1][1], r0 + lim), c1 = Math.min(v.bins[range.c1 - 1][1], c0 + lim);
   const body = { id: a.id, window: a.window, layer: h.layer, head: h.head, rows: [r0, r1], cols: [c0, c1] };
   let data;
-  try {
-    try {
-      data = await api('POST', '/api/zoom', body);
-    } catch (err) {
-      if (err.status !== 404) throw err;  // the analysis left the server's cache: send the text instead
-      data = await api('POST', '/api/zoom', { ...body, id: undefined, text: $('text-input').value, seq_len: a.seq_len });
-    }
-  } catch (err) { showError(err); return; }
+  try { data = await postForAnalysis('/api/zoom', body, a); } catch (err) { showError(err); return; }
   if (S.head !== h) return;
   S.exact = data;
   S.ranges = { r0, r1, c0, c1 };
