@@ -75,7 +75,8 @@ def similarity_panels(normalized: np.ndarray, mask: np.ndarray, labels: list[str
     heatmap(axes[0, 0], normalized, labels=labels, cmap=SIMILARITY_CMAP, max_ticks=max_ticks,
             title="S = Z·Zᵀ, diagonal zeroed, divided by max", cbar_label="S / max S")
     n_pairs = int(np.triu(mask, 1).sum()) if n_pairs is None else int(n_pairs)
-    heatmap(axes[0, 1], mask.astype(float), labels=labels, cmap="Greys", vmin=0, vmax=1, yticks=False,
+    top = 1 if not note else max(float(mask.max()), 1e-12)  # an overview: fractions, scaled to the largest
+    heatmap(axes[0, 1], mask.astype(float), labels=labels, cmap="Greys", vmin=0, vmax=top, yticks=False,
             title=f"high-similarity elements (> {threshold:g}): {n_pairs} pairs", max_ticks=max_ticks,
             cbar_label="fraction of the block's elements" if note else "1 = high similarity")
     return fig
