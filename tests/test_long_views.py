@@ -35,6 +35,23 @@ def block_means(m: np.ndarray, bins: np.ndarray) -> np.ndarray:
     return out
 
 
+@pytest.mark.parametrize("n, r", [(96, 32), (97, 32), (50, 7)])
+def test_bin_pairs_sum_each_block(n, r):
+    """Equal bins (n a multiple of R) and unequal ones give the block sums of a block of query rows."""
+    from headsim.stats.batch import position_bins
+    from headsim.views.text_view import bin_pairs
+
+    block = torch.rand(3, 11, n, generator=torch.Generator().manual_seed(n))
+    bins = position_bins(n, r)
+    rows = slice(20, 31)
+    got = bin_pairs(block, rows, bins, r).numpy()
+    want = np.zeros((3, r, r))
+    for a in range(r):
+        for b in range(r):
+            want[:, a, b] = block.numpy()[:, bins[rows] == a][:, :, bins == b].sum(axis=(-1, -2))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
 def test_overview_bins_are_the_means_of_the_exact_blocks(views):
     exact, long = views
     n = exact.n

@@ -361,9 +361,13 @@ def bin_pairs(block: torch.Tensor, rows: slice, bins: np.ndarray, r: int) -> tor
     """A block of query rows ``[H, rows, n]`` summed into bin pairs ``[H, R, R]`` float64 (``bins``
     ``[n]`` non-decreasing: each bin a run of positions, so keys are summed by running sums)."""
     index = torch.as_tensor(bins)
-    stops = torch.as_tensor(np.searchsorted(bins, np.arange(r), side="right") - 1)  # last position of each bin
-    running = block.to(torch.float64).cumsum(dim=-1).index_select(-1, stops)  # [H, rows, R]
-    per_key = torch.diff(running, dim=-1, prepend=torch.zeros_like(running[..., :1]))
+    n = block.shape[-1]
+    if n % r == 0:  # equal bins of n / R positions
+        per_key = block.reshape(*block.shape[:-1], r, n // r).sum(dim=-1, dtype=torch.float64)  # [H, rows, R]
+    else:
+        stops = torch.as_tensor(np.searchsorted(bins, np.arange(r), side="right") - 1)  # last position of each bin
+        running = block.to(torch.float64).cumsum(dim=-1).index_select(-1, stops)
+        per_key = torch.diff(running, dim=-1, prepend=torch.zeros_like(running[..., :1]))
     out = torch.zeros(block.shape[0], r, r, dtype=torch.float64)
     return out.index_add_(1, index[rows], per_key)
 
