@@ -269,3 +269,60 @@ def test_api_docs_offline(server, browser):
     assert "/api/analyze" in page.inner_text("body")
     assert watch.errors == [] and watch.external == [], (watch.errors, watch.external)
     page.close()
+
+
+def test_a_long_window_overview_zooms_into_exact_values(browser, shots):
+    """With a view resolution of 16 a 40-odd-token window is a binned overview; a dragged rectangle asks
+    /api/zoom for its tokens and every map then shows exact values over token positions."""
+    from headsim.explorer.app import LOOPBACK_HOSTS, create_app
+    from headsim.models import load_model
+
+    app = create_app(load_model(device="cpu"), allowed_hosts=LOOPBACK_HOSTS, resolution=16)
+    port = _free_port()
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    while not srv.started:
+        assert thread.is_alive()
+        time.sleep(0.05)
+    origin = f"http://127.0.0.1:{port}"
+    try:
+        page = browser.new_page(viewport={"width": 1500, "height": 1000})
+        watch = Watch(page, origin)
+        page.goto(origin + "/")
+        page.wait_for_function("() => !!(window.headsim && window.headsim.state.head)", timeout=30_000)
+        page.fill("#text-input", SENTENCE)
+        page.click("#analyze-btn")
+        page.wait_for_function("(t) => { const s = window.headsim.state; return s.analysis && s.analysis.text === t"
+                               " && s.head && s.head.id === s.analysis.id; }", arg=SENTENCE, timeout=20_000)
+        n = page.evaluate("() => window.headsim.state.head.n_tokens")
+        assert n > 16 and page.evaluate("() => window.headsim.state.head.view.unit") == "bins"
+        assert page.evaluate(_INKED, "sim-plot")[0] == 16  # the overview: 16 bins a side
+        assert "bins" in page.inner_text("#pair-note")
+        sim = page.locator("#sim-plot canvas")
+        sim.scroll_into_view_if_needed()
+        g = page.evaluate("() => window.headsim.panels['sim-plot'].geom")
+        drag_cells(page, sim, g, (2, 3), (9, 12))
+        page.wait_for_function("() => !!window.headsim.state.exact", timeout=20_000)
+        state = page.evaluate("() => { const s = window.headsim.state; return {e: s.exact, r: s.ranges, layer: s.head.layer,"
+                              " head: s.head.head, bins: s.head.view.bins}; }")
+        e, bins = state["e"], state["bins"]
+        assert e["rows"] == [bins[2][0], bins[9][1]] and e["cols"] == [bins[3][0], bins[12][1]]
+        assert state["r"] == {"r0": e["rows"][0], "r1": e["rows"][1], "c0": e["cols"][0], "c1": e["cols"][1]}
+        for panel in ("attn-plot", "sim-plot", "mask-plot", "blocks-plot"):
+            size, inked = page.evaluate(_INKED, panel)
+            assert size == n and inked > 0.02, (panel, size, inked)
+        # the values drawn are the exact ones the API gives for that region
+        body = {"text": SENTENCE, "layer": state["layer"], "head": state["head"], "rows": e["rows"], "cols": e["cols"]}
+        want = page.evaluate("(b) => fetch('/api/zoom', {method: 'POST', headers: {'Content-Type': 'application/json'},"
+                             " body: JSON.stringify(b)}).then(r => r.json())", body)
+        got = page.evaluate("([i, j]) => window.headsim.panels['sim-plot'].spec.value(i, j)", [e["rows"][0] + 1, e["cols"][0] + 2])
+        assert got == pytest.approx(want["similarity"][1][2])
+        assert "in tokens" in page.inner_text("#pair-note")
+        page.screenshot(path=str(shots / "explorer_long_zoom.png"))
+        page.dblclick("#sim-plot canvas")  # back to the overview
+        page.wait_for_function("() => !window.headsim.state.exact && window.headsim.panels['sim-plot'].spec.n === 16")
+        assert not watch.errors, watch.errors
+    finally:
+        srv.should_exit = True
+        thread.join(10)

@@ -18,7 +18,8 @@ from .context_similarity import check_threshold
 from .errors import require
 from .models import LoadedModel, as_loaded
 from .rundir import writing
-from .views import TextView, block_average, separator_lines, text_view
+from .views import TextView, text_view
+from .views.text_view import VIEW_RESOLUTION
 from .display import HtmlDisplay
 from .views.html import text_view_html
 
@@ -65,8 +66,46 @@ class Inspection(HtmlDisplay):
 
     @cached_property
     def mask(self) -> np.ndarray:
-        """``[L, H, n, n]`` high-similarity elements at :attr:`threshold`."""
+        """``[L, H, n, n]`` high-similarity elements at :attr:`threshold` (exact views only)."""
         return self.view.mask(self.threshold)
+
+    #: tick labels drawn on each axis of a long window's binned figures
+    OVERVIEW_TICKS = 24
+
+    @property
+    def overview_note(self) -> str:
+        """What the figures of a long window show (empty for an exact view)."""
+        v = self.view
+        if not v.binned:
+            return ""
+        return (f"\n{v.n} tokens shown on {v.attention.shape[-1]} position bins (each cell the mean of its block; "
+                "ticks: first–last token of a bin)")
+
+    def head_pair_count(self) -> int:
+        """Exact number of pairs above the threshold of the inspected head."""
+        return int(self.view.pairs(self.threshold, [(self.layer, self.head)], limit=1).attrs["total"]) \
+            if self.view.binned else len(self.head_pairs())
+
+    def similarity_figure(self):
+        """The inspected head's similarity and high-similarity mask (over bins for a long window)."""
+        from .plots.text import similarity_panels
+
+        v, l, h = self.view, self.layer, self.head
+        mask = v.mask_overview(self.threshold, l, h) if v.binned else self.mask[l, h]
+        return similarity_panels(self.normalized[l, h], mask, self.labels, layer=l, head=h, threshold=self.threshold,
+                                 model=self.model.name, n_pairs=self.head_pair_count() if v.binned else None,
+                                 max_ticks=self.max_ticks, note=self.overview_note)
+
+    @property
+    def labels(self) -> list[str]:
+        """Row/column labels of the figures' matrices: ``"i:token"``, or a long window's bins."""
+        from .plots.style import token_labels
+
+        return self.view.labels if self.view.binned else token_labels(self.tokens)
+
+    @property
+    def max_ticks(self) -> int | None:
+        return self.OVERVIEW_TICKS if self.view.binned else None
 
     @cached_property
     def column_scores(self) -> np.ndarray:
@@ -83,7 +122,8 @@ class Inspection(HtmlDisplay):
 
     @cached_property
     def pairs(self) -> pd.DataFrame:
-        """Fig 9's pair table of every head, all layers."""
+        """Fig 9's pair table of every head, all layers (a long window: each head's most similar
+        :data:`headsim.views.text_view.PAIR_LIMIT`, ``attrs["total"]`` counting all)."""
         return self.view.pairs(self.threshold)
 
     @cached_property
@@ -96,6 +136,8 @@ class Inspection(HtmlDisplay):
             "separator_layer": self.sep_layer + 1, "separator_threshold": self.sep_threshold,
             "separators": [int(s) for s in self.separators], "figure_layers": [x + 1 for x in self.figure_layers],
             "numbering": "layers and heads from 1; token positions from 0 ([CLS] = 0)",
+            **({"view_bins": int(v.attention.shape[-1]), "pairs_total": int(self.pairs.attrs["total"]),
+                "pairs_per_head_limit": self.pairs.attrs["limit"]} if v.binned else {}),
         }
 
     def _html_body(self) -> tuple[str, str]:
@@ -122,30 +164,30 @@ class Inspection(HtmlDisplay):
     def write(self, out_dir: str | os.PathLike) -> list[Path]:
         """Write figures (PNG + SVG), tables (CSV + Parquet) and ``inspect.json``; all or nothing."""
         from .plots import save
-        from .plots.style import token_labels
-        from .plots.text import fig04_attention, fig05_blocks, fig09_pair_table, fig12_summed_similarity, similarity_panels
+        from .plots.text import fig04_attention, fig05_blocks, fig09_pair_table, fig12_summed_similarity
 
         out = Path(out_dir)
         require(not out.exists() or out.is_dir(), f"output path {str(out)!r} is a file, not a directory",
                 "pass a directory for --out (it is created if missing)")
-        model = self.model.name
-        labels = token_labels(self.tokens)
+        model, v = self.model.name, self.view
+        labels, ticks, note = self.labels, self.max_ticks, self.overview_note
         attention, l, h = self.attention, self.layer, self.head
-        lines = separator_lines(self.separators, self.valid_len)
-        averaged = block_average(self.normalized[l, h], self.blocks)
+        lines = v.separator_lines(self.separators)
+        averaged = v.block_average(l, h, self.separators)
         with writing(out):  # a read-only or full disk: one line naming --out
             tmp = Path(tempfile.mkdtemp(prefix=".inspect-", dir=out.parent if out.parent.exists() else None))
             try:
-                save(fig04_attention(attention, labels, self.figure_layers, h, model=model), tmp, "fig04_attention")
+                save(fig04_attention(attention, labels, self.figure_layers, h, model=model, max_ticks=ticks, note=note),
+                     tmp, "fig04_attention")
                 save(fig05_blocks(attention[l, h], self.normalized[l, h], lines, averaged, labels, layer=l, head=h,
-                                  sep_layer=self.sep_layer, model=model), tmp, "fig05_blocks")
-                save(similarity_panels(self.normalized[l, h], self.mask[l, h], labels, layer=l, head=h,
-                                       threshold=self.threshold, model=model), tmp, "similarity")
+                                  sep_layer=self.sep_layer, model=model, max_ticks=ticks, note=note), tmp, "fig05_blocks")
+                save(self.similarity_figure(), tmp, "similarity")
                 save(fig09_pair_table(self.head_pairs(), self.tokens, layer=l, head=h, threshold=self.threshold,
-                                      model=model), tmp, "fig09_pairs")
+                                      model=model, total=self.head_pair_count()), tmp, "fig09_pairs")
                 save(fig12_summed_similarity(self.normalized, labels, self.figure_layers,
-                                             title="similarity summed over heads, one input", model=model),
-                     tmp, "fig12_summed_similarity")
+                                             title="similarity summed over heads, one input" + (
+                                                 f" ({v.n} tokens on {v.attention.shape[-1]} bins)" if v.binned else ""),
+                                             model=model, max_ticks=ticks), tmp, "fig12_summed_similarity")
                 for stem, table in (("fig09_pairs", self.pairs), ("tokens", self.token_table())):
                     table.to_csv(tmp / f"{stem}.csv", index=False)
                     table.to_parquet(tmp / f"{stem}.parquet", index=False)
@@ -173,6 +215,7 @@ def inspect_text(
     seq_len: int = 128,
     window: int = 0,
     device: str | None = None,
+    resolution: int = VIEW_RESOLUTION,
 ) -> Inspection:
     """Analyse one window of ``text``.
 
@@ -183,6 +226,8 @@ def inspect_text(
         sep_threshold: normalised column-attention threshold for separators ([CLS]/[SEP] excluded).
         figure_layers: 1-based layers for Figs 4 and 12 (default: first, middle, second to last, last).
         window: which window of a long text (0-based).
+        resolution: a window of more valid tokens is shown as a binned overview on this many position
+            bins (:class:`~headsim.views.TextView`).
     """
     loaded = as_loaded(model, device=device)
     n_layers, n_heads = loaded.n_layers, loaded.n_heads
@@ -192,4 +237,4 @@ def inspect_text(
     threshold = check_threshold(threshold)
     sep_threshold = check_threshold(sep_threshold, "separator threshold")
     shown = default_figure_layers(n_layers) if figure_layers is None else [check_index(x, n_layers, "layer") for x in figure_layers]
-    return Inspection(text_view(text, loaded, seq_len=seq_len, window=window), l, h, threshold, sl, sep_threshold, shown)
+    return Inspection(text_view(text, loaded, seq_len=seq_len, window=window, resolution=resolution), l, h, threshold, sl, sep_threshold, shown)

@@ -41,6 +41,7 @@ def inspect(
     device: Optional[str] = Device,
     out: Path = typer.Option(Path("inspect-out"), "--out", "-o", help="Output directory."),
     rows: int = typer.Option(25, "--rows", help="Pair-table rows printed in the terminal."),
+    resolution: int = typer.Option(512, "--resolution", help="A window of more tokens is shown as a binned overview on this many position bins (pair tables keep each head's most similar pairs)."),
 ) -> None:
     """Per-text views of one window: Figs 4, 5, 9, 12 and the similarity matrix of one head."""
     from ..errors import require
@@ -71,7 +72,7 @@ def inspect(
     with console.status("running the model…"):
         result = inspect_text(body, model, layer=layer, head=head, threshold=threshold, sep_layer=sep_layer,
                               sep_threshold=sep_threshold, figure_layers=layers, seq_len=seq_len, window=window,
-                              device=device)
+                              device=device, resolution=resolution)
     if result.view.n_windows > 1:
         err_console.print(f"[yellow]note:[/] the text gives {result.view.n_windows} windows of {seq_len} tokens; analysed "
                           f"window {result.window} only ({result.valid_len} tokens) — pick another with --window N "
@@ -79,8 +80,10 @@ def inspect(
     with console.status("writing figures…"):
         written = result.write(out)
     pairs = result.head_pairs()
+    total = result.head_pair_count()
     table = Table(title=f"High-similarity pairs, layer {result.layer + 1}, head {result.head + 1} "
-                        f"(threshold {result.threshold:g}; {len(pairs)} pairs)")
+                        f"(threshold {result.threshold:g}; {total} pairs"
+                        + (f"; the {len(pairs)} most similar kept)" if total > len(pairs) else ")"))
     for col in ("Token_i", "Token_j", "Index_i", "Index_j", "similarity"):
         table.add_column(col, justify="right" if col.startswith(("Index", "sim")) else "left")
     for r in pairs.head(rows).itertuples():
@@ -88,6 +91,9 @@ def inspect(
     console.print(table)
     if len(pairs) > rows:
         console.print(f"… {len(pairs) - rows} more rows in {out / 'fig09_pairs.csv'}")
+    if result.view.binned:
+        console.print(f"{result.valid_len} tokens shown on {result.view.attention.shape[-1]} position bins; "
+                      "exact regions: TextView.zoom or the explorer's zoom")
     seps = ", ".join(f"{i}:{result.tokens[i]}" for i in result.separators) or "none"
     console.print(f"separator columns (layer {result.sep_layer + 1}, > {result.sep_threshold:g}): {seps}")
     console.print(f"wrote {len(written)} files to {out}/")

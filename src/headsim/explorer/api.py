@@ -29,7 +29,8 @@ from ..inspection import EXAMPLES, check_index, example_text
 from ..models import LoadedModel
 from ..rundir import RunDir
 from ..context_similarity import check_threshold
-from ..views import TextView, block_average, cut_text, separators_from_scores, window_view
+from ..views import TextView, cut_text, separators_from_scores, window_view
+from ..views.text_view import PAIR_LIMIT, VIEW_RESOLUTION, ZOOM_LIMIT
 from ..windows import Windows
 
 DEFAULT_THRESHOLD = 0.3
@@ -147,9 +148,10 @@ def prepare(text: str, loaded: LoadedModel, seq_len: int = DEFAULT_SEQ_LEN) -> P
     return Prepared(analysis_id(text, windows.seq_len), text, windows.seq_len, windows)
 
 
-def compute_window(loaded: LoadedModel, prepared: Prepared, window: int = 0) -> TextView:
-    """Run the model on one window: its :class:`~headsim.views.TextView` (what ``inspect`` shows)."""
-    return window_view(loaded, prepared.windows, window, prepared.text)
+def compute_window(loaded: LoadedModel, prepared: Prepared, window: int = 0, resolution: int = VIEW_RESOLUTION) -> TextView:
+    """Run the model on one window: its :class:`~headsim.views.TextView` (what ``inspect`` shows; a
+    window of more than ``resolution`` tokens as a binned overview)."""
+    return window_view(loaded, prepared.windows, window, prepared.text, resolution=resolution)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,8 +203,12 @@ def analyze_payload(prepared: Prepared, wd: TextView, loaded: LoadedModel,
     threshold = check_threshold(threshold)
     text, start = wd.window_text()
     offsets = np.where(wd.offsets >= 0, wd.offsets - start, -1)
-    counts = high_counts(wd.normalized)
-    n_high = upper_values(wd.mask(threshold)).sum(axis=-1)
+    if wd.binned:  # exact counts from the head outputs, a block of query rows at a time
+        counts = wd.threshold_counts(np.arange(COUNT_STEPS + 1) / COUNT_STEPS)
+        n_high = wd.pair_counts(threshold)
+    else:
+        counts = high_counts(wd.normalized)
+        n_high = upper_values(wd.mask(threshold)).sum(axis=-1)
     return {
         "id": prepared.id,
         "seq_len": prepared.seq_len,
@@ -217,6 +223,7 @@ def analyze_payload(prepared: Prepared, wd: TextView, loaded: LoadedModel,
         "sentences": wd.sentences.tolist(),
         "special": wd.special.tolist(),
         "threshold": threshold,
+        "view": view_payload(wd),
         "heads": {
             "n_high": n_high.tolist(),
             "high_counts": counts.tolist(),
@@ -237,8 +244,18 @@ def analyze_payload(prepared: Prepared, wd: TextView, loaded: LoadedModel,
 # /api/head
 
 
-def separator_payload(wd: TextView, head_matrix: np.ndarray, sep_layer: int, sep_threshold: float) -> dict:
-    """Fig 5: separator columns of a layer's summed attention and the block-averaged similarity.
+def view_payload(wd: TextView) -> dict:
+    """How the window's matrices are given: per token, or (a long window) as means over position
+    bins, each ``[first, stop)`` of token positions; exact regions come from /api/zoom."""
+    if not wd.binned:
+        return {"unit": "tokens", "n": wd.n}
+    return {"unit": "bins", "n": int(wd.attention.shape[-1]), "bins": wd.bin_ranges.tolist(), "labels": wd.labels,
+            "zoom_limit": ZOOM_LIMIT, "pairs_limit": PAIR_LIMIT}
+
+
+def separator_payload(wd: TextView, layer: int, head: int, sep_layer: int, sep_threshold: float) -> dict:
+    """Fig 5: separator columns of a layer's summed attention and the block-averaged similarity of
+    ``layer``'s ``head`` (over bins for a long window).
 
     ``sep_layer`` is 0-based; framing tokens ([CLS]/[SEP], BOS, EOS) are excluded from the column
     scores (as in ``inspect``).
@@ -246,13 +263,14 @@ def separator_payload(wd: TextView, head_matrix: np.ndarray, sep_layer: int, sep
     scores = wd.column_scores(sep_layer)
     seps = separators_from_scores(scores, sep_threshold)
     blocks = wd.blocks(seps)
+    averaged = wd.block_average(layer, head, seps)
     return {
         "layer": sep_layer + 1,
         "threshold": sep_threshold,
         "scores": rounded(scores),
         "columns": [int(s) for s in seps],
         "blocks": blocks.tolist(),
-        "block_average": rounded(block_average(head_matrix, blocks)),
+        "block_average": rounded(averaged),
     }
 
 
@@ -261,7 +279,8 @@ def head_payload(prepared: Prepared, wd: TextView, loaded: LoadedModel, layer: i
     """One head of one window: attention map, normalised similarity and Fig 5 separators.
 
     ``layer``, ``head`` and ``sep_layer`` are 1-based (``sep_layer`` defaults to the last layer).
-    Matrices cover the window's valid tokens only, rounded to :data:`DECIMALS` decimals.
+    Matrices cover the window's valid tokens only, rounded to :data:`DECIMALS` decimals (a long
+    window: means over position bins, ``view`` says which; exact regions from :func:`zoom_payload`).
     """
     n_layers, n_heads = wd.n_layers, wd.n_heads
     l = check_index(layer, n_layers, "layer")
@@ -270,6 +289,7 @@ def head_payload(prepared: Prepared, wd: TextView, loaded: LoadedModel, layer: i
     sep_threshold = check_threshold(sep_threshold, "separator threshold")
     sim = wd.normalized[l, h]
     return {
+        "view": view_payload(wd),
         "id": prepared.id,
         "window": wd.window,
         "layer": l + 1,
@@ -279,7 +299,23 @@ def head_payload(prepared: Prepared, wd: TextView, loaded: LoadedModel, layer: i
         "tokens": wd.tokens,
         "attention": rounded(wd.attention[l, h]),
         "similarity": rounded(sim),
-        "separators": separator_payload(wd, sim, sl, sep_threshold),
+        "separators": separator_payload(wd, l, h, sl, sep_threshold),
+    }
+
+
+def zoom_payload(prepared: Prepared, wd: TextView, layer: int, head: int, rows: tuple[int, int],
+                 cols: tuple[int, int]) -> dict:
+    """Exact attention and normalised similarity of one head over query rows ``rows`` × key columns
+    ``cols`` (``[start, stop)`` token positions, at most :data:`ZOOM_LIMIT` each; layer and head
+    1-based), S divided by the head's maximum over the whole window (:meth:`TextView.zoom`)."""
+    l = check_index(layer, wd.n_layers, "layer")
+    h = check_index(head, wd.n_heads, "head")
+    z = wd.zoom(l, h, slice(*rows), slice(*cols))
+    return {
+        "id": prepared.id, "window": wd.window, "layer": l + 1, "head": h + 1, "n_tokens": wd.n,
+        "numbering": NUMBERING, "rows": [z.rows.start, z.rows.stop], "cols": [z.cols.start, z.cols.stop],
+        "row_tokens": z.row_tokens, "col_tokens": z.col_tokens,
+        "attention": rounded(z.attention), "similarity": rounded(z.normalized),
     }
 
 

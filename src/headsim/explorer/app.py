@@ -32,6 +32,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from ..errors import HeadsimError, require
 from ..models import LoadedModel, as_loaded
 from ..views import TextView, check_window
+from ..views.text_view import VIEW_RESOLUTION
 from . import api
 
 log = logging.getLogger("headsim.explorer")
@@ -71,7 +72,7 @@ class AnalyzeRequest(BaseModel):
                                    description="high-similarity threshold for the per-head pair counts, in (0, 1]")
 
 
-class HeadRequest(BaseModel):
+class HeadRef(BaseModel):
     """One head of an analysed text, by analysis id (from /api/analyze) or by text."""
 
     model_config = ConfigDict(extra="forbid")
@@ -81,10 +82,22 @@ class HeadRequest(BaseModel):
     window: StrictInt = Field(0, description="which window (0-based)")
     layer: StrictInt = Field(description="layer, numbered from 1")
     head: StrictInt = Field(description="head, numbered from 1")
+
+
+class HeadRequest(HeadRef):
+    """One head of an analysed text, by analysis id (from /api/analyze) or by text."""
+
     sep_layer: Optional[StrictInt] = Field(None, description="layer whose summed attention columns mark separators "
                                                              "(numbered from 1; default the last, as in the paper's Fig 5)")
     sep_threshold: StrictFloat = Field(api.DEFAULT_SEP_THRESHOLD,
                                        description="separator threshold on normalised column attention, in (0, 1]")
+
+
+class ZoomRequest(HeadRef):
+    """An exact region of one head of an analysed window, by analysis id (from /api/analyze) or by text."""
+
+    rows: tuple[StrictInt, StrictInt] = Field(description="query token positions [start, stop), from 0")
+    cols: tuple[StrictInt, StrictInt] = Field(description="key token positions [start, stop), from 0")
 
 
 ERRORS = {
@@ -102,8 +115,9 @@ class Explorer:
     """Model, run, limits and the extraction cache of one server."""
 
     def __init__(self, loaded: LoadedModel, run: api.Run | None, max_text_bytes: int,
-                 cache_windows: int = 8, cache_bytes: int = 1 << 30) -> None:
+                 cache_windows: int = 8, cache_bytes: int = 1 << 30, resolution: int = VIEW_RESOLUTION) -> None:
         self.loaded = loaded
+        self.resolution = int(resolution)
         self.run = run
         self.max_text_bytes = int(max_text_bytes)
         self.cache_windows = max(1, int(cache_windows))
@@ -156,7 +170,7 @@ class Explorer:
             with self.cache_lock:  # another request may have computed it while we waited
                 if key in self.results:
                     return self.results[key]
-            data = api.compute_window(self.loaded, prepared, window)
+            data = api.compute_window(self.loaded, prepared, window, self.resolution)
             self.model_runs += 1
         with self.cache_lock:
             self.results[key] = data
@@ -288,7 +302,7 @@ def _validation_message(errors: list[dict]) -> str:
 def create_app(model: LoadedModel | str = "default", run_dir: str | Path | None = None, *,
                max_text_bytes: int = 100_000, device: str | None = None, cache_windows: int = 8,
                cache_bytes: int = 1 << 30, allowed_hosts: list[str] | tuple[str, ...] | None = None,
-               revision: str | None = None) -> FastAPI:
+               revision: str | None = None, resolution: int = VIEW_RESOLUTION) -> FastAPI:
     """Build the explorer app; the model (and run) are loaded now and fixed for the server's life.
 
     Args:
@@ -303,6 +317,8 @@ def create_app(model: LoadedModel | str = "default", run_dir: str | Path | None 
         cache_windows: analysed windows kept (LRU), also bounded by ``cache_bytes``.
         allowed_hosts: accepted ``Host`` headers (``headsim serve`` passes the loopback names when
             bound to loopback, which stops DNS-rebinding pages); ``None`` accepts any.
+        resolution: a window of more tokens is given as a binned overview on this many position bins
+            (exact regions from ``/api/zoom``).
     """
     require(isinstance(max_text_bytes, int) and max_text_bytes >= 1, f"max_text_bytes {max_text_bytes!r} is not positive",
             "pass a size limit of at least 1 byte (e.g. 100000)")
@@ -312,7 +328,7 @@ def create_app(model: LoadedModel | str = "default", run_dir: str | Path | None 
     loaded = as_loaded(model, device=device, **({"revision": revision} if revision else {}))
     if run is not None:
         run.check_model(loaded)
-    state = Explorer(loaded, run, max_text_bytes, cache_windows, cache_bytes)
+    state = Explorer(loaded, run, max_text_bytes, cache_windows, cache_bytes, resolution)
 
     app = FastAPI(
         title="headsim explorer",
@@ -436,6 +452,17 @@ def create_app(model: LoadedModel | str = "default", run_dir: str | Path | None 
         """The same as POST /api/head, with query parameters."""
         return _head(HeadRequest(id=id, text=text, seq_len=seq_len, window=window, layer=layer, head=head,
                                  sep_layer=sep_layer, sep_threshold=sep_threshold))
+
+    @app.post("/api/zoom", tags=["explorer"], responses=ERRORS)
+    def zoom(req: ZoomRequest) -> dict:
+        """Exact attention and normalised similarity of one head over a region of query rows × key
+        columns (at most 512 × 512 tokens): what a drag-select on a long window's binned overview
+        asks for. S is divided by the head's maximum over the whole window, as in the overview."""
+        if req.text is not None:
+            api.check_text_size(req.text, state.max_text_bytes)
+        prepared = state.resolve(req.id, req.text, req.seq_len)
+        wd = state.window(prepared, req.window)
+        return api.zoom_payload(prepared, wd, req.layer, req.head, req.rows, req.cols)
 
     @app.get("/api/heads", tags=["run"], responses={404: ERRORS[404]})
     def heads() -> dict:

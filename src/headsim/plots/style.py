@@ -30,11 +30,13 @@ def token_labels(tokens: list[str], valid: np.ndarray | None = None) -> list[str
 def heatmap(ax: Axes, matrix: np.ndarray, *, title: str, cmap: str, labels: list[str] | None = None,
             cbar_label: str = "", vmin: float | None = None, vmax: float | None = None,
             xlabel: str = "key position j", ylabel: str = "query position i",
-            xticks: bool = True, yticks: bool = True) -> None:
+            xticks: bool = True, yticks: bool = True, max_ticks: int | None = None) -> None:
     """Draw a square matrix with a colour bar and (optionally) token tick labels.
 
     ``xticks``/``yticks`` False leave the token labels of that axis to a neighbouring panel
     with the same tokens (labels are the slow part of drawing, and repeating them adds nothing).
+    ``max_ticks``: label at most that many evenly spaced rows/columns (a binned overview of a long
+    window), in a readable size.
     """
     img = ax.imshow(matrix, cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest", aspect="equal")
     bar = ax.figure.colorbar(img, ax=ax, fraction=0.046, pad=0.02)
@@ -44,12 +46,17 @@ def heatmap(ax: Axes, matrix: np.ndarray, *, title: str, cmap: str, labels: list
     if labels:
         n = len(labels)
         size = max(2.2, min(7.0, 300.0 / max(n, 1)))
+        at = list(range(n))
+        if max_ticks is not None and n > max_ticks:
+            at = sorted({int(round(x)) for x in np.linspace(0, n - 1, max_ticks)})
+            size = 7.0
+        shown = [labels[k] for k in at]
         if xticks:
-            ax.set_xticks(range(n), labels, rotation=90, fontsize=size)
+            ax.set_xticks(at, shown, rotation=90, fontsize=size)
         else:
             ax.set_xticks([])
         if yticks:
-            ax.set_yticks(range(n), labels, fontsize=size)
+            ax.set_yticks(at, shown, fontsize=size)
         else:
             ax.set_yticks([])
         ax.tick_params(length=1.5, pad=1)

@@ -63,8 +63,22 @@ def column_scores(attention: np.ndarray, valid: np.ndarray, *, exclude: np.ndarr
     a = a[None] if a.ndim == 2 else a
     valid = np.asarray(valid, dtype=bool)
     cols = (a * valid[None, :, None]).sum(axis=(0, 1))
+    return scores_from_columns(cols, valid, a.shape[0], exclude=exclude, causal=causal)
+
+
+def scores_from_columns(cols: np.ndarray, valid: np.ndarray, n_heads: int, *, exclude: np.ndarray | None = None,
+                        causal: bool = False, dense: bool = True) -> np.ndarray:
+    """:func:`column_scores` from the column sums ``cols`` ``[T]`` (attention summed over ``n_heads``
+    heads and the valid query rows), so a long window's scores need no ``[T, T]`` matrix.
+    ``dense=False`` computes a causal model's chance level of an all-valid window in closed form
+    (``O(T)`` memory; equal to :func:`causal_chance` up to float rounding)."""
+    cols = np.asarray(cols, dtype=np.float64)
+    valid = np.asarray(valid, dtype=bool)
     if causal:
-        chance = causal_chance(torch.as_tensor(valid)[None]).numpy()[0] * a.shape[0]
+        if not dense and valid.all():  # every row sees the keys up to itself: chance of column j is Σ_{i ≥ j} 1/(i+1)
+            chance = np.cumsum((1.0 / np.arange(1, len(valid) + 1))[::-1])[::-1] * n_heads
+        else:
+            chance = causal_chance(torch.as_tensor(valid)[None]).numpy()[0] * n_heads
         cols = np.divide(cols, chance, out=np.zeros_like(cols), where=chance > 0)
     keep = valid & ~(np.zeros_like(valid) if exclude is None else np.asarray(exclude, dtype=bool))
     cols = np.where(keep, cols, 0.0)
@@ -138,6 +152,13 @@ def pair_table(normalized: np.ndarray, mask: np.ndarray, tokens: list[str], *, l
     require(mask.ndim == 2 and mask.shape[0] == mask.shape[1] == len(tokens),
             f"mask shape {mask.shape} does not match {len(tokens)} tokens", "pass one head's [T, T] mask")
     i, j = np.nonzero(np.triu(mask, k=1))
+    return pair_rows(i, j, np.asarray(normalized, dtype=np.float64)[i, j], tokens, layer=layer, head=head)
+
+
+def pair_rows(i: np.ndarray, j: np.ndarray, similarity: np.ndarray, tokens: list[str], *, layer: int,
+              head: int) -> pd.DataFrame:
+    """Fig 9's table rows of the pairs ``(i[k], j[k])`` of one head with their ``similarity``, in the
+    order given (``layer`` and ``head`` 0-based, written 1-based)."""
     return pd.DataFrame({
         "layer": np.full(i.shape, layer + 1, dtype=np.int64),
         "head": np.full(i.shape, head + 1, dtype=np.int64),
@@ -145,5 +166,5 @@ def pair_table(normalized: np.ndarray, mask: np.ndarray, tokens: list[str], *, l
         "token_j": [tokens[k] for k in j],
         "index_i": i.astype(np.int64),
         "index_j": j.astype(np.int64),
-        "similarity": np.asarray(normalized, dtype=np.float64)[i, j],
+        "similarity": np.asarray(similarity, dtype=np.float64),
     }, columns=PAIR_COLUMNS)

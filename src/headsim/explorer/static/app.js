@@ -11,6 +11,7 @@ const S = {
   thumbKind: 'similarity', colorBy: 'pairs', shadeMode: 'similarity', showSeps: true,
   sort: { key: 'index_i', dir: 1 }, pairs: [], hover: null, pinned: null, ranges: null, grid: null,
   headSeq: 0, profileSeq: 0, analyzeSeq: 0,
+  exact: null,  // a long window's zoomed region (/api/zoom): exact values over token positions
 };
 const MATRIX_PLOTS = ['attn-plot', 'sim-plot', 'mask-plot', 'blocks-plot'];
 const MAX_ROWS = 500;
@@ -427,6 +428,17 @@ function selectHead(layer, head) {
   loadHead();
 }
 
+/** POST ``body`` (naming analysis ``a`` by id) to ``url``; when the analysis has left the server's cache
+ * (404), send the text instead. */
+async function postForAnalysis(url, body, a) {
+  try {
+    return await api('POST', url, body);
+  } catch (err) {
+    if (err.status !== 404) throw err;
+    return api('POST', url, { ...body, id: undefined, text: $('text-input').value, seq_len: a.seq_len });
+  }
+}
+
 async function loadHead() {
   if (!S.analysis) return;
   const seq = ++S.headSeq;
@@ -434,18 +446,14 @@ async function loadHead() {
   const body = { id: a.id, window: a.window, layer: S.layer, head: S.headNo, sep_layer: S.sepLayer, sep_threshold: S.sepThreshold };
   let data;
   try {
-    try {
-      data = await api('POST', '/api/head', body);
-    } catch (err) {
-      if (err.status !== 404) throw err;  // the analysis left the server's cache: send the text instead
-      data = await api('POST', '/api/head', { ...body, id: undefined, text: $('text-input').value, seq_len: a.seq_len });
-    }
+    data = await postForAnalysis('/api/head', body, a);
   } catch (err) {
     if (seq === S.headSeq) showError(err);
     return;
   }
   if (seq !== S.headSeq || S.analysis !== a) return;
   showError(null);
+  if (S.exact || (data.view && data.view.unit === 'bins')) { S.exact = null; S.ranges = null; S.pinned = null; }
   S.head = data;
   S.hover = S.pinned;
   updateHeadTitle();
@@ -458,7 +466,7 @@ async function loadHead() {
 }
 
 function pairCount() {
-  if (!S.head) return 0;
+  if (!S.head || overview()) return 0;
   const sim = S.head.similarity, n = sim.length, t = S.threshold;
   let c = 0;
   for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++) if (sim[i][j] > t) c++;
@@ -493,7 +501,11 @@ function matrixView(id) {
         showTooltip(ev, at.i, at.j, id);
       },
       onClick: (at) => { if (S.head) togglePin({ i: at.i, j: at.j, src: id }); },
-      onZoom: (range) => { S.ranges = range; for (const v of Object.values(VIEWS)) v.setRange(range); },
+      onZoom: (range) => {
+        if (overview()) { zoomOverview(range); return; }
+        S.ranges = range;
+        for (const v of Object.values(VIEWS)) v.setRange(range);
+      },
     });
   }
   return VIEWS[id];
@@ -504,24 +516,68 @@ function mapSide(id) {
   return Math.max(150, Math.min(w - 86, 640));
 }
 
+// a long window: the head's matrices are means over position bins (view.unit 'bins'); a dragged rectangle
+// asks /api/zoom for the exact values of its tokens (at most view.zoom_limit a side) and the maps show them
+function overview() { return !!(S.head && S.head.view && S.head.view.unit === 'bins'); }
+function binOf(p) {
+  const b = S.head.view.bins;
+  let lo = 0, hi = b.length - 1;
+  while (lo < hi) { const m = (lo + hi + 1) >> 1; if (b[m][0] <= p) lo = m; else hi = m - 1; }
+  return lo;
+}
+/** What the maps draw now: n, labels, separator lines and attention / similarity at (row, column). */
+function matrices() {
+  const h = S.head, E = S.exact;
+  if (E) {
+    const inside = (i, j) => i >= E.rows[0] && i < E.rows[1] && j >= E.cols[0] && j < E.cols[1];
+    return { n: h.n_tokens, labels: h.tokens, lines: h.separators.columns, attention: E.attention,
+      att: (i, j) => (inside(i, j) ? E.attention[i - E.rows[0]][j - E.cols[0]] : NaN),
+      sim: (i, j) => (inside(i, j) ? E.similarity[i - E.rows[0]][j - E.cols[0]] : NaN),
+      blk: (i, j) => h.separators.block_average[binOf(i)][binOf(j)] };
+  }
+  const ov = overview();
+  return { n: ov ? h.view.n : h.n_tokens, labels: ov ? h.view.labels : h.tokens, attention: h.attention,
+    lines: ov ? [...new Set(h.separators.columns.map(binOf))] : h.separators.columns,
+    att: (i, j) => h.attention[i][j], sim: (i, j) => h.similarity[i][j], blk: (i, j) => h.separators.block_average[i][j] };
+}
+
+async function zoomOverview(range) {
+  const h = S.head, a = S.analysis;
+  if (!range) { S.exact = null; S.ranges = null; renderMaps(); renderPairs(); return; }
+  if (S.exact) { S.ranges = range; for (const v of Object.values(VIEWS)) v.setRange(range); return; }
+  const v = h.view, lim = v.zoom_limit;
+  const r0 = v.bins[range.r0][0], c0 = v.bins[range.c0][0];
+  const r1 = Math.min(v.bins[range.r1 - 1][1], r0 + lim), c1 = Math.min(v.bins[range.c1 - 1][1], c0 + lim);
+  const body = { id: a.id, window: a.window, layer: h.layer, head: h.head, rows: [r0, r1], cols: [c0, c1] };
+  let data;
+  try { data = await postForAnalysis('/api/zoom', body, a); } catch (err) { showError(err); return; }
+  if (S.head !== h) return;
+  S.exact = data;
+  S.ranges = { r0, r1, c0, c1 };
+  S.hover = null;
+  hideTooltip();
+  renderMaps();
+  renderPairs();
+}
+
 /** drawMatrix options of panel ``id`` for the current head, hover and threshold. */
 function mapSpec(id) {
-  const h = S.head, n = h.n_tokens, hv = S.hover;
-  const spec = { n, labels: h.tokens, side: mapSide(id), lines: S.showSeps ? h.separators.columns : [] };
+  const h = S.head, M = matrices(), hv = S.hover;
+  const spec = { n: M.n, labels: M.labels, side: mapSide(id), lines: S.showSeps ? M.lines : [] };
   if (hv) { spec.cross = { i: hv.i, j: hv.src === 'text' ? null : hv.j }; if (hv.src !== 'text') spec.pair = { i: hv.i, j: hv.j }; }
   if (id === 'attn-plot') {
     let amax = 0;
-    for (const row of h.attention) for (const v of row) if (v > amax) amax = v;
+    for (const row of M.attention) for (const v of row) if (v > amax) amax = v;
     const s = amax > 0 ? 1 / amax : 0;
-    return { ...spec, scale: P.BLUES, value: (i, j) => Math.sqrt(h.attention[i][j] * s) };
+    return { ...spec, scale: P.BLUES, value: (i, j) => Math.sqrt(M.att(i, j) * s) };
   }
-  if (id === 'sim-plot') return { ...spec, scale: P.MAGMA, value: (i, j) => h.similarity[i][j] };
-  if (id === 'mask-plot') return { ...spec, scale: P.MASK, value: (i, j) => (h.similarity[i][j] > S.threshold ? 1 : 0) };
+  if (id === 'sim-plot') return { ...spec, scale: P.MAGMA, value: (i, j) => M.sim(i, j) };
+  if (id === 'mask-plot') return { ...spec, scale: P.MASK, value: (i, j) => { const v = M.sim(i, j); return Number.isFinite(v) ? (v > S.threshold ? 1 : 0) : NaN; } };
   const b = h.separators.block_average;
   let lo = 0, hi = -Infinity;
   for (const row of b) for (const v of row) { if (v > hi) hi = v; if (v < lo) lo = v; }
   hi = hi > 0 ? hi : 1;
-  return { ...spec, scale: P.MAGMA, value: (i, j) => (b[i][j] - lo) / (hi - lo) };
+  return { ...spec, scale: P.MAGMA, value: (i, j) => (M.blk(i, j) - lo) / (hi - lo) };
 }
 
 function renderMaps() {
@@ -529,6 +585,7 @@ function renderMaps() {
   for (const id of MATRIX_PLOTS) {
     const v = matrixView(id);
     v.range = S.ranges;
+    v.spec = null;  // a long window switches between bins and tokens: keep S.ranges
     v.draw(mapSpec(id));
   }
 }
@@ -542,16 +599,17 @@ function refreshTicks() {
 }
 
 function tokLabel(k) {
-  return `${k}:${S.head.tokens[k]}`;
+  return overview() && !S.exact ? `tokens ${S.head.view.labels[k]}` : `${k}:${S.head.tokens[k]}`;
 }
 function showTooltip(e, i, j, src) {
   const tip = $('tooltip');
   const h = S.head;
   let extra = '';
-  if (src === 'blocks-plot') extra = ` · block avg <b>${fmt(h.separators.block_average[i][j], 4)}</b> (blocks ${h.separators.blocks[i]}, ${h.separators.blocks[j]})`;
-  const sim = h.similarity[i][j];
+  const M = matrices(), ov = overview();
+  if (src === 'blocks-plot') extra = ` · block avg <b>${fmt(M.blk(i, j), 4)}</b>` + (ov ? '' : ` (blocks ${h.separators.blocks[i]}, ${h.separators.blocks[j]})`);
+  const sim = M.sim(i, j);
   tip.innerHTML = `<span class="mono">${esc(tokLabel(i))}</span> → <span class="mono">${esc(tokLabel(j))}</span>`
-    + ` · attention <b>${fmt(h.attention[i][j], 4)}</b> · similarity <b>${fmt(sim, 4)}</b>${i !== j && sim > S.threshold ? ' ✓' : ''}${extra}`;
+    + ` · ${ov && !S.exact ? 'mean ' : ''}attention <b>${fmt(M.att(i, j), 4)}</b> · ${ov && !S.exact ? 'mean ' : ''}similarity <b>${fmt(sim, 4)}</b>${i !== j && sim > S.threshold ? ' ✓' : ''}${extra}`;
   tip.hidden = false;
   const x = Math.min(e.clientX + 14, window.innerWidth - tip.offsetWidth - 8);
   const y = e.clientY + 16 + tip.offsetHeight > window.innerHeight ? e.clientY - tip.offsetHeight - 10 : e.clientY + 16;
@@ -601,7 +659,7 @@ function applyHover(force) {
   const els = S.tokenEls || [];
   for (const el of els) { el.classList.remove('hl-i', 'hl-j'); el.style.removeProperty('--a'); }
   const h = S.hover;
-  if (h && els.length === S.head.n_tokens) {
+  if (h && els.length === S.head.n_tokens && !overview()) {
     if (els[h.i]) els[h.i].classList.add('hl-i');
     if (h.j !== h.i && els[h.j]) els[h.j].classList.add('hl-j');
     const useAttn = h.src === 'attn-plot' || (h.src === 'text' && S.shadeMode === 'attention');
@@ -639,9 +697,18 @@ function markSeparators() {
 
 function renderPairs() {
   if (!S.head) return;
-  const sim = S.head.similarity, tokens = S.head.tokens, n = sim.length, t = S.threshold;
-  const pairs = [];
-  for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++) if (sim[i][j] > t) pairs.push({ i, j, v: sim[i][j] });
+  const tokens = S.head.tokens, t = S.threshold, pairs = [], E = S.exact, ov = overview();
+  if (E) {  // a long window: the exact pairs of the zoomed region
+    for (let i = E.rows[0]; i < E.rows[1]; i++) {
+      for (let j = Math.max(i + 1, E.cols[0]); j < E.cols[1]; j++) {
+        const v = E.similarity[i - E.rows[0]][j - E.cols[0]];
+        if (v > t) pairs.push({ i, j, v });
+      }
+    }
+  } else if (!ov) {
+    const sim = S.head.similarity, n = sim.length;
+    for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++) if (sim[i][j] > t) pairs.push({ i, j, v: sim[i][j] });
+  }
   const { key, dir } = S.sort;
   const cmp = {
     token_i: (a, b) => tokens[a.i].localeCompare(tokens[b.i]),
@@ -662,7 +729,9 @@ function renderPairs() {
     th.setAttribute('aria-sort', th.dataset.key === key ? (dir > 0 ? 'ascending' : 'descending') : 'none');
   }
   $('pair-note').textContent = `${pairs.length} pair${pairs.length === 1 ? '' : 's'} > ${t.toFixed(2)}`
-    + (pairs.length > MAX_ROWS ? ` (first ${MAX_ROWS} shown)` : '');
+    + (E ? ` in tokens ${E.rows[0]}–${E.rows[1] - 1} × ${E.cols[0]}–${E.cols[1] - 1}` : '')
+    + (pairs.length > MAX_ROWS ? ` (first ${MAX_ROWS} shown)` : '')
+    + (ov ? ` · ${S.head.n_tokens} tokens shown on ${S.head.view.n} bins: drag a rectangle on a map for exact values and pairs` : '');
   $('pair-count2').textContent = pairs.length;
   if (S.hover) applyHover(true);
 }

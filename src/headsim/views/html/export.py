@@ -48,12 +48,7 @@ def key_figure(obj):
     from ...inspection import Inspection
 
     if isinstance(obj, Inspection):
-        from ...plots.style import token_labels
-        from ...plots.text import similarity_panels
-
-        l, h = obj.layer, obj.head
-        return similarity_panels(obj.normalized[l, h], obj.mask[l, h], token_labels(obj.tokens), layer=l, head=h,
-                                 threshold=obj.threshold, model=obj.model.name)
+        return obj.similarity_figure()
     if isinstance(obj, AblationResult):
         from ...ablation.plots import heads_figure
 

@@ -153,9 +153,17 @@ def text_view_html(view, *, layer: int | None = None, head: int = 0, threshold: 
     if run is not None:
         stats.update(run_stats(run.heads, view.n_layers, view.n_heads, run_name=run.path.name))
         color_by = "run:p_repeat" if "run:p_repeat" in stats else color_by
+    if view.binned:  # a long window: the binned overview (each cell the mean of a block of token pairs)
+        per_token = dict(labels=view.labels, unit="bins", sentences=None, special=None,
+                         subtitle=f"window {view.window + 1} of {view.n_windows} · {view.n} tokens on "
+                                  f"{view.attention.shape[-1]} position bins (means of bin blocks; exact regions: "
+                                  "TextView.zoom) · layers and heads from 1, tokens from 0")
+    else:
+        per_token = dict(labels=view.tokens, unit="tokens", sentences=view.sentences, special=view.special,
+                         subtitle=f"window {view.window + 1} of {view.n_windows} · {view.n} tokens · layers and heads "
+                                  "from 1, tokens from 0")
+    labels = per_token.pop("labels")
     payload = explorer_payload(
-        view.tokens, view.attention, view.normalized, title=f"{name}: {view.n_layers} layers × {view.n_heads} heads",
-        subtitle=f"window {view.window + 1} of {view.n_windows} · {view.n} tokens · layers and heads from 1, tokens from 0",
-        stats=stats, sentences=view.sentences, special=view.special, layer=layer, head=head,
-        threshold=threshold, color_by=color_by)
+        labels, view.attention, view.normalized, title=f"{name}: {view.n_layers} layers × {view.n_heads} heads",
+        stats=stats, layer=layer, head=head, threshold=threshold, color_by=color_by, **per_token)
     return explorer_fragment(payload, grid_png(view.normalized))
