@@ -2,7 +2,7 @@
 
 For each model type that has a masked-LM, causal-LM or sequence-to-sequence head in transformers'
 auto mappings (the text models), build a tiny random-weight base model from its config class (no
-download), and check it as ``tests/test_architectures.py`` does (:func:`headsim.model.verify.verify`):
+download; each type in a forked process with a time limit), and check it as ``tests/test_architectures.py`` does (:func:`headsim.model.verify.verify`):
 attention against the eager ``output_attentions``, head outputs against probabilities × values in
 float64, batch and padding-side invariance. Writes the table (family → exact / refused and why) to
 ``docs/architectures.md`` and the JSON to ``benchmarks/results/coverage.json``.
@@ -39,6 +39,44 @@ def text_model_types() -> list[str]:
     return sorted(heads & set(auto.MODEL_MAPPING_NAMES))
 
 
+def attention_kind(model, arch) -> str:
+    """The attention a model type uses, read off its config: MHA / GQA / MQA / MLA, plus ALiBi,
+    relative positions, local (sliding-window) layers and cross-attention where it has them."""
+    c = model.config
+    modules = list(model.modules())
+    if not any("attention" in type(m).__name__.lower() for m in modules):
+        return "no attention"
+    groups = 1  # query heads per key/value head, as the attention modules hold them
+    for m in modules:
+        if hasattr(m, "num_key_value_groups"):
+            groups = int(m.num_key_value_groups)
+            break
+        if hasattr(m, "num_kv_heads") and hasattr(m, "num_heads"):
+            groups = int(m.num_heads) // max(int(m.num_kv_heads), 1)
+            break
+    heads = getattr(c, "num_attention_heads", None) or getattr(c, "n_head", None) or getattr(c, "num_heads", None)
+    if getattr(c, "kv_lora_rank", None):
+        kind = "MLA"
+    elif groups > 1:
+        kind = "MQA" if heads and groups == int(heads) else "GQA"
+    else:
+        kind = "MHA"
+    extra = []
+    if getattr(c, "alibi", False) or c.model_type in ("bloom", "mpt"):
+        extra.append("ALiBi")
+    if (getattr(c, "relative_attention", False) or getattr(c, "relative_attention_num_buckets", None)
+            or "relative" in str(getattr(c, "position_embedding_type", ""))):
+        extra.append("relative")
+    layer_types = [str(t) for t in (getattr(c, "layer_types", None) or [])]
+    if getattr(c, "sliding_window", None) or getattr(c, "local_attention", None) or any("sliding" in t or "local" in t
+                                                                                         for t in layer_types):
+        extra.append("local/global" if not layer_types or any("full" in t or "global" in t for t in layer_types)
+                     else "local")
+    if arch is not None and arch.decoder is not None:
+        extra.append("cross")
+    return ", ".join([kind] + extra)
+
+
 def check(model_type: str) -> dict:
     """One row: status ``exact``, ``not exact``, ``refused`` (no entry / headsim's refusal) or
     ``not built`` (the tiny config did not build here), with the reason or the errors."""
@@ -52,45 +90,84 @@ def check(model_type: str) -> dict:
     try:
         arch = arch_for(model)
     except HeadsimError as exc:
-        return {"class": cls, "status": "refused", "reason": exc.problem}
+        return {"class": cls, "kind": attention_kind(model, None), "status": "refused", "reason": exc.problem}
+    kind = attention_kind(model, arch)
     try:
-        loaded = from_pretrained_objects(model, None, model_type)  # inferred layouts: the load-time self-check
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            loaded = from_pretrained_objects(model, None, model_type)  # inferred layouts: the load-time self-check
     except HeadsimError as exc:
-        return {"class": cls, "family": arch.family, "status": "refused", "reason": exc.problem}
+        return {"class": cls, "kind": kind, "family": arch.family, "status": "refused", "reason": exc.problem}
     try:
         got = verify(loaded, eager)
     except Exception as exc:  # noqa: BLE001
-        return {"class": cls, "family": arch.family, "status": "not exact",
+        return {"class": cls, "kind": kind, "family": arch.family, "status": "not exact",
                 "reason": f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"}
     errors = {k: float(v) for k, v in vars(got).items()}
-    return {"class": cls, "family": arch.family + (" (inferred)" if arch.inferred else ""),
+    return {"class": cls, "kind": kind, "family": arch.family + (" (inferred)" if arch.inferred else ""),
             "status": "exact" if got.exact(1e-5) else "not exact", "errors": errors}
+
+
+def check_isolated(model_type: str, timeout: float) -> dict:
+    """:func:`check` in a forked child (transformers already imported), so that a type that hangs,
+    crashes or exhausts memory costs its own row only."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=lambda: queue.put(check(model_type)), daemon=True)
+    child.start()
+    child.join(timeout)
+    if child.is_alive():
+        child.kill()
+        child.join()
+        return {"status": "not built", "reason": f"TimeoutError: not checked within {timeout:.0f} s on this machine"}
+    try:
+        return queue.get(timeout=5)
+    except Exception:  # noqa: BLE001 (the child died before answering)
+        return {"status": "not built", "reason": f"the check's process ended with exit code {child.exitcode}"}
 
 
 def write_doc(rows: dict[str, dict], path: Path) -> None:
     exact = sum(r["status"] == "exact" for r in rows.values())
+    attending = [r for r in rows.values() if r.get("kind") != "no attention"]
     lines = [
         "# Model coverage",
         "",
         f"Written by `python benchmarks/coverage.py` on {datetime.now(timezone.utc).date()} with transformers "
         f"{transformers.__version__}. Every text model type (a masked-LM, causal-LM or seq2seq head in "
-        "transformers' auto mappings) is built as a tiny random-weight model and read through headsim's tap; "
-        "`exact` means attention = eager `output_attentions`, head outputs = probabilities × values (float64) and "
-        "batch / padding-side invariance, all within 1e-5.",
+        "transformers' auto mappings) is built as a tiny random-weight model (the sweep's small sizes, with the "
+        "per-family overrides of `headsim/model/verify.py` where a family's own constraints need them) and read "
+        "through headsim's tap, each type in its own process; `exact` means attention = eager `output_attentions`, "
+        "head outputs = probabilities × values (float64) and batch / padding-side invariance, all within 1e-5. "
+        "Encoder-decoders are checked at all three stacks (encoder self, decoder self, decoder cross).",
         "",
-        f"**{exact} of {len(rows)} text model types exact**; the others are refused with the reason shown "
-        "(no entry and no layout headsim can read, or an inferred layout that the load-time self-check "
-        "finds inexact), or `not built`: the sweep's generic tiny sizes do not make a valid config of that "
-        "type here (such a model is still checked when loaded). Families marked *(inferred)* have no entry in "
-        "`headsim/model/arch.py`: their layout is read off their modules, and every load runs the same "
-        "checks on a few random tokens of the real weights before anything is analysed.",
+        f"**{exact} of {len(rows)} text model types exact; {exact} of the {len(attending)} that are not known to "
+        f"have no attention module ({100 * exact / max(len(attending), 1):.0f} %)**. The others are refused with the "
+        "reason shown (no entry and no layout headsim can read, or an inferred layout that the load-time "
+        "self-check finds inexact), or `not built`: the tiny config did not build or run on this machine "
+        "(the exception is named; such a model is still checked when loaded). Families marked *(inferred)* "
+        "have no entry in `headsim/model/arch.py`: their layout is read off their modules, and every load runs "
+        "the same checks on a few random tokens of the real weights before anything is analysed. The "
+        "attention column is read off the built model: MHA / GQA / MQA (query heads per key/value head) / "
+        "MLA (latent key/value compression), ALiBi, relative positions, local/global (sliding-window layers), "
+        "cross (an encoder-decoder's cross-attention); `no attention` for state-space, recurrent and "
+        "Fourier-mixing models.",
         "",
-        "| model_type | class | family | status | reason / largest error |",
-        "|---|---|---|---|---|",
+        "| model_type | class | family | attention | status | reason / largest error |",
+        "|---|---|---|---|---|---|",
     ]
+    stale = [t for t, r in rows.items() if r.get("transformers") != transformers.__version__]
+    if stale:
+        lines[-2:-2] = [f"*{len(stale)} rows (status marked †) are from an earlier sweep, not yet re-run with "
+                        f"transformers {transformers.__version__} and the current headsim; `python "
+                        "benchmarks/coverage.py --update` re-checks them.*", ""]
     for t, r in rows.items():
         why = r.get("reason") or f"{max(r['errors'].values()):.1e}"
-        lines.append(f"| {t} | {r.get('class', '')} | {r.get('family', '')} | {r['status']} | {why.replace('|', '/')} |")
+        if t in stale:
+            r = dict(r, status=r["status"] + " †")
+        lines.append(f"| {t} | {r.get('class', '')} | {r.get('family', '')} | {r.get('kind', '')} | {r['status']} | "
+                     f"{why.replace('|', '/')} |")
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -106,8 +183,11 @@ def main(argv=None) -> dict:
     ap.add_argument("--types", default=None, help="comma-separated model types (default: every text model type)")
     ap.add_argument("--doc", default=str(ROOT / "docs" / "architectures.md"))
     ap.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "coverage.json"))
-    ap.add_argument("--update", action="store_true", help="with --types: update those rows of an earlier --json")
-    ap.add_argument("--memory-gib", type=int, default=12, help="address-space cap for the sweep (default 12 GiB)")
+    ap.add_argument("--update", action="store_true",
+                    help="keep the rows of an earlier --json and re-check the given types (default: all), those "
+                         "an earlier sweep did not find exact first; the table is rewritten after every row")
+    ap.add_argument("--memory-gib", type=int, default=4, help="address-space cap for the sweep (default 4 GiB)")
+    ap.add_argument("--timeout", type=float, default=240, help="seconds per model type (default 240)")
     args = ap.parse_args(argv)
     transformers.utils.logging.set_verbosity_error()
     # some configs' defaults build models of several GB: past this cap allocation fails (and the row
@@ -115,16 +195,18 @@ def main(argv=None) -> dict:
     cap = args.memory_gib << 30
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     types = args.types.split(",") if args.types else text_model_types()
-    rows = {}
+    path = Path(args.json)
+    rows = merge_rows(path, {}) if args.update else {}
+    if not args.types:  # the unsettled first (stable: alphabetical within)
+        types.sort(key=lambda t: rows.get(t, {}).get("status") == "exact")
     for t in types:
-        rows[t] = check(t)
+        rows[t] = dict(check_isolated(t, args.timeout), transformers=transformers.__version__)
         print(f"{t:<28}{rows[t]['status']:<10}{rows[t].get('reason', '')}", flush=True)
-    if args.update:
-        rows = merge_rows(Path(args.json), rows)
+        rows = dict(sorted(rows.items()))
+        write_doc(rows, Path(args.doc))
+        path.write_text(json.dumps({"transformers": transformers.__version__, "rows": rows}, indent=1))
     exact = sum(r["status"] == "exact" for r in rows.values())
     print(f"{exact} of {len(rows)} text model types exact")
-    write_doc(rows, Path(args.doc))
-    Path(args.json).write_text(json.dumps({"transformers": transformers.__version__, "rows": rows}, indent=1))
     return rows
 
 

@@ -33,6 +33,21 @@ def screenshot_dir(tmp_path: Path) -> Path:
     return out
 
 
+def cell_point(canvas, geom: dict, i: int, j: int) -> tuple[float, float]:
+    """Page coordinates of the centre of cell (i, j) of a draw.js matrix panel's ``canvas`` (a locator) as
+    drawn with geometry ``geom`` (counted from its first row and column shown)."""
+    box = canvas.bounding_box()
+    return box["x"] + geom["x0"] + (j + 0.5) * geom["cw"], box["y"] + geom["y0"] + (i + 0.5) * geom["ch"]
+
+
+def drag_cells(page, canvas, geom: dict, start: tuple[int, int], end: tuple[int, int]) -> None:
+    """Drag a zoom rectangle on a matrix panel from cell ``start`` to cell ``end`` ((i, j) each)."""
+    page.mouse.move(*cell_point(canvas, geom, *start))
+    page.mouse.down()
+    page.mouse.move(*cell_point(canvas, geom, *end), steps=4)
+    page.mouse.up()
+
+
 def check_standalone_page(browser, path: Path, screenshot: Path | None = None, *, layer: int = 2, head: int = 3) -> None:
     """Open a standalone headsim HTML file with every request that is not ``file:``/``data:``/``blob:``
     aborted, and check: no page or console error, no request attempted elsewhere, every head explorer
@@ -62,7 +77,7 @@ def check_standalone_page(browser, path: Path, screenshot: Path | None = None, *
             " let k = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) k++; return [c.width, c.height, k]; }")
         assert drawn[0] > 100 and drawn[1] > 100 and drawn[2] > 0.3 * drawn[0] * drawn[1], f"head grid not drawn: {drawn}"
         assert not root.locator(".hsv-fallback").count(), "the static fallback is still shown"
-        before = root.locator("canvas.hsv-sim").evaluate("c => c.toDataURL()")
+        before = root.locator(".hsv-sim canvas").evaluate("c => c.toDataURL()")
         box = root.locator("canvas.hsv-grid").bounding_box()
         x, y = root.locator("canvas.hsv-grid").evaluate(
             "(c, [l, h]) => { const g = window.headsimViews.lastGrid(c); return [g.left + (h - 1) * g.step + g.tile / 2,"
@@ -72,8 +87,20 @@ def check_standalone_page(browser, path: Path, screenshot: Path | None = None, *
                                " return r.dataset.layer === String(l) && r.dataset.head === String(h); }",
                                arg=[layer, head], timeout=5_000)
         assert f"Layer {layer}, head {head}" in root.locator(".hsv-title").inner_text()
-        assert root.locator("canvas.hsv-sim").evaluate("c => c.toDataURL()") != before, "the similarity map did not change"
+        assert root.locator(".hsv-sim canvas").evaluate("c => c.toDataURL()") != before, "the similarity map did not change"
         assert f"layer {layer}, head {head}" in root.locator(".hsv-pair-note").inner_text()
+        # the shared matrix panels: hover reads out a cell, a dragged rectangle zooms all three, double-click resets
+        sim = root.locator(".hsv-sim canvas")
+        geom = sim.evaluate("c => window.headsimViews.panels(c.closest('.hsv-root')).sim.geom")
+        page.mouse.move(*cell_point(sim, geom, 1, 2))
+        assert root.locator(".hsv-hover").inner_text().startswith("1:"), root.locator(".hsv-hover").inner_text()
+        drag_cells(page, sim, geom, (1, 1), (4, 3))
+        ranges = sim.evaluate("c => Object.values(window.headsimViews.panels(c.closest('.hsv-root'))).map(v => v.range)")
+        assert ranges == [{"r0": 1, "r1": 5, "c0": 1, "c1": 4}] * 3, ranges
+        if screenshot is not None:
+            page.screenshot(path=str(screenshot.with_name(screenshot.stem + "_zoom.png")), full_page=True)
+        page.mouse.dblclick(*cell_point(sim, geom, 0, 0))
+        assert sim.evaluate("c => window.headsimViews.panels(c.closest('.hsv-root')).sim.range") is None
         if screenshot is not None:
             page.screenshot(path=str(screenshot), full_page=True)
     finally:

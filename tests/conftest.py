@@ -13,6 +13,10 @@ import os
 # One thread per process: the suite runs many small tensor ops (and subprocesses inherit this), where
 # OpenMP's thread hand-offs cost more than they give on a 2-core machine, and far more under load.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# No test touches the network: a hub id that is not cached is an offline-mode error, as in CI (the hub
+# tests point HF_ENDPOINT at a loopback stand-in and set these variables per case, tests/test_hub.py).
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import copy
 from pathlib import Path

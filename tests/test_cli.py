@@ -138,7 +138,7 @@ BAD = {
     "directory as file": (_directory, "is a directory"),
     "unknown example": (lambda p: ["--example", "nope"], "unknown example"),
     "unknown model path": (lambda p: ["words", "--model", str(p / "no" / "model")], "does not exist"),
-    "uncached hub id": (lambda p: ["words", "--model", "some-org/does-not-exist"], "not available"),
+    "uncached hub id": (lambda p: ["words", "--model", "some-org/does-not-exist"], "not in the local hugging face cache"),
     "layer 0": (lambda p: ["words", "--layer", "0"], "layer 0"),
     "layer 7": (lambda p: ["words", "--layer", "7"], "layer 7"),
     "head 0": (lambda p: ["words", "--head", "0"], "head 0"),

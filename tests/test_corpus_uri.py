@@ -10,7 +10,6 @@ import http.server
 import signal
 import socket
 import threading
-from pathlib import Path
 
 import pytest
 

@@ -22,7 +22,7 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
-from browser_support import MISSING, chromium, screenshot_dir  # noqa: E402
+from browser_support import MISSING, cell_point, chromium, drag_cells, screenshot_dir  # noqa: E402
 SENTENCE = ("The old mill stands by the river, and the river turns the wheel of the old mill. "
             "Millers sold flour to the town across the river.")
 
@@ -109,7 +109,7 @@ class Watch:
 def _wait_head(page, layer: int, head: int) -> None:
     page.wait_for_function(
         "([l, h]) => { const s = window.headsim.state; return s.head && s.head.layer === l && s.head.head === h"
-        " && s.head.id === s.analysis.id && document.getElementById('attn-plot').data; }",
+        " && s.head.id === s.analysis.id && window.headsim.panels['attn-plot'] && window.headsim.panels['attn-plot'].spec; }",
         arg=[layer, head], timeout=20_000)
 
 
@@ -121,6 +121,14 @@ def _thumb_point(page, layer: int, head: int) -> tuple[float, float]:
             const r = c.getBoundingClientRect();
             return [r.left + g.left + (h - 1) * g.step + g.tile / 2, r.top + g.top + (l - 1) * g.step + g.tile / 2];
         }""", [layer, head]))
+
+
+_INKED = """(id) => { const v = window.headsim.panels[id], c = v.canvas;
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let k = 0; for (let i = 0; i < d.length; i += 4) if (d[i + 3] && (d[i] < 250 || d[i + 1] < 250 || d[i + 2] < 250)) k++;
+    return [v.spec.n, k / (c.width * c.height)]; }"""
+_MASK_SUM = """() => { const s = window.headsim.panels['mask-plot'].spec; let k = 0;
+    for (let i = 0; i < s.n; i++) for (let j = 0; j < s.n; j++) k += s.value(i, j); return k; }"""
 
 
 def _table(page) -> list[list[str]]:
@@ -150,13 +158,14 @@ def test_explore_a_sentence(server, browser, shots):
     _wait_head(page, 3, 5)
     assert page.inner_text("#head-title").startswith("Layer 3, head 5")
     n = page.evaluate("() => window.headsim.state.head.n_tokens")
-    assert page.evaluate("() => document.getElementById('sim-plot').data[0].z.length") == n
-    assert page.evaluate("() => document.getElementById('attn-plot').data[0].z.length") == n
+    for panel in ("attn-plot", "sim-plot", "mask-plot", "blocks-plot"):  # the shared canvas panels, drawn
+        size, inked = page.evaluate(_INKED, panel)
+        assert size == n and inked > (0.02 if panel == "mask-plot" else 0.2), (panel, size, inked)  # the mask: mostly white
     page.wait_for_function("() => document.getElementById('profile-sub').textContent.startsWith('layer 3, head 5')")
 
     # move the threshold slider: mask and pair table follow without a request
     before_table, before_note = _table(page), page.inner_text("#pair-note")
-    before_mask = page.evaluate("() => document.getElementById('mask-plot').data[0].z.flat().reduce((a, b) => a + b, 0)")
+    before_mask = page.evaluate(_MASK_SUM)
     requests = []
     page.on("request", lambda r: requests.append(r.url))
     page.focus("#threshold")
@@ -165,7 +174,7 @@ def test_explore_a_sentence(server, browser, shots):
     page.wait_for_function("() => document.getElementById('thr-value').textContent === '0.18'")
     page.wait_for_timeout(200)
     after_table, after_note = _table(page), page.inner_text("#pair-note")
-    after_mask = page.evaluate("() => document.getElementById('mask-plot').data[0].z.flat().reduce((a, b) => a + b, 0)")
+    after_mask = page.evaluate(_MASK_SUM)
     assert after_note != before_note and after_table != before_table
     assert after_mask > before_mask
     assert not [u for u in requests if "/api/" in u], requests
@@ -180,13 +189,27 @@ def test_explore_a_sentence(server, browser, shots):
     # hovering a token highlights its row and column in the maps, the token and its table rows
     page.hover("#token-text .tok[data-i='4']")
     page.wait_for_function("() => document.querySelector('#token-text .tok[data-i=\"4\"]').classList.contains('hl-i')")
-    bands = page.evaluate("() => (document.getElementById('sim-plot').layout.shapes || []).filter(s => s.type === 'rect')"
-                          ".map(s => [s.x0, s.x1, s.y0, s.y1])")
-    assert [-0.5, n - 0.5, 3.5, 4.5] in bands and [3.5, 4.5, -0.5, n - 0.5] in bands
-    attn_bands = page.evaluate(
-        "() => (document.getElementById('attn-plot').layout.shapes || []).filter(s => s.type === 'rect').length")
-    assert attn_bands >= 2
+    crosses = page.evaluate("() => ['sim-plot', 'attn-plot'].map(id => window.headsim.panels[id].spec.cross)")
+    assert crosses == [{"i": 4, "j": None}] * 2, crosses
     page.screenshot(path=str(shots / "explorer_hover.png"))
+    page.mouse.move(5, 5)
+
+    # hovering a map cell reads out its tokens and values; a dragged rectangle zooms every panel; reset shows all
+    sim = page.locator("#sim-plot canvas")
+    sim.scroll_into_view_if_needed()
+    g = page.evaluate("() => window.headsim.panels['sim-plot'].geom")
+    page.mouse.move(*cell_point(sim, g, 2, 5))
+    tip = page.inner_text("#tooltip")
+    assert page.is_visible("#tooltip") and tip.startswith("2:") and "→ 5:" in tip and "similarity" in tip, tip
+    drag_cells(page, sim, g, (2, 1), (7, 6))
+    ranges = page.evaluate("() => Object.values(window.headsim.panels).map(v => v.range)")
+    assert ranges == [{"r0": 2, "r1": 8, "c0": 1, "c1": 7}] * 4, ranges
+    zoomed = page.evaluate("() => window.headsim.panels['sim-plot'].geom")
+    page.mouse.move(*cell_point(sim, zoomed, 0, 0))  # the first cell shown is (2, 1)
+    assert page.inner_text("#tooltip").startswith("2:")
+    page.screenshot(path=str(shots / "explorer_zoom.png"))
+    page.click("#sim-plot .hs-reset")
+    assert page.evaluate("() => Object.values(window.headsim.panels).every(v => v.range === null)")
     page.mouse.move(5, 5)
 
     # the separator threshold asks the server again (Fig 5)

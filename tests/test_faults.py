@@ -586,6 +586,7 @@ def _commands(env, reference, halves, out: Path, missing: Path, port: int) -> di
         "segment": (["segment", text, "--model", model, "--out", out / "seg.jsonl"], ["segment", missing, "--model", model]),
         "ablate": (["ablate", "--model", model, "--out", out / "abl"], ["ablate", "--model", model, "--run", missing, "--out", out.parent / "abl"]),
         "serve": ([], ["serve", "--model", model, "--run", missing, "--port", port]),
+        "export": (["export", halves[0], "--out", out / "run.html"], []),  # a missing path is taken as the text itself
     }
 
 

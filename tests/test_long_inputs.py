@@ -1,6 +1,6 @@
 """Long inputs: attention captured in blocks of query rows equals the one-block capture (every
-interface family of tests/test_architectures.py; 1e-5, the tolerance of the tap itself: a block's matrix
-products round like any other shape's, and later layers inherit it), blocks arrive in order, cover every row."""
+interface family of tests/test_architectures.py, in float64 so that a block's matrix products, which round
+like any other shape's, cannot hide a wrong row or mask: 1e-6), blocks arrive in order, cover every row."""
 
 from __future__ import annotations
 
@@ -19,11 +19,18 @@ from headsim.stats import CorpusStats
 from headsim.windows import check_seq_len
 
 ROWS = sorted({a.model_types[0] for a in ARCHS})
+FLOAT32_ONLY = {"gemma2", "gemma3_text", "mistral"}  # their float64 pass is NaN from layer 2 on (whole or tiled alike)
+
+
+def tolerance(loaded) -> float:
+    return 1e-6 if loaded.model.dtype == torch.float64 else 1e-5
 
 
 @pytest.fixture(scope="module", params=ROWS)
 def loaded(request):
     model, _ = tiny_model(request.param)
+    if request.param not in FLOAT32_ONLY:
+        model = model.double()
     return from_pretrained_objects(model, None, request.param)
 
 
@@ -41,13 +48,14 @@ def test_blocks_of_query_rows_equal_one_block(loaded):
     streamed = Tap(loaded, attention=True, tile_rows=5).run(ids, mask, on_tile=on_tile).layers
     rows = mask.bool()[:, None, :, None].expand(-1, loaded.n_heads, -1, 23)
     for li, cap in whole.items():
-        torch.testing.assert_close(tiled[li].attention[rows], cap.attention[rows], rtol=0, atol=1e-5)
-        scale = float(cap.head_outputs.abs().max())
-        torch.testing.assert_close(tiled[li].head_outputs, cap.head_outputs, rtol=0, atol=1e-5 * scale)
+        torch.testing.assert_close(tiled[li].attention[rows], cap.attention[rows], rtol=0, atol=tolerance(loaded))
+        valid = mask.bool()[:, None, :, None].expand_as(cap.head_outputs)  # padded rows are never read
+        scale = float(cap.head_outputs[valid].abs().max())
+        torch.testing.assert_close(tiled[li].head_outputs[valid], cap.head_outputs[valid], rtol=0, atol=tolerance(loaded) * scale)
         assert streamed[li].attention is None
         assert [r.start for r, _ in seen[li]] == list(range(0, 23, 5))
         joined = torch.cat([p for _, p in seen[li]], dim=2)
-        torch.testing.assert_close(joined[rows], cap.attention[rows], rtol=0, atol=1e-5)
+        torch.testing.assert_close(joined[rows], cap.attention[rows], rtol=0, atol=tolerance(loaded))
 
 
 def test_a_window_past_the_position_limit():

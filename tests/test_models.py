@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import headsim
-from headsim import models
+from headsim.model import load
 from headsim.model.arch import arch_for
 from headsim.errors import HeadsimError
 from headsim.extraction import extract
@@ -114,37 +114,31 @@ def test_roberta_directory(tmp_path, tokenizer):
 # ---------------------------------------------------------------------------------------------
 
 
-def _bloom(path: Path) -> None:
-    from transformers import BloomConfig, BloomModel
+def _fnet(path: Path) -> None:
+    """A family without attention: no entry, and no layout to read."""
+    from transformers import FNetConfig, FNetModel
 
-    BloomModel(BloomConfig(hidden_size=32, n_layer=1, n_head=2, vocab_size=64)).save_pretrained(path)
+    FNetModel(FNetConfig(hidden_size=32, num_hidden_layers=1, intermediate_size=48, vocab_size=64)).save_pretrained(path)
 
 
 def _remote_code(path: Path) -> None:
     """A config that names its own modelling code: refused before anything is imported."""
     import json
 
-    _bloom(path)
+    _fnet(path)
     config = json.loads((path / "config.json").read_text())
     config["auto_map"] = {"AutoModel": "modeling_evil.EvilModel"}
     (path / "config.json").write_text(json.dumps(config))
     (path / "modeling_evil.py").write_text("raise SystemExit('remote code executed')\n")
 
 
-@pytest.mark.parametrize("build, words", [(_bloom, "not supported: BloomModel (model_type 'bloom')"),
+@pytest.mark.parametrize("build, words", [(_fnet, "not supported: FNetModel (model_type 'fnet')"),
                                           (_remote_code, "needs its own remote code")])
 def test_unsupported_architecture_or_remote_code(tmp_path, build, words):
     build(tmp_path)
     err = _error(tmp_path, device="cpu")
     assert words in str(err)
     assert "llama" in err.fix or "remote code" in str(err)
-
-
-def test_uncached_hub_id():
-    err = _error("some-org/does-not-exist", device="cpu")
-    assert "some-org/does-not-exist" in err.problem
-    assert "not available" in err.problem and "weights" in err.problem
-    assert "local" in err.fix and "path" in err.fix
 
 
 def test_nonexistent_path(tmp_path):
@@ -214,7 +208,7 @@ def test_never_trusts_remote_code(tiny_bert_dir, tmp_path, monkeypatch):
                 depth[0] -= 1
 
         monkeypatch.setattr(cls, "from_pretrained", recorder)
-    monkeypatch.setattr(models, "_LOADED", {})
+    monkeypatch.setattr(load, "_LOADED", {})
 
     with pytest.raises(HeadsimError, match="needs its own remote code"):
         load_model(target, device="cpu")
@@ -239,13 +233,16 @@ def test_top_level_functions_stay_callable():
         assert callable(headsim.extract) and callable(headsim.similarity)
 
 
-def test_an_encoder_decoder_is_read_at_its_encoder_and_says_so(tmp_path, tokenizer):
+def test_an_encoder_decoder_is_read_at_its_three_stacks_and_says_so(tmp_path, tokenizer):
     from transformers import AutoConfig, AutoModel
 
     config = AutoConfig.for_model("t5", d_model=32, d_kv=8, num_layers=2, num_decoder_layers=3, num_heads=4,
                                   d_ff=48, vocab_size=len(tokenizer))
     AutoModel.from_config(config).save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
-    with pytest.warns(UserWarning, match="T5Model is an encoder-decoder: headsim analyses its encoder"):
+    with pytest.warns(UserWarning, match=r"T5Model is an encoder-decoder: headsim analyses its encoder \(2 layers\), "
+                      r"then per decoder layer its self- and cross-attention \(3 x 2 layers\)"):
         loaded = load_model(tmp_path, device="cpu")
-    assert loaded.describe()["analysed"] == "the encoder of T5Model" and loaded.n_layers == 2
+    described = loaded.describe()
+    assert described["analysed"].endswith("cross-attention of T5Model") and loaded.n_layers == 2 + 3 * 2
+    assert described["stacks"] == ["encoder self"] * 2 + ["decoder self", "decoder cross"] * 3

@@ -81,16 +81,43 @@ def test_text_view_and_inspection_displays(embedded, tmp_path):
     payload = json.loads(re.search(r'class="hsv-data">(.*?)</script>', html, re.S).group(1).replace("<\\/", "</"))
     L, H, n = view.n_layers, view.n_heads, view.n
     assert (payload["L"], payload["H"], payload["n"], payload["labels"]) == (L, H, n, view.tokens)
-    attn = _unpack(payload["attention"]["b64"]).reshape(L, H, n, n) / payload["attention"]["levels"]
+    packed = _unpack(payload["attention"]["b64"])
+    attn = np.stack([packed >> 4, packed & 15], axis=1).reshape(-1)[:L * H * n * n].reshape(L, H, n, n) / payload["attention"]["levels"]
     assert np.abs(attn ** 2 - view.attention).max() <= 1 / payload["attention"]["levels"]  # √ steps
     iu = np.triu_indices(n, 1)
     q = _unpack(payload["similarity"]["b64"]).reshape(L, H, -1)
-    assert np.array_equal(q >= 30, view.mask(0.3)[:, :, iu[0], iu[1]])  # the pair counts the page shows
+    steps = payload["similarity"]["steps"]
+    for t in (0.3, 0.5):
+        assert np.array_equal(q >= round(t * steps), view.mask(t)[:, :, iu[0], iu[1]])  # the pair counts the page shows
     assert payload["stats"]["attn_cls"]["grid"] == np.round(view.focus["attn_cls"], 4).tolist()
     assert len(html) < 400_000  # 22 tokens
     ins = headsim.inspect_text(TEXT, embedded, layer=2, head=3)
     assert '"init":{"layer":1,"head":2,"threshold":0.3' in ins._repr_html_()
     assert_self_contained(ins.to_html(tmp_path / "ins.html").read_text())
+
+
+def test_128_token_example_page_is_small_and_its_masks_exact(embedded):
+    from headsim.inspection import example_text
+
+    view = headsim.text_view(example_text(), embedded)  # the page `headsim export` writes by default
+    assert view.n == 128
+    html = view._repr_html_()
+    assert len(html.encode()) < 600_000
+    payload = json.loads(re.search(r'class="hsv-data">(.*?)</script>', html, re.S).group(1).replace("<\\/", "</"))
+    L, H, n, steps = view.n_layers, view.n_heads, view.n, payload["similarity"]["steps"]
+    q = _unpack(payload["similarity"]["b64"]).reshape(L, H, -1)
+    iu = np.triu_indices(n, 1)
+    for t in (0.1, 0.3, 0.62):  # slider positions: the page's pairs (i < j, level ≥ t·steps) are TextView.pairs
+        k = round(t * steps)
+        assert k / steps == pytest.approx(t)
+        pairs = view.pairs(t)
+        counts = np.zeros((L, H), dtype=int)
+        np.add.at(counts, (pairs["layer"] - 1, pairs["head"] - 1), 1)
+        assert np.array_equal((q >= k).sum(-1), counts), t
+        li, hi = int(pairs["layer"].iloc[0]) - 1, int(pairs["head"].iloc[0]) - 1
+        head = pairs[(pairs["layer"] == li + 1) & (pairs["head"] == hi + 1)]
+        page = np.flatnonzero(q[li, hi] >= k)
+        assert sorted(zip(head["index_i"], head["index_j"])) == sorted(zip(iu[0][page], iu[1][page]))
 
 
 def test_export_errors(tmp_path, capsys):
@@ -146,6 +173,7 @@ def test_quickstart_notebook_executes_and_its_html_works_offline(browser, shots,
                             resources={"metadata": {"path": str(tmp_path)}}).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.output_type == "error"]
+    assert not [o for o in outputs if o.get("name") == "stderr"], "the notebook's outputs hold warnings or progress bars"
     html_outputs = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]
     assert len(html_outputs) == 3  # the view, the inspection, the segmentation
     for h in html_outputs:

@@ -228,6 +228,21 @@ def test_a_killed_worker_process_costs_no_window(cluster, tmp_path, reference, t
     assert_same_run(reference, tmp_path / "run")  # every window once, statistics equal
 
 
+@on_ray
+def test_shards_on_either_engine_merge_into_the_single_process_run(cluster, tmp_path, reference, tiny_bert_dir, corpus):
+    from headsim.merging import merge_runs
+
+    analyze(str(tiny_bert_dir), str(corpus), out=tmp_path / "one", shard="1/2", **RUN)
+    analyze(str(tiny_bert_dir), str(corpus), out=tmp_path / "two", shard=(2, 2), engine="ray", workers=2,
+            share_windows=16, **RUN)
+    total = load_run(reference).meta["windows"]
+    assert load_run(tmp_path / "two").meta["holds"][0]["windows"] == [[total // 2, total]]
+    merged = load_run(merge_runs([tmp_path / "one", tmp_path / "two"], tmp_path / "merged"))
+    assert_same_stats(reference, merged.heads, merged.dataset)
+    whole = pd.read_parquet(reference / "windows.parquet")["input_ids"].map(list).tolist()
+    assert merged.windows["input_ids"].map(list).tolist() == whole  # the same windows, in order
+
+
 def test_workers_are_checked_against_the_cluster_before_any_starts():
     from headsim.ray_engine import Resources
 

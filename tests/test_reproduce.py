@@ -29,7 +29,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def report(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("repro") / "report"
-    res = _cli("reproduce", "--windows", "24", "--seq-len", "48", "--out", str(out))
+    res = _cli("reproduce", "--windows", "24", "--seq-len", "48", "--window-lengths", "48,96", "--out", str(out))
     assert res.returncode == 0, res.stderr
     return out
 
@@ -65,6 +65,20 @@ def test_claims_are_computed_from_the_run(report):
 
     page = html.unescape((report / "index.html").read_text())
     assert "all-MiniLM-L6-v2" in page and "not the paper's BERT-base" in page
+
+
+def test_window_lengths_over_the_same_text(report):
+    """--window-lengths 48,96: the main run is the 48-token one; 96 tokens cover the same text (24 × 46 / 94 → 12
+    windows) in OUT/run-96, and the report compares them, naming the model."""
+    meta = json.loads((report / "run-96" / "run.json").read_text())
+    assert meta["seq_len"] == 96 and meta["windows"] == 12 and not (report / "run-48").exists()
+    table = pd.read_csv(report / "window_lengths.csv")
+    assert set(table["seq_len"]) == {48, 96}
+    layers = pd.read_parquet(report / "run-96" / "layers.parquet")
+    got = table[(table["seq_len"] == 96) & (table["statistic"] == "mean_distance")].dropna(subset=["layer"])
+    assert got.sort_values("layer")["value"].to_numpy() == pytest.approx(layers.sort_values("layer")["mean_distance"].to_numpy())
+    page = (report / "index.html").read_text()
+    assert "Window length: all-MiniLM-L6-v2" in page and "12 windows of 96 tokens" in page
 
 
 @pytest.mark.browser

@@ -8,6 +8,7 @@ are the public API the README shows; everything else is importable from its modu
 
 from __future__ import annotations
 
+import warnings
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 
@@ -15,6 +16,10 @@ try:
     __version__ = version("headsim")
 except PackageNotFoundError:  # pragma: no cover
     __version__ = "0.0.0"
+
+# transformers imports tqdm.auto, which warns in a notebook kernel without ipywidgets; headsim shows no
+# progress bar there (model loading turns them off), so the warning would only clutter the first output
+warnings.filterwarnings("ignore", message="IProgress not found")
 
 _LAZY = {
     "HeadsimError": "headsim.errors",

@@ -176,19 +176,25 @@ class Engine:
         info = self.batch_info(w)
         stats.begin_batch(info)
         mask = info.valid.long()
+        dev = info.valid.device  # a model spread over devices (device_map) hands each layer over from its own
+
+        def computing(layer, q, k, v, scale):
+            return stats.update_qkv(layer, q.to(dev), k.to(dev), v.to(dev), info, scale).to(q.device)
+
         if self.own_attention and stats.impl.computes_head_outputs:
-            self._tap.run_computing(info.input_ids, mask,
-                                    lambda layer, q, k, v, scale: stats.update_qkv(layer, q, k, v, info, scale))
+            self._tap.run_computing(info.input_ids, mask, computing)
         elif self.own_attention:
             self._tap.run(info.input_ids, mask, right_padded=True,  # windows are built right-padded
-                          on_layer=lambda cap: stats.update_captured(cap.layer, cap.query, cap.key, cap.head_outputs, info))
+                          on_layer=lambda cap: stats.update_captured(cap.layer, cap.query.to(dev), cap.key.to(dev),
+                                                                     cap.head_outputs.to(dev), info))
         elif self.loaded.arch.interface:  # the model's attention, a block of query rows at a time
             self._tap.run(info.input_ids, mask, right_padded=True,
-                          on_tile=lambda layer, rows, probs: stats.add_attention_block(layer, rows, probs, info),
-                          on_layer=lambda cap: stats.update_layer(cap.layer, None, cap.head_outputs, info))
+                          on_tile=lambda layer, rows, probs: stats.add_attention_block(layer, rows, probs.to(dev), info),
+                          on_layer=lambda cap: stats.update_layer(cap.layer, None, cap.head_outputs.to(dev), info))
         else:
             self._tap.run(info.input_ids, mask, right_padded=True,
-                          on_layer=lambda cap: stats.update_layer(cap.layer, cap.attention, cap.head_outputs, info))
+                          on_layer=lambda cap: stats.update_layer(cap.layer, cap.attention.to(dev),
+                                                                  cap.head_outputs.to(dev), info))
 
     def process_safely(self, w: Windows) -> None:
         """:meth:`process`, halving the batch on out-of-memory when :attr:`backoff` is on."""
@@ -317,11 +323,19 @@ def analyze(
     shard: str | tuple[int, int] | None = None,
     resolution: int = DEFAULT_RESOLUTION,
     max_memory: str | int | None = None,
+    revision: str | None = None,
+    device_map: str | None = None,
+    device_memory: str | dict | None = None,
+    offload_folder: str | os.PathLike | None = None,
 ) -> Result:
     """Corpus statistics of every head (paper Figs 2, 3, 6–8, 10–13).
 
     Args:
-        model: a loaded model or a name for :func:`~headsim.load_model`.
+        model: a loaded model or a name for :func:`~headsim.load_model` (a hub id is downloaded into
+            the Hugging Face cache at ``revision``; run.json records the commit).
+        revision, device_map, device_memory, offload_folder: as for :func:`~headsim.load_model`
+            (``device_map`` spreads a model too big for one device over GPUs, CPU and disk; the
+            statistics are the same wherever a layer lives; run.json records the placement).
         corpus: a :class:`~headsim.corpus.Corpus` or a spec for :func:`~headsim.corpus.load_corpus`.
         windows: how many windows to analyse (default: the whole corpus).
         out: run directory; ``None`` keeps everything in memory (no checkpoints).
@@ -364,19 +378,23 @@ def analyze(
     windows, batch_size, dtype, backend = resume_settings(out_path, resume=resume, overwrite=overwrite, engine=engine,
                                                           windows=windows, batch_size=batch_size, dtype=dtype,
                                                           backend=backend)
+    loading = {"revision": revision, "device_map": device_map, "device_memory": device_memory, "offload_folder": offload_folder}
     if engine != "local":
+        given = [f"--{k.replace('_', '-')}" for k, v in loading.items() if v is not None]
+        require(not given, f"{', '.join(given)} works with --engine local only",
+                "pass a local model directory to --engine ray (every worker loads it on its node)")
         from .ray_engine import run_engine
 
         require(seq_len <= resolution and max_memory is None, f"the {engine} engine analyses windows within the "
                 f"resolution ({resolution}) without a memory budget", "run long windows and --max-memory with --engine local")
-        params = {k: v for k, v in params.items() if k not in ("resolution", "max_memory")}
+        params = {k: v for k, v in params.items() if k not in ("resolution", "max_memory", *loading)}
         return run_engine(**dict(params, threshold=threshold, windows=windows, batch_size=batch_size, dtype=dtype,
                                  backend=backend, shard=shard))
     settled = plan(model, corpus, windows=windows, seq_len=seq_len, threshold=threshold, top_k_columns=top_k_columns,
                    batch_size=batch_size, device=device, dtype=dtype, text_field=text_field, text_column=text_column,
                    sentence_splitter=sentence_splitter, allow_fewer=allow_fewer, backend=backend,
                    checkpoint_every=checkpoint_every, workers=workers, progress=progress, shard=shard,
-                   resolution=resolution, max_memory=max_memory)
+                   resolution=resolution, max_memory=max_memory, loading=loading)
     if out_path is None:
         return run(settled, None)
     with rundir.RunDir(out_path).writer(resume=resume, overwrite=overwrite) as run_dir:
@@ -460,14 +478,15 @@ def plan(model: LoadedModel | str | None, corpus: Corpus | str, *, windows: int 
          top_k_columns: int, batch_size: int | None, device: str | None, dtype: str | None, text_field: str,
          text_column: str, sentence_splitter: str, allow_fewer: bool, backend: str = "auto", checkpoint_every: int | None = None,
          workers: int | None = None, progress: object = True, shard: tuple[int, int] | None = None,
-         resolution: int = DEFAULT_RESOLUTION, max_memory: str | int | None = None) -> Plan:
+         resolution: int = DEFAULT_RESOLUTION, max_memory: str | int | None = None, loading: dict | None = None) -> Plan:
     """Load the model and the corpus, settle the windows to analyse and the batch size: the run's
     :class:`~headsim.runspec.RunSpec` and ``run.json`` (arguments checked by :func:`check_arguments`); the
-    statistics backend is chosen here, once (a named one that cannot run is refused before the run)."""
+    statistics backend is chosen here, once (a named one that cannot run is refused before the run).
+    ``loading``: further :func:`~headsim.load_model` arguments (revision, placement)."""
     require(isinstance(resolution, int) and not isinstance(resolution, bool) and resolution >= 2,
             f"resolution {resolution!r} must be an integer of at least 2", "pass e.g. --resolution 512 (the default)")
     budget = parse_memory(max_memory) if max_memory is not None else None
-    loaded = as_loaded(model, device=device, dtype=dtype)
+    loaded = as_loaded(model, device=device, dtype=dtype, **{k: v for k, v in (loading or {}).items() if v is not None})
     seq_len = check_seq_len(seq_len, loaded.max_seq_len, loaded.extrapolates)
     # a named backend that cannot run is refused here
     choice = choose_backend(backend, loaded.device, binned=seq_len > resolution)
@@ -495,7 +514,7 @@ def plan(model: LoadedModel | str | None, corpus: Corpus | str, *, windows: int 
         share, target = plan_shares(counts, seq_len - specials, stop, stop - first, start=first)[0], stop - first
     bs = memory.batch_size
     spec = RunSpec(loaded.source, corp.sha256, target, seq_len, threshold, top_k_columns, bs,
-                   str(loaded.dtype).replace("torch.", ""), sentence_splitter, first, resolution)
+                   str(loaded.dtype).replace("torch.", ""), sentence_splitter, first, resolution, loaded.commit)
     meta = new_meta(loaded.describe(), corp, corpus, count, spec, device=str(loaded.device), backend=choice.record(),
                     shard=shard)
     meta["memory"] = memory.record()
@@ -605,6 +624,9 @@ def finish_run(meta: dict, stats: CorpusStats, names: tuple[str, str], elapsed: 
     checkpointed (or kept in memory without one). ``names``: the model's and the corpus's."""
     ds = stats.to_dataset()
     ds.attrs.update({"model": names[0], "corpus": names[1]})
+    stacks = meta.get("model", {}).get("stacks") or []
+    if set(stacks) - {"self"} and len(stacks) == ds.sizes["layer"]:  # an encoder-decoder's three stacks
+        ds = ds.assign_coords(stack=("layer", list(stacks)))
     heads, layers = heads_table(ds), layers_table(ds)
     meta.update({"complete": True, "seconds": round(elapsed, 3), "windows_per_second": round(processed / max(elapsed, 1e-9), 3),
                  "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})
@@ -712,7 +734,7 @@ def finalize(plan: Plan, engine: Engine, passed: _Pass, run_dir: rundir.RunDir |
 def _agreement_vs_fp32(loaded: LoadedModel, first: Windows, threshold: float) -> dict:
     """How the thresholded similarity of ``first`` agrees with the model's fp32 twin (:func:`mask_agreement`)."""
     try:
-        reference = as_loaded(loaded.source, device=str(loaded.device), dtype="fp32")
+        reference = as_loaded(loaded.source, dtype="fp32", **loaded.load_args())
     except HeadsimError as exc:  # a model built in memory has no fp32 twin to load
         return {"not_measured": exc.problem}
     return {"identical_thresholded_elements": mask_agreement(loaded, reference, first, threshold), "windows": len(first)}

@@ -19,9 +19,13 @@ Plan → shares → exact merge:
    finished so far and each one's windows as a part from its first window; ``resume`` runs only the
    shares the verified parts do not hold.
 
-An actor that dies is restarted by Ray and its share runs again (``max_restarts`` and
-``max_task_retries``: :data:`RESTARTS`); an exception inside a worker stops the run with the
-worker's error, leaving the run directory unfinished (resumable).
+The workers asked for are checked against the cluster's resources before any actor starts
+(:meth:`Resources.count`: refused in one line when the cluster cannot hold them), and every wait on
+the actors has a deadline (:func:`timeout`): the start-up, the token count, and any stretch of the
+run in which no worker reports progress. An actor that dies is restarted by Ray and its share runs
+again (``max_restarts`` and ``max_task_retries``: :data:`RESTARTS`); an exception inside a worker, or
+the deadline, stops the run with one line after checkpointing the finished shares (resumable).
+``--shard I/N`` (:func:`headsim.analysis.shard_range`) cuts shares from the part's first window.
 """
 
 from __future__ import annotations

@@ -35,14 +35,16 @@ class RunSpec:
     #: windows longer than this keep position-pair statistics on this many position bins
     #: (runs written before it existed were never binned)
     resolution: int = DEFAULT_RESOLUTION
+    model_commit: str | None = None  # a hub model's commit (the exact weights); runs before it was recorded: None
 
     #: fields that change what each window adds: runs must agree on them to be merged
-    NUMBERS = ("model_source", "seq_len", "threshold", "top_k_columns", "dtype", "sentence_splitter", "resolution")
+    NUMBERS = ("model_source", "seq_len", "threshold", "top_k_columns", "dtype", "sentence_splitter", "resolution",
+               "model_commit")
     #: the analyze option that sets each field
     FLAGS = {"model_source": "--model", "corpus_sha256": "--corpus", "windows": "--windows", "seq_len": "--seq-len",
              "threshold": "--threshold", "top_k_columns": "--top-k-columns", "batch_size": "--batch-size",
              "dtype": "--dtype", "sentence_splitter": "--sentences", "first_window": "--shard",
-             "resolution": "--resolution"}
+             "resolution": "--resolution", "model_commit": "--revision"}
 
     # -- run.json ----------------------------------------------------------------------------
 
@@ -68,7 +70,7 @@ class RunSpec:
         is not a path)."""
         names = {"model_source": "model", "windows": "windows", "seq_len": "seq_len", "threshold": "threshold",
                  "top_k_columns": "top_k_columns", "batch_size": "batch_size", "dtype": "dtype",
-                 "sentence_splitter": "sentence_splitter", "resolution": "resolution"}
+                 "sentence_splitter": "sentence_splitter", "resolution": "resolution", "model_commit": "revision"}
         return {arg: getattr(self, key) for key, arg in names.items()}
 
     # -- comparing ---------------------------------------------------------------------------

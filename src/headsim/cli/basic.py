@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from .app import app, console, err_console
-from .options import Device, Model, SeqLen, Threshold, read_text_arg
+from .options import Device, Model, Revision, SeqLen, Threshold, read_text_arg
 
 
 @app.command()
@@ -29,6 +29,7 @@ def inspect(
     text_file: Optional[Path] = typer.Option(None, "--text-file", "-f", help="Read the text from a UTF-8 file."),
     example: Optional[str] = typer.Option(None, "--example", help="A built-in paragraph: gerstenslager (Fig 4) or airport_policing (Fig 9)."),
     model: str = Model,
+    revision: Optional[str] = Revision,
     layer: Optional[int] = typer.Option(None, "--layer", "-l", help="Layer for Figs 5 and 9 (1-based; default last)."),
     head: int = typer.Option(1, "--head", help="Head for Figs 4, 5 and 9 (1-based)."),
     threshold: float = Threshold,
@@ -63,6 +64,10 @@ def inspect(
 
             raise HeadsimError(f"--figure-layers {figure_layers!r} is not a list of numbers", "pass e.g. --figure-layers 1,3,6")
     check_writable(out)  # before the model runs
+    if revision is not None:
+        from ..model.load import load_model
+
+        model = load_model(model, device=device, revision=revision)
     with console.status("running the model…"):
         result = inspect_text(body, model, layer=layer, head=head, threshold=threshold, sep_layer=sep_layer,
                               sep_threshold=sep_threshold, figure_layers=layers, seq_len=seq_len, window=window,

@@ -9,7 +9,7 @@ from typing import List, Optional
 import typer
 
 from .app import app, console, err_console
-from .options import Device, Model, SeqLen, Threshold
+from .options import Device, DeviceMap, DeviceMemory, Model, OffloadFolder, Revision, SeqLen, Threshold
 
 
 def _from_run(ctx: typer.Context, out: Path, given: dict) -> dict:
@@ -32,6 +32,7 @@ def _from_run(ctx: typer.Context, out: Path, given: dict) -> dict:
 def analyze(
     ctx: typer.Context,
     model: str = Model,
+    revision: Optional[str] = Revision,
     corpus: str = typer.Option("default", "--corpus", "-c", help="'default' (embedded Wikipedia + Lee), a .txt file, a directory of .txt, .jsonl or .parquet; also at a URL (s3://, gs://, http(s)://)."),
     windows: Optional[int] = typer.Option(None, "--windows", "-n", help="Windows to analyse (default: the whole corpus)."),
     out: Path = typer.Option(..., "--out", "-o", help="Run directory to write."),
@@ -45,6 +46,9 @@ def analyze(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a run already in --out (refused if the directory holds files headsim did not write)."),
     allow_fewer: bool = typer.Option(True, "--allow-fewer/--strict-windows", help="When --windows exceeds the corpus: analyse all there is, or stop."),
     device: Optional[str] = Device,
+    device_map: Optional[str] = DeviceMap,
+    device_memory: Optional[str] = DeviceMemory,
+    offload_folder: Optional[Path] = OffloadFolder,
     dtype: Optional[str] = typer.Option(None, "--dtype", help="fp32 (default) or bf16/fp16 (CUDA)."),
     text_field: str = typer.Option("text", "--text-field", help="Field holding the text in a .jsonl corpus."),
     text_column: str = typer.Option("text", "--text-column", help="Column holding the text in a .parquet corpus."),
@@ -73,10 +77,11 @@ def analyze(
     if resume:
         settings = _from_run(ctx, out, {"model": model, "corpus": corpus, "windows": windows, "seq_len": seq_len,
                                         "threshold": threshold, "top_k_columns": top_k_columns, "batch_size": batch_size,
-                                        "dtype": dtype, "sentences": sentences, "shard": shard})
+                                        "dtype": dtype, "sentences": sentences, "shard": shard, "revision": revision})
         model, corpus, windows, seq_len, threshold = (settings[k] for k in ("model", "corpus", "windows", "seq_len", "threshold"))
         top_k_columns, batch_size, dtype, sentences, shard = (settings[k] for k in ("top_k_columns", "batch_size", "dtype",
                                                                                    "sentences", "shard"))
+        revision = settings["revision"]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = run_analysis(model, corpus, windows=windows, out=out, seq_len=seq_len, threshold=threshold,
@@ -85,12 +90,15 @@ def analyze(
                               text_field=text_field, text_column=text_column, sentence_splitter=sentences,
                               workers=workers, backend=backend, engine=engine, address=address, gpus_per_worker=gpus_per_worker,
                               cpus_per_worker=cpus_per_worker, share_windows=share_windows, shard=shard,
-                              resolution=resolution, max_memory=max_memory)
+                              resolution=resolution, max_memory=max_memory,
+                              revision=revision, device_map=device_map, device_memory=device_memory,
+                              offload_folder=None if offload_folder is None else str(offload_folder))
     for w in caught:
         if issubclass(w.category, UserWarning):
             err_console.print(f"[yellow]warning:[/] {w.message}", highlight=False)
     meta = result.meta
-    console.print(f"analysed {meta['windows']} windows of {meta['seq_len']} tokens with {meta['model']['name']} "
+    at = f" at commit {meta['model']['commit']}" if meta["model"].get("commit") else ""
+    console.print(f"analysed {meta['windows']} windows of {meta['seq_len']} tokens with {meta['model']['name']}{at} "
                   f"({meta['model']['n_layers']} layers × {meta['model']['n_heads']} heads) → {out}/")
 
 

@@ -18,11 +18,13 @@ def models() -> None:
     table = Table(title="Supported families (every one: " + VERIFIED + ")")
     for col in ("family", "model_type", "kind", "attention read from", "window", "separator / sink role"):
         table.add_column(col, overflow="fold")
-    framing = {"cls_sep": "[CLS] … [SEP]", "bos": "BOS …", "eos": "… EOS", "none": "text only"}
+    framing = {"cls_sep": "[CLS] … [SEP]", "bos": "BOS …", "eos": "… EOS", "none": "text only",
+               "auto": "as its tokenizer frames (BOS … where it has one)"}
     for a in ARCHS:
-        kind = "decoder (causal)" if a.causal else ("encoder of an encoder-decoder" if a.stack else "encoder")
+        kind = ("encoder-decoder: encoder self, decoder self, decoder cross" if a.decoder is not None
+                else "decoder (causal)" if a.causal else "encoder")
         source = ("headsim's own softmax (plain; equal to eager)" if a.plain
-                  else "eager attention function" if a.interface else "output_attentions")
+                  else "eager attention function" if a.interface else "its attention module (eager path)")
         table.add_row(a.family, ", ".join(a.model_types), kind + (", shared layers" if a.shared_layers else ""),
                       source, framing[a.framing], a.sinks)
     console.print(table)

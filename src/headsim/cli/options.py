@@ -7,7 +7,13 @@ from typing import Optional
 
 import typer
 
-Model = typer.Option("default", "--model", "-m", help="'default' (embedded all-MiniLM-L6-v2), a cached hub id, or a local directory.")
+Model = typer.Option("default", "--model", "-m", help="'default' (embedded all-MiniLM-L6-v2), a local directory, or a hub id "
+                     "(owner/name: downloaded into the Hugging Face cache; HF_TOKEN, HF_HUB_OFFLINE hold).")
+Revision = typer.Option(None, "--revision", help="Hub models: a branch, tag or commit id (default: main); the commit is recorded.")
+DeviceMap = typer.Option(None, "--device-map", help="Spread a model too big for one device with accelerate: auto (GPUs, "
+                         "then CPU, then disk), balanced, balanced_low_0 or sequential. Same statistics.")
+DeviceMemory = typer.Option(None, "--device-memory", help="Memory each device may hold under --device-map, e.g. 0=20GiB,cpu=64GiB.")
+OffloadFolder = typer.Option(None, "--offload-folder", help="Folder for the weights --device-map puts on disk.")
 Device = typer.Option(None, "--device", help="cpu or cuda (default: cuda when available).")
 SeqLen = typer.Option(128, "--seq-len", help="Tokens per window including [CLS] and [SEP] (the paper: 128).")
 Threshold = typer.Option(0.3, "--threshold", help="High-similarity threshold on the normalised matrix, in (0, 1].")

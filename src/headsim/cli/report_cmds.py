@@ -22,20 +22,26 @@ def reproduce(
     device: Optional[str] = Device,
     dtype: Optional[str] = typer.Option(None, "--dtype", help="fp32 (default) or bf16/fp16 (CUDA)."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Windows per forward pass (default: automatic)."),
+    window_lengths: Optional[str] = typer.Option(
+        None, "--window-lengths", help="Also analyse these window lengths, e.g. 128,256,512, over the same text as the main "
+        "run (into OUT/run-<length>), and compare them in the report's 'Window length' section (default: off)."),
 ) -> None:
     """Every figure of the paper (2–13) and every claim as a measured check, in OUT/index.html."""
-    from ..reproduction import DEFAULT_WINDOWS, reproduce as run
+    from ..reproduction import DEFAULT_WINDOWS, parse_lengths, reproduce as run
     from ..rundir import check_writable
 
+    lengths = parse_lengths(window_lengths) if window_lengths is not None else None
     check_writable(out)  # before the analysis
     index = run(model, corpus, windows=DEFAULT_WINDOWS if windows is None else windows, out=out, seq_len=seq_len, threshold=threshold,
-                device=device, dtype=dtype, batch_size=batch_size)
+                device=device, dtype=dtype, batch_size=batch_size, window_lengths=lengths)
     console.print(f"report: {index}")
 
 
 @app.command()
 def report(
-    run_dir: Path = typer.Argument(..., help="A finished run directory (from analyze or reproduce)."),
+    run_dirs: List[Path] = typer.Argument(..., help="A finished run directory (from analyze or reproduce); more runs of "
+                                          "the same model, corpus and settings at other --seq-len add a 'Window length' "
+                                          "section comparing them.", metavar="RUN_DIR [RUN_AT_OTHER_LENGTH]..."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Report directory (default: the run directory)."),
     example: bool = typer.Option(True, "--example/--no-example", help="Also draw the per-text figures (4, 5, 9) on a fixed example window (runs the model once)."),
     device: Optional[str] = Device,
@@ -46,7 +52,12 @@ def report(
     from ..reproduction import example_inspection
     from ..rundir import check_writable, load_run
 
+    run_dir, window_runs = run_dirs[0], run_dirs[1:]
     run = load_run(run_dir)
+    if window_runs:  # refused before the example runs the model
+        from ..report.window_lengths import check_window_runs
+
+        check_window_runs([run] + [load_run(d) for d in window_runs])
     check_writable(out or run_dir)  # before the model runs for the example
     inspection = None
     if example:
@@ -55,7 +66,7 @@ def report(
         if corpus is not None:
             model = meta["model"]["name"] if meta["model"]["name"] != "default" else None
             inspection = example_inspection(corpus, model, seq_len=meta["seq_len"], threshold=meta["threshold"])
-    index = build_report(run_dir, out or run_dir, inspection)
+    index = build_report(run_dir, out or run_dir, inspection, window_runs=window_runs)
     console.print(f"report: {index}")
 
 

@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from .app import app, console, err_console
-from .options import Device, Model
+from .options import Device, Model, Revision
 
 DEFAULT_HOST = "127.0.0.1"
 
@@ -59,6 +59,7 @@ def check_bind(host: str, port: int) -> None:
 @app.command()
 def serve(
     model: str = Model,
+    revision: Optional[str] = Revision,
     run: Optional[Path] = typer.Option(None, "--run", help="A finished run directory (from headsim analyze): "
                                                            "colours heads by corpus statistics and shows each head's profile."),
     host: str = typer.Option(DEFAULT_HOST, "--host", help="Address to listen on (default: this machine only). "
@@ -80,7 +81,7 @@ def serve(
     loopback = is_loopback(host)
     with console.status("loading the model…"):
         web = explorer_app.create_app(model, run, max_text_bytes=max_text_kb * 1000, device=device,
-                                      allowed_hosts=explorer_app.LOOPBACK_HOSTS if loopback else None)
+                                      allowed_hosts=explorer_app.LOOPBACK_HOSTS if loopback else None, revision=revision)
     state = web.state.explorer
     url = page_url(host, port)
     if not loopback:

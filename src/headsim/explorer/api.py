@@ -325,15 +325,24 @@ class Run:
         if made_with and made_with != loaded.name:
             self.warnings.append(f"the run was made with model {made_with!r} but the server runs "
                                  f"{loaded.name!r}: its windows are decoded with the server's tokenizer")
+        elif self.commit and loaded.commit and self.commit != loaded.commit:
+            self.warnings.append(f"the run was made with commit {self.commit} of {made_with!r} but the server runs "
+                                 f"commit {loaded.commit}: start the server with --revision {self.commit}")
 
     @property
     def model_name(self) -> str | None:
         return self.run.model.get("name")
 
+    @property
+    def commit(self) -> str | None:
+        """The commit of the hub model the run was made with (``None`` for a local one)."""
+        return self.run.model.get("commit")
+
     def describe(self) -> dict:
         return {
             "name": self.name,
             "model": self.model_name,
+            "commit": self.commit,
             "warnings": list(self.warnings),
             "n_layers": self.n_layers,
             "n_heads": self.n_heads,

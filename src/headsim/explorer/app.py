@@ -287,12 +287,15 @@ def _validation_message(errors: list[dict]) -> str:
 
 def create_app(model: LoadedModel | str = "default", run_dir: str | Path | None = None, *,
                max_text_bytes: int = 100_000, device: str | None = None, cache_windows: int = 8,
-               cache_bytes: int = 1 << 30, allowed_hosts: list[str] | tuple[str, ...] | None = None) -> FastAPI:
+               cache_bytes: int = 1 << 30, allowed_hosts: list[str] | tuple[str, ...] | None = None,
+               revision: str | None = None) -> FastAPI:
     """Build the explorer app; the model (and run) are loaded now and fixed for the server's life.
 
     Args:
-        model: ``"default"`` (embedded all-MiniLM-L6-v2), a cached hub id, a local directory, or a
-            :class:`~headsim.models.LoadedModel`. Loaded offline, never with remote code.
+        model: ``"default"`` (embedded all-MiniLM-L6-v2), a hub id, a local directory, or a
+            :class:`~headsim.models.LoadedModel`. Never loaded with remote code.
+        revision: a hub model's branch, tag or commit (default: the commit the run was made with, when
+            ``model`` is the run's model; else ``main``).
         run_dir: a finished run directory (``headsim analyze``) whose head statistics colour the model
             view and fill the corpus profile.
         max_text_bytes: largest text accepted (UTF-8 bytes); larger → 413.
@@ -304,7 +307,9 @@ def create_app(model: LoadedModel | str = "default", run_dir: str | Path | None 
     require(isinstance(max_text_bytes, int) and max_text_bytes >= 1, f"max_text_bytes {max_text_bytes!r} is not positive",
             "pass a size limit of at least 1 byte (e.g. 100000)")
     run = api.Run(run_dir) if run_dir is not None else None  # check the run before the slow model load
-    loaded = as_loaded(model, device=device)
+    if revision is None and run is not None and run.commit and str(model) == run.model_name:
+        revision = run.commit
+    loaded = as_loaded(model, device=device, **({"revision": revision} if revision else {}))
     if run is not None:
         run.check_model(loaded)
     state = Explorer(loaded, run, max_text_bytes, cache_windows, cache_bytes)

@@ -11,13 +11,37 @@ entry in :data:`ARCHS` plus one row in ``tests/test_architectures.py``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from torch import nn
 
 from ..errors import HeadsimError
 
 FRAMINGS = ("cls_sep", "bos", "eos", "none", "auto")
+#: what a layer of the analysed model is: one self-attention stack (encoders, decoders), or one of an
+#: encoder-decoder's three (its decoder's layers each give a self- and a cross-attention layer)
+STACKS = ("self", "encoder self", "decoder self", "decoder cross")
+
+
+@dataclass(frozen=True)
+class Decoder:
+    """An encoder-decoder's decoder, analysed after its encoder.
+
+    Attributes:
+        layers: path from the loaded model to the decoder's ``nn.ModuleList`` of layers.
+        self_attention / cross_attention: path from one decoder layer to the module that calls the
+            attention function (self-attention over decoder positions; cross-attention of decoder
+            queries over encoder keys).
+        self_projection / cross_projection: path from one decoder layer to each one's output projection.
+        n_layers_attr: config names of the decoder's depth (the first that exists).
+    """
+
+    layers: str
+    self_attention: str
+    self_projection: str
+    cross_attention: str
+    cross_projection: str
+    n_layers_attr: tuple[str, ...] = ("num_decoder_layers", "decoder_layers")
 
 
 @dataclass(frozen=True)
@@ -35,8 +59,9 @@ class Arch:
             query head's output vectors side by side (the paper's head outputs Z).
         stack: path from the loaded model to the analysed stack (``""``: the model; ``"encoder"``
             for encoder-decoders, whose encoder is analysed).
-        interface: attention runs through transformers' ``AttentionInterface`` (else through
-            ``output_attentions``, for DeBERTa-v2 and MPNet).
+        interface: attention runs through transformers' ``AttentionInterface`` (else the family's own
+            attention module returns its probabilities, read by a forward hook; the tap then runs the
+            family's eager path: BLOOM, MPT, Falcon, XGLM, DeBERTa, DeBERTa-v2, MPNet).
         causal: decoder-only (each query sees earlier keys only).
         plain: attention is exactly ``softmax(Q·Kᵀ·scale)`` over the window's valid keys (absolute
             positions, no bias, no cap, no window): headsim may compute it itself, once, for both the
@@ -49,8 +74,11 @@ class Arch:
         position_offset: positions the embedding table reserves before the first token (RoBERTa:
             ``pad_token_id + 1``); ``-1`` reads ``pad_token_id + 1`` from the config.
         n_heads_attr, n_kv_heads_attr, head_dim_attr, hidden_attr, n_layers_attr: config names of
-            the sizes (the first that exists of a tuple).
+            the sizes (the first that exists of a tuple; a head's output vectors have the value size,
+            ``v_head_dim`` under multi-head latent attention).
         sinks: what plays the separator / sink role of the paper's Figs 2–5 in this family.
+        decoder: an encoder-decoder's decoder (:class:`Decoder`): its self- and cross-attention
+            layers follow the encoder's (``stack`` is then ``"encoder"``); ``None``: one stack.
         inferred: not in the table: read off the model's modules by :func:`infer_arch` (the coverage
             sweep, ``benchmarks/coverage.py``, says which inferred families it found exact).
     """
@@ -69,14 +97,31 @@ class Arch:
     position_offset: int = 0
     n_heads_attr: tuple[str, ...] = ("num_attention_heads", "n_head", "n_heads", "num_heads")
     n_kv_heads_attr: tuple[str, ...] = ("num_key_value_heads",)
-    head_dim_attr: tuple[str, ...] = ("head_dim", "d_kv")
+    head_dim_attr: tuple[str, ...] = ("v_head_dim", "head_dim", "d_kv")
     hidden_attr: tuple[str, ...] = ("hidden_size", "n_embd", "dim", "d_model")
     n_layers_attr: tuple[str, ...] = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers")
     sinks: str = "[CLS] and [SEP], sentence-final punctuation"
+    decoder: Decoder | None = None
     inferred: bool = False
 
     def __post_init__(self) -> None:
         assert self.framing in FRAMINGS, self.framing
+
+    def depths(self, model: nn.Module) -> tuple[int, int]:
+        """Layers of the analysed stack and of the decoder (0 without one)."""
+        config = getattr(self.stack_of(model), "config", model.config)
+        n = int(config_value(config, self.n_layers_attr))
+        if self.decoder is None:
+            return n, 0
+        return n, int(config_value(model.config, self.decoder.n_layers_attr, n))
+
+    def stacks(self, model: nn.Module) -> list[str]:
+        """Each analysed layer's stack (:data:`STACKS`), in the order the model calls them: the
+        encoder's layers, then per decoder layer its self-attention and its cross-attention."""
+        n, n_dec = self.depths(model)
+        if self.decoder is None:
+            return ["self"] * n
+        return ["encoder self"] * n + ["decoder self", "decoder cross"] * n_dec
 
     def stack_of(self, model: nn.Module) -> nn.Module:
         """The analysed stack (the model itself, or an encoder-decoder's encoder)."""
@@ -94,12 +139,21 @@ class Arch:
         return layer.get_submodule(self.output_projection)
 
     def output_projections(self, model: nn.Module, n_layers: int) -> list[nn.Module]:
-        """Every distinct attention output projection, in layer order (one for shared layers)."""
-        return _distinct(self.output_projection_of(x) for x in self.layer_modules(model, n_layers))
+        """Every distinct attention output projection, in layer order (one for shared layers; an
+        encoder-decoder's decoder self- and cross-attention projections after the encoder's)."""
+        own = [self.output_projection_of(x) for x in self.layer_modules(model, self.depths(model)[0])]
+        return _distinct(own + self._decoder_modules(model, "self_projection", "cross_projection"))
 
     def attention_modules(self, model: nn.Module, n_layers: int) -> list[nn.Module]:
-        """Every distinct attention module, in layer order (one for shared layers)."""
-        return _distinct(self.attention_of(x) for x in self.layer_modules(model, n_layers))
+        """Every distinct attention module, in layer order (as :meth:`output_projections`)."""
+        own = [self.attention_of(x) for x in self.layer_modules(model, self.depths(model)[0])]
+        return _distinct(own + self._decoder_modules(model, "self_attention", "cross_attention"))
+
+    def _decoder_modules(self, model: nn.Module, own: str, cross: str) -> list[nn.Module]:
+        if self.decoder is None:
+            return []
+        paths = (getattr(self.decoder, own), getattr(self.decoder, cross))
+        return [layer.get_submodule(p) for layer in model.get_submodule(self.decoder.layers) for p in paths]
 
 
 def _distinct(modules: Iterable[nn.Module]) -> list[nn.Module]:
@@ -109,6 +163,11 @@ def _distinct(modules: Iterable[nn.Module]) -> list[nn.Module]:
 _BERT = dict(layers="encoder.layer", attention="attention.self", output_projection="attention.output.dense")
 _DECODER = dict(layers="layers", attention="self_attn", output_projection="self_attn.o_proj", causal=True,
                 framing="bos", sinks="the BOS token (the attention sink of decoders); sentence-final punctuation")
+
+_T5_DECODER = Decoder("decoder.block", "layer.0.SelfAttention", "layer.0.SelfAttention.o", "layer.1.EncDecAttention",
+                      "layer.1.EncDecAttention.o")
+_BART = dict(stack="encoder", layers="layers", attention="self_attn", output_projection="self_attn.out_proj",
+             decoder=Decoder("decoder.layers", "self_attn", "self_attn.out_proj", "encoder_attn", "encoder_attn.out_proj"))
 
 #: Every supported family, encoders first. ``plain`` is set only where tests show headsim's own
 #: softmax equals the model's eager attention.
@@ -125,22 +184,32 @@ ARCHS: tuple[Arch, ...] = (
          output_projection="attention.dense", shared_layers=True, plain=True),
     Arch("deberta-v2", ("deberta-v2",), layers="encoder.layer", attention="attention.self",
          output_projection="attention.output.dense", interface=False),
+    Arch("deberta", ("deberta",), layers="encoder.layer", attention="attention.self",
+         output_projection="attention.output.dense", interface=False),
     Arch("modernbert", ("modernbert",), layers="layers", attention="attn", output_projection="attn.Wo"),
     Arch("mpnet", ("mpnet",), layers="encoder.layer", attention="attention.attn",
          output_projection="attention.attn.o", interface=False,
          sinks="<s> and </s>, sentence-final punctuation"),
-    Arch("t5-encoder", ("t5", "mt5", "umt5"), stack="encoder", layers="block", attention="layer.0.SelfAttention",
-         output_projection="layer.0.SelfAttention.o", framing="eos",
+    Arch("t5", ("t5", "mt5", "umt5"), stack="encoder", layers="block", attention="layer.0.SelfAttention",
+         output_projection="layer.0.SelfAttention.o", framing="eos", decoder=_T5_DECODER,
          sinks="</s> and sentence-final punctuation (T5 windows have no opening token)"),
-    Arch("bart-encoder", ("bart", "mbart"), stack="encoder", layers="layers", attention="self_attn",
-         output_projection="self_attn.out_proj",
-         sinks="<s> and </s>, sentence-final punctuation"),
+    Arch("bart", ("bart", "mbart"), **_BART, sinks="<s> and </s>, sentence-final punctuation"),
+    Arch("marian", ("marian",), **_BART, framing="eos",
+         sinks="</s> and sentence-final punctuation (Marian windows have no opening token)"),
     Arch("gpt2", ("gpt2",), layers="h", attention="attn", output_projection="attn.c_proj", causal=True,
          framing="bos", sinks="the BOS token (<|endoftext|>); sentence-final punctuation"),
     Arch("llama", ("llama",), **_DECODER),
     Arch("mistral", ("mistral",), **_DECODER),
     Arch("qwen2", ("qwen2",), **dict(_DECODER, framing="none", sinks="the first token (Qwen is trained without BOS); sentence-final punctuation")),
     Arch("qwen3", ("qwen3",), **dict(_DECODER, framing="none", sinks="the first token (Qwen is trained without BOS); sentence-final punctuation")),
+    Arch("bloom", ("bloom",), layers="h", attention="self_attention", output_projection="self_attention.dense",
+         interface=False, causal=True, framing="auto", sinks=_DECODER["sinks"]),
+    Arch("mpt", ("mpt",), layers="blocks", attention="attn", output_projection="attn.out_proj", interface=False,
+         causal=True, framing="auto", sinks=_DECODER["sinks"]),
+    Arch("falcon", ("falcon",), layers="h", attention="self_attention", output_projection="self_attention.dense",
+         interface=False, causal=True, framing="auto", n_kv_heads_attr=("num_kv_heads",), sinks=_DECODER["sinks"]),
+    Arch("xglm", ("xglm",), layers="layers", attention="self_attn", output_projection="self_attn.out_proj",
+         interface=False, causal=True, framing="auto", sinks="</s> (XGLM opens every text with it); sentence-final punctuation"),
     Arch("gemma2", ("gemma2",), **_DECODER),
     Arch("gemma3-text", ("gemma3_text",), **_DECODER),
     Arch("phi3", ("phi3",), **_DECODER),
@@ -177,13 +246,23 @@ def _uses_attention_interface(module: nn.Module) -> bool:
         return False
 
 
+def own_value_projection(module: nn.Module) -> str | None:
+    """The name of an attention module's value projection (a linear layer), or ``None``."""
+    for name in ("value", "v_lin", "v_proj", "v"):
+        got = getattr(module, name, None)
+        if isinstance(got, nn.Linear):
+            return name
+    return None
+
+
 def infer_arch(model: nn.Module) -> Arch | None:
     """An entry read off an unlisted model's modules, or ``None``.
 
     Accepted only when the layout is unambiguous: one stack of ``num_hidden_layers`` layers; in a
     layer, one module that calls its attention through transformers' ``AttentionInterface`` (and
-    whose modelling file defines the eager function the tap reads probabilities from); a linear
-    output projection under a conventional name. Encoder-decoders are read at their encoder.
+    whose modelling file defines the eager function the tap reads probabilities from), else one
+    attention module with a linear value projection of its own (BERT-like families that return
+    their probabilities themselves); a linear output projection under a conventional name. Encoder-decoders are read at their encoder.
     """
     config = model.config
     stack_path = "encoder" if getattr(config, "is_encoder_decoder", False) and hasattr(model, "encoder") else ""
@@ -200,6 +279,10 @@ def infer_arch(model: nn.Module) -> Arch | None:
         return None
     layer = layers[0]
     attention = [name for name, m in layer.named_modules() if name and _uses_attention_interface(m)]
+    interface = len(attention) == 1
+    if not interface:  # an attention module of its own that returns (context, probabilities)
+        attention = [name for name, m in layer.named_modules()
+                     if name and "attention" in type(m).__name__.lower() and own_value_projection(m) is not None]
     if len(attention) != 1:
         return None
     attn_path = attention[0]
@@ -216,7 +299,8 @@ def infer_arch(model: nn.Module) -> Arch | None:
         return None
     causal = bool(getattr(attn, "is_causal", False)) and not stack_path
     return Arch(getattr(config, "model_type", "?"), (getattr(config, "model_type", "?"),), layers=layers_path,
-                attention=attn_path, output_projection=candidate, stack=stack_path, causal=causal,
+                attention=attn_path, output_projection=candidate, stack=stack_path, causal=causal, interface=interface,
+                decoder=_bart_like_decoder(model) if stack_path and interface else None,
                 framing="auto", inferred=True,
                 sinks="read off the module layout: see the family's own [CLS]/BOS and punctuation")
 
@@ -226,6 +310,11 @@ def arch_for(model: nn.Module) -> Arch:
     naming its class and the supported families."""
     config = model.config
     model_type = getattr(config, "model_type", "")
+    text = _text_stack(model)
+    if text is not None:  # a multimodal language model: its text stack, read as that family's
+        inner = arch_for(text)
+        return replace(inner, stack=".".join(p for p in ("language_model", inner.stack) if p),
+                       family=f"{inner.family} (text stack of {model_type})")
     arch = _BY_TYPE.get(model_type) or infer_arch(model)
     if arch is None:
         raise HeadsimError(
@@ -236,6 +325,12 @@ def arch_for(model: nn.Module) -> Arch:
     if getattr(config, "is_decoder", False) and not arch.causal:
         raise HeadsimError(f"not supported: {type(model).__name__} configured as a decoder (is_decoder=True)",
                            "load the model as a bidirectional encoder (is_decoder=False)")
+    heads = [getattr(config, k, None) for k in ("encoder_attention_heads", "decoder_attention_heads",
+                                                 "num_heads", "num_decoder_heads")]
+    if arch.decoder is not None and len({h for h in heads if h is not None}) > 1:
+        raise HeadsimError(f"not supported: {type(model).__name__} ({arch.family}) has encoder and decoder stacks with "
+                           f"different numbers of heads ({', '.join(str(h) for h in heads if h is not None)})",
+                           "use a model whose encoder and decoder have the same number of heads")
     try:
         layers = arch.layer_modules(model, 1)
         arch.output_projection_of(layers[0])
@@ -244,6 +339,28 @@ def arch_for(model: nn.Module) -> Arch:
         raise HeadsimError(f"{type(model).__name__} does not have the {arch.family} layout ({exc})",
                            "load the base model of the family (AutoModel), not a modified one") from exc
     return arch
+
+
+def _bart_like_decoder(model: nn.Module) -> Decoder | None:
+    """The decoder of an encoder-decoder laid out as BART's (``decoder.layers``, each with ``self_attn``
+    and ``encoder_attn`` and their ``out_proj``), or ``None`` (its encoder is then read alone)."""
+    got = _BART["decoder"]
+    try:
+        layer = model.get_submodule(got.layers)[0]
+        for path in (got.self_attention, got.self_projection, got.cross_attention, got.cross_projection):
+            layer.get_submodule(path)
+    except (AttributeError, IndexError, TypeError):
+        return None
+    return got if all(_uses_attention_interface(layer.get_submodule(p)) for p in (got.self_attention,
+                                                                                    got.cross_attention)) else None
+
+
+def _text_stack(model: nn.Module) -> nn.Module | None:
+    """A multimodal model's language model (Llava, Qwen2-VL, Gemma 3 …: a ``language_model`` beside a
+    vision tower), or ``None``."""
+    text = getattr(model, "language_model", None)
+    vision = any(hasattr(model, name) for name in ("vision_tower", "visual", "vision_model"))
+    return text if vision and isinstance(text, nn.Module) and hasattr(text, "config") else None
 
 
 def config_value(config, names: tuple[str, ...], default=None):

@@ -8,7 +8,9 @@ hands each consumer, per layer, what it asked for (:class:`LayerCapture`):
   attention function with the queries and keys the model passes (rotated, grouped), the model's own
   mask (causal, sliding window, padding, position bias) and its own kwargs (scaling, softcap,
   sinks); headsim never re-implements positions or masks. Families outside the interface
-  (DeBERTa-v2, MPNet) return them under ``output_attentions``, read from their attention modules.
+  (ALiBi families, Falcon, XGLM, DeBERTa, MPNet) return them from their attention modules, read by a
+  forward hook; their passes run the family's eager path, so the probabilities and Z come from
+  the one computation.
 - ``head_outputs``: each query head's output vectors Z, read as the input of the attention output
   projection (so whatever the module does between attention and projection is included), split
   into heads: ``[batch, head, seq, d_head]``.
@@ -326,7 +328,8 @@ class Tap:
         self.last_layer = max(chosen) if chosen else -1
         self.attention, self.head_outputs, self.qkv = bool(attention), bool(head_outputs), bool(qkv)
         self.stop_early = bool(stop_early) and bool(chosen)
-        self._configs = _configs(loaded.model) if self.arch.interface else []
+        self._configs = _configs(loaded.model)
+        self.n_own = self.arch.depths(loaded.model)[0]  # an encoder-decoder's encoder layers (run alone when enough)
         require(tile_rows is None or int(tile_rows) >= 1, f"tile_rows {tile_rows!r} must be 1 or more",
                 "pass a positive number of query rows per block (or None)")
         self.tile_rows = None if tile_rows is None else int(tile_rows)
@@ -375,9 +378,13 @@ class Tap:
         ids, mask, shift = (ids, mask, None) if right_padded else _right_align(ids, mask)
         model = loaded.model
         stack = self.arch.stack_of(model)
+        through_decoder = self.last_layer >= self.n_own  # an encoder-decoder's decoder layers are asked for
         name = _PLAIN if compute is not None else _TAP
         _register()
-        with _implementation(model, name if self.arch.interface else None, self._configs) as original:
+        # outside the interface the family's own module computes attention; asked for its probabilities
+        # every pass runs its eager path (Falcon's others add a boolean mask, or ALiBi once instead of twice)
+        impl = name if self.arch.interface else "eager"
+        with _implementation(model, impl, self._configs) as original:
             run = _Pass(self, on_layer, shift, original, on_tile)
             run.compute = compute
             handles = self._hooks(run, stack)
@@ -387,8 +394,13 @@ class Tap:
             try:
                 with torch.enable_grad() if grad else torch.inference_mode():
                     kwargs = {"output_attentions": True} if (self.attention and not self.arch.interface) else {}
-                    out = stack(input_ids=ids, attention_mask=mask, **kwargs)
-                hidden = out[0] if isinstance(out, tuple) else out.last_hidden_state
+                    if through_decoder:
+                        out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids,
+                                    decoder_attention_mask=mask, use_cache=False, **kwargs)
+                        hidden = out.encoder_last_hidden_state
+                    else:
+                        out = stack(input_ids=ids, attention_mask=mask, **kwargs)
+                        hidden = out[0] if isinstance(out, tuple) else out.last_hidden_state
                 hidden = run.unshift(hidden, (1,))
             except _Stop:
                 pass
@@ -398,8 +410,9 @@ class Tap:
                     h.remove()
         calls = run.attention_calls if compute is not None else run.projection_calls
         if hidden is not None:
-            require(calls == loaded.n_layers, f"{type(model).__name__} ran {calls} attention layers through the tap for "
-                    f"{loaded.n_layers} layers", "report this model; its layers cannot be captured")
+            ran = loaded.n_layers if through_decoder else self.n_own
+            require(calls == ran, f"{type(model).__name__} ran {calls} attention layers through the tap for "
+                    f"{ran} layers", "report this model; its layers cannot be captured")
         return TapOutput(hidden, run.out)
 
     def _hooks(self, run: _Pass, stack: nn.Module) -> list:

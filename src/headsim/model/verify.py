@@ -18,6 +18,7 @@ T5, reach magnitudes where float32 summation order alone moves values by more th
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +31,14 @@ VOCAB = 96
 #: the small sizes every tiny model starts from (config classes ignore the names they do not know)
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48, vocab_size=VOCAB,
              max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2, num_key_value_heads=2,
-             head_dim=8)
+             head_dim=8, encoder_attention_heads=4, decoder_attention_heads=4, encoder_layers=2, decoder_layers=2,
+             encoder_ffn_dim=48, decoder_ffn_dim=48)
+
+_BART = {"d_model": 32, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
+         "decoder_attention_heads": 4, "encoder_ffn_dim": 48, "decoder_ffn_dim": 48, "pad_token_id": 1}
+
+#: an override that removes a name of :data:`SMALL` (the family computes it)
+DROP = object()
 
 #: model_type → config overrides of :data:`SMALL` where a family names its sizes differently.
 OVERRIDES: dict[str, dict] = {
@@ -41,13 +49,52 @@ OVERRIDES: dict[str, dict] = {
     "deberta-v2": {"relative_attention": True, "pos_att_type": ["p2c", "c2p"], "max_relative_positions": 16},
     "modernbert": {"global_attn_every_n_layers": 2, "local_attention": 4, "cls_token_id": 1, "sep_token_id": 2},
     "t5": {"d_model": 32, "d_kv": 8, "num_layers": 2, "num_heads": 4, "d_ff": 48},
-    "bart": {"d_model": 32, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
-             "decoder_attention_heads": 4, "encoder_ffn_dim": 48, "decoder_ffn_dim": 48, "pad_token_id": 1},
+    "bart": _BART, "mbart": _BART, "marian": _BART,
     "gpt2": {"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64},
+    "qwen2_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16, "shared_expert_intermediate_size": 16},
+    "qwen3_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16},
+    "gptj": {"rotary_dim": 4}, "codegen": {"rotary_dim": 4},
+    "falcon": {"head_dim": DROP, "num_kv_heads": DROP},
+    "mpt": {"d_model": 32, "n_heads": 4, "n_layers": 2, "max_seq_len": 64},
+    "xglm": {"d_model": 32, "num_layers": 2, "attention_heads": 4, "ffn_dim": 48},
+    "deepseek_v3": {"q_lora_rank": 16, "kv_lora_rank": 8, "qk_rope_head_dim": 4, "qk_nope_head_dim": 4,
+                    "v_head_dim": 8, "n_routed_experts": 4, "num_experts_per_tok": 2, "n_group": 1, "topk_group": 1,
+                    "moe_intermediate_size": 16, "first_k_dense_replace": 1, "head_dim": DROP,
+                    "num_key_value_heads": 4},
     "mistral": {"sliding_window": 5},
     "gemma2": {"sliding_window": 5, "attn_logit_softcapping": 5.0, "query_pre_attn_scalar": 8},
     "gemma3_text": {"sliding_window": 5, "query_pre_attn_scalar": 8},
 }
+
+
+_TEXT = {k: v for k, v in SMALL.items() if k != "max_position_embeddings"}
+_VISION = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=1, num_attention_heads=4, image_size=16,
+               patch_size=8)
+_QWEN_VISION = dict(depth=1, embed_dim=32, hidden_size=32, num_heads=4, mlp_ratio=2, intermediate_size=48,
+                    out_hidden_size=32, patch_size=4, temporal_patch_size=1, spatial_merge_size=1)
+_MROPE = {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [1, 1, 2]}}
+#: multimodal language models: the whole config (a tiny text stack of the family's own kind and a
+#: tiny vision tower); headsim analyses the text stack on text-only input
+MULTIMODAL: dict[str, dict] = {
+    "llava": dict(text_config=dict(_TEXT, model_type="llama"), vision_config=dict(_VISION, model_type="clip_vision_model"),
+                  image_token_id=95),
+    "qwen2_vl": dict(text_config=dict(_TEXT, **_MROPE), vision_config=_QWEN_VISION, image_token_id=95,
+                     video_token_id=94),
+    "qwen2_5_vl": dict(text_config=dict(_TEXT, **_MROPE), vision_config=dict(_QWEN_VISION, out_hidden_size=32,
+                       fullatt_block_indexes=[0], window_size=8), image_token_id=95, video_token_id=94),
+    "gemma3": dict(text_config=dict(_TEXT, sliding_window=5, query_pre_attn_scalar=8),
+                   vision_config=dict(_VISION, model_type="siglip_vision_model"), mm_tokens_per_image=4,
+                   image_token_index=95, boi_token_index=93, eoi_token_index=94),
+}
+
+
+def tiny_config_kwargs(model_type: str, **overrides) -> dict:
+    """The config arguments of a tiny ``model_type``: :data:`SMALL` (or the whole config of a
+    multimodal model) with the family's :data:`OVERRIDES` and ``overrides``."""
+    kwargs = dict(MULTIMODAL[model_type]) if model_type in MULTIMODAL else dict(SMALL)
+    kwargs.update(OVERRIDES.get(model_type, {}))
+    kwargs.update(overrides)
+    return {k: v for k, v in kwargs.items() if v is not DROP}
 
 
 def tiny_model(model_type: str, seed: int = 0, **overrides):
@@ -55,10 +102,7 @@ def tiny_model(model_type: str, seed: int = 0, **overrides):
     uniform), and a copy with the same weights running eager attention."""
     from transformers import AutoConfig, AutoModel
 
-    kwargs = dict(SMALL)
-    kwargs.update(OVERRIDES.get(model_type, {}))
-    kwargs.update(overrides)
-    config = AutoConfig.for_model(model_type, **kwargs)
+    config = AutoConfig.for_model(model_type, **tiny_config_kwargs(model_type, **overrides))
     torch.manual_seed(seed)
     model = AutoModel.from_config(config).eval()
     with torch.no_grad():
@@ -86,15 +130,50 @@ def eager_attentions(loaded, eager, ids, mask) -> list[torch.Tensor]:
     to eager attention for this pass), float64, one ``[B, H, T, T]`` per layer."""
     model = loaded.model if eager is None else eager
     with torch.no_grad(), _implementation(model, "eager" if eager is None else None):
-        out = loaded.arch.stack_of(model)(input_ids=ids, attention_mask=mask, output_attentions=True)
-    if out.attentions is None or len(out.attentions) != loaded.n_layers:
-        raise AssertionError(f"the eager model returned {0 if out.attentions is None else len(out.attentions)} "
+        if loaded.arch.decoder is None:
+            got = loaded.arch.stack_of(model)(input_ids=ids, attention_mask=mask, output_attentions=True).attentions
+        else:  # the tap's order: encoder layers, then each decoder layer's self- and cross-attention
+            out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids, decoder_attention_mask=mask,
+                        output_attentions=True, use_cache=False)
+            got = None if out.encoder_attentions is None else (
+                list(out.encoder_attentions) + [a for pair in zip(out.decoder_attentions, out.cross_attentions) for a in pair])
+    if got is None or len(got) != loaded.n_layers:
+        raise AssertionError(f"the eager model returned {0 if got is None else len(got)} "
                              f"attention maps for {loaded.n_layers} layers")
-    return [a.double() for a in out.attentions]
+    return [a.double() for a in got]
 
 
-#: outside the attention interface the values come from a hook on this projection (layer-relative)
-VALUE_PROJECTIONS = {"deberta-v2": "attention.self.value_proj", "mpnet": "attention.attn.v"}
+def _heads(x: torch.Tensor, n: int) -> torch.Tensor:
+    """``[B, T, n·d]`` → ``[B, n, T, d]``."""
+    return x.view(*x.shape[:2], n, -1).transpose(1, 2)
+
+
+def _falcon_values(attn, out: torch.Tensor) -> torch.Tensor:
+    _, value = attn._split_heads(out)[1:]
+    return value.transpose(1, 2)
+
+
+#: outside the attention interface the values come from a forward hook on a projection (path from
+#: the attention module) and are read off its output as the family's own code splits it: ``(path,
+#: read(attention module, output) → [B, H_kv, T, d])``
+VALUE_PROJECTIONS: dict[str, tuple[str, Callable]] = {
+    "deberta-v2": ("value_proj", lambda a, o: _heads(o, a.num_attention_heads)),
+    "mpnet": ("v", lambda a, o: _heads(o, a.num_attention_heads)),
+    "xglm": ("v_proj", lambda a, o: _heads(o, a.num_heads)),
+    "mpt": ("Wqkv", lambda a, o: _heads(o.chunk(3, dim=2)[2], a.n_heads)),
+    "bloom": ("query_key_value", lambda a, o: o.view(*o.shape[:2], a.num_heads, 3, a.head_dim)[..., 2, :].transpose(1, 2)),
+    "falcon": ("query_key_value", _falcon_values),
+    "deberta": ("in_proj", lambda a, o: _heads(o, a.num_attention_heads).chunk(3, dim=-1)[2]
+                + a.transpose_for_scores(a.v_bias[None, None, :])),
+}
+
+
+def _own_values(loaded) -> tuple[str, Callable]:
+    """An inferred entry outside the interface: its value projection, split into ``n_heads`` heads."""
+    from .arch import own_value_projection
+
+    attn = loaded.arch.attention_modules(loaded.model, loaded.n_layers)[0]
+    return own_value_projection(attn), lambda a, o: _heads(o, loaded.n_heads)
 
 
 def values(loaded, ids, mask) -> list[torch.Tensor]:
@@ -102,18 +181,19 @@ def values(loaded, ids, mask) -> list[torch.Tensor]:
     if loaded.arch.interface:
         got = Tap(loaded, qkv=True, head_outputs=False).run(ids, mask).layers
         return [got[i].value.double() for i in range(loaded.n_layers)]
-    path = VALUE_PROJECTIONS[loaded.config.model_type]
+    path, read = VALUE_PROJECTIONS.get(loaded.config.model_type) or _own_values(loaded)
     out: list[torch.Tensor] = []
-    hooks = [layer.get_submodule(path).register_forward_hook(lambda m, a, o: out.append(o))
-             for layer in loaded.arch.layer_modules(loaded.model, loaded.n_layers)]
+    hooks = []
+    for attn in loaded.arch.attention_modules(loaded.model, loaded.n_layers):
+        hooks.append(attn.get_submodule(path).register_forward_hook(
+            lambda m, a, o, attn=attn: out.append(read(attn, o))))
     try:
-        with torch.no_grad():
+        with torch.no_grad(), _implementation(loaded.model, "eager"):  # as the tap runs these families
             loaded.arch.stack_of(loaded.model)(input_ids=ids, attention_mask=mask)
     finally:
         for h in hooks:
             h.remove()
-    b, t, _ = out[0].shape
-    return [v.double().view(b, t, loaded.n_heads, -1).transpose(1, 2) for v in out]
+    return [v.double() for v in out]
 
 
 @dataclass
@@ -161,7 +241,8 @@ def verify(loaded, eager=None, seed: int = 0) -> Verification:
     scale = max(1.0, float(z.abs().max()))
     err_z /= scale
     upper = torch.triu(torch.ones(ids.shape[1], ids.shape[1], dtype=torch.bool), 1) & rows[:, None, None, :, None]
-    causal_upper = float(att.masked_select(upper).abs().max()) if loaded.arch.causal else 0.0
+    causal = [li for li, stack in enumerate(loaded.stacks) if loaded.arch.causal or stack == "decoder self"]
+    causal_upper = float(att[:, causal].masked_select(upper).abs().max()) if causal else 0.0
     # invariance: window 1 alone, in the batch, and left-padded by 5
     n = int(rows[1].sum())
     alone = capture(loaded, ids[1:2, :n], mask[1:2, :n])

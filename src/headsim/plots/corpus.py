@@ -83,6 +83,12 @@ def chance_distances(ds: xr.Dataset) -> np.ndarray:
     return out / s if s > 0 else out
 
 
+def random_pair_distance(ds: xr.Dataset) -> float:
+    """Mean |i − j| of all valid pairs i ≠ j (what random pairs would give); NaN without pairs."""
+    chance = chance_distances(ds)
+    return float((chance * ds["distance"].values).sum()) if chance.sum() > 0 else math.nan
+
+
 def same_sentence_chance(ds: xr.Dataset) -> float:
     """Share of valid pairs whose two tokens lie in one sentence (Fig 8's chance level)."""
     return float(ratio(ds["valid_pairs_same_sentence"].values, ds["valid_pairs"].values))

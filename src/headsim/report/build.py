@@ -15,7 +15,7 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -50,16 +50,12 @@ class RunData(Run):
 
 
 def load_tokenizer(meta: dict):
-    """The run's tokenizer from its model source, offline; ``None`` when it cannot be loaded."""
-    source = meta.get("model", {}).get("source")
-    if not source:
-        return None
-    try:
-        from transformers import AutoTokenizer
+    """The run's tokenizer from its model source (a hub model's at its recorded commit), from disk or
+    the local cache only (:func:`headsim.model.load.load_tokenizer`); ``None`` when it is not there."""
+    from ..model.load import load_tokenizer as tokenizer_of
 
-        return AutoTokenizer.from_pretrained(source, local_files_only=True)
-    except Exception:  # noqa: BLE001 - the report falls back to counting [CLS]/[SEP] per window
-        return None
+    model = meta.get("model", {})
+    return tokenizer_of(model["source"], model.get("commit")) if model.get("source") else None
 
 
 def load_run_data(run_dir: str | os.PathLike, *, tokenizer=None, use_tokenizer: bool = True) -> RunData:
@@ -348,7 +344,7 @@ def _clean(x):
 
 
 def build_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None, example=None, *,
-                 tokenizer=None, dpi: int = 200) -> Path:
+                 tokenizer=None, window_runs: Sequence[str | os.PathLike] = (), dpi: int = 200) -> Path:
     """Write the report of a finished run; returns the path of ``index.html``.
 
     Args:
@@ -359,9 +355,18 @@ def build_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None =
             with a note on the page).
         tokenizer: the run model's tokenizer for the token shares of claim 1 (default: loaded
             offline from the run's model source; without it punctuation is not counted).
+        window_runs: finished runs of the same model, corpus and settings at other window lengths
+            (``--seq-len``): a "Window length" section compares them with this run
+            (:mod:`headsim.report.window_lengths`; runs that differ in anything else are refused
+            before anything is written).
         dpi: PNG resolution.
     """
     run = load_run_data(run_dir, tokenizer=tokenizer)
+    lengths = None
+    if window_runs:
+        from .window_lengths import compare_window_lengths
+
+        lengths = compare_window_lengths([run] + [load_run_data(d, tokenizer=tokenizer) for d in window_runs])
     out = Path(out_dir) if out_dir is not None else run.path
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".report-", dir=out))
@@ -377,12 +382,19 @@ def build_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None =
         from ..ablation.report import report_section
 
         ablation_ctx = report_section(run.path, tmp)
+        window_ctx = None
+        if lengths is not None:
+            from .window_section import write_section
+
+            window_ctx = write_section(lengths, tmp, dpi=dpi)
         files = [("claims.json", "the claims with their numbers, as JSON"), ("claims.csv", "the claims table")]
         for name, what in ((RUN_JSON, "run metadata"), (STATS_NC, "all statistics (xarray Dataset, netCDF)"),
                            (HEADS, "per-head summary table"), (LAYERS, "per-layer summary table"),
                            (WINDOWS, "the analysed windows (token ids, sentence ids)")):
             if (run.path / name).is_file():
                 files.append((_rel(run.path / name, out), what))
+        if window_ctx is not None:
+            files += window_ctx["files"]
         if example_ctx is not None:
             for name, what in (("fig09_pairs.csv", "high-similarity pairs of every head for the example input"),
                                ("tokens.csv", "tokens of the example input"), ("inspect.json", "settings of the example")):
@@ -390,7 +402,7 @@ def build_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None =
                     files.append((f"{EXAMPLE_DIR}/{name}", what))
         html = render("report.html.j2", model_name=run.label, model_note=model_note(run.model), run_rows=run_rows(run),
                       claims=[c.to_dict() for c in claims], figures=figures, windows=f"{run.n_windows:,}",
-                      example=example_ctx, no_example=NO_EXAMPLE, ablation=ablation_ctx, files=files, headsim_version=_version(),
+                      example=example_ctx, no_example=NO_EXAMPLE, ablation=ablation_ctx, window=window_ctx, files=files, headsim_version=_version(),
                       generated=datetime.now(timezone.utc).isoformat(timespec="seconds"))
         (tmp / "index.html").write_text(html, encoding="utf-8")
         for item in sorted(tmp.iterdir(), key=lambda f: (f.name == "index.html", f.name)):  # the page last

@@ -291,10 +291,9 @@ def claim_distances(ds: xr.Dataset, layers: pd.DataFrame) -> Claim:
         return claim
     drop_mid = 1.0 - middle / first
     drop_last = 1.0 - last / first if _finite(last) else math.nan
-    from ..plots.corpus import chance_distances
+    from ..plots.corpus import random_pair_distance
 
-    chance = chance_distances(ds)
-    random_mean = float((chance * ds["distance"].values).sum()) if chance.sum() > 0 else math.nan
+    random_mean = random_pair_distance(ds)
     per = ", ".join(f"L{k + 1} {x:.1f}" for k, x in enumerate(d))
     claim.value = (f"layer 1 {first:.1f} → layer {mid} {middle:.1f} ({_signed_pct(-drop_mid)}) → layer {L} {last:.1f} "
                    f"({_signed_pct(-drop_last)} vs layer 1); random pairs {random_mean:.1f}; per layer: {per}")

@@ -44,11 +44,6 @@ def _labels(runs: list[RunData]) -> list[str]:
     return out
 
 
-def _random_distance(run: RunData) -> float:
-    chance = cf.chance_distances(run.dataset)
-    return float((chance * run.dataset["distance"].values).sum()) if chance.sum() > 0 else float("nan")
-
-
 @dataclass
 class Comparison(HtmlDisplay):
     """Finished runs read for comparison (:func:`compare`), each with its unique short label; in a
@@ -61,7 +56,7 @@ class Comparison(HtmlDisplay):
         """The per-layer statistics of every run on shared axes (:func:`headsim.plots.corpus.layer_comparison`)."""
         return cf.layer_comparison([{"label": label, "legend": f"{label}: {r.label}", "heads": r.heads, "layers": r.layers,
                                      "n_heads": int(r.dataset.sizes["head"]), "shares": r.shares,
-                                     "random_distance": _random_distance(r)} for label, r in zip(self.labels, self.runs)])
+                                     "random_distance": cf.random_pair_distance(r.dataset)} for label, r in zip(self.labels, self.runs)])
 
     def warnings(self) -> list[str]:
         """What makes the runs' numbers not directly comparable (depths, thresholds, window lengths)."""

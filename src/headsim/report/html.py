@@ -67,10 +67,20 @@ def model_label(model: dict) -> str:
 
 
 def model_description(model: dict) -> str:
-    """``label — class, model type, L layers × H heads, …`` of a run's ``model`` block."""
-    return (f"{model_label(model)} \u2014 {model.get('class', '?')}, model type {model.get('model_type', '?')}, "
+    """``label — class, model type, L layers × H heads, …`` of a run's ``model`` block (a hub model's
+    commit, the exact weights, and a placement over several devices included)."""
+    commit = ""
+    if model.get("commit"):
+        commit = f" at commit {model['commit']}"
+        if model.get("revision") not in (None, model["commit"]):
+            commit += f" (revision {model['revision']})"
+    where = model.get("device", "?")
+    placement = model.get("placement")
+    if placement:
+        where = f"{', '.join(placement.get('devices') or [])} (device map {placement.get('device_map')})"
+    return (f"{model_label(model)}{commit} \u2014 {model.get('class', '?')}, model type {model.get('model_type', '?')}, "
             f"{model.get('n_layers', '?')} layers \u00d7 {model.get('n_heads', '?')} heads, "
-            f"{model.get('d_head', '?')} dimensions per head, {model.get('dtype', '?')} on {model.get('device', '?')}")
+            f"{model.get('d_head', '?')} dimensions per head, {model.get('dtype', '?')} on {where}")
 
 
 def minilm_note(model: dict | None = None) -> str:

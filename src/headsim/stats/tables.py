@@ -127,6 +127,14 @@ def heads_table(ds: xr.Dataset) -> pd.DataFrame:
     out = pd.DataFrame({k: np.asarray(c).reshape(-1) for k, c in cols.items()}, columns=HEADS_COLUMNS)
     for name in ("layer", "head", "n_pairs", "anchor_windows"):
         out[name] = out[name].astype(np.int64)
+    return _with_stack(out, ds, H)
+
+
+def _with_stack(out: pd.DataFrame, ds: xr.Dataset, per_layer: int) -> pd.DataFrame:
+    """An encoder-decoder's tables say each layer's stack (the Dataset's ``stack`` coordinate on
+    ``layer``: encoder self, decoder self, decoder cross) in a column after ``layer``."""
+    if "stack" in ds.coords:
+        out.insert(1, "stack", np.repeat(ds["stack"].values.astype(str), per_layer))
     return out
 
 
@@ -157,4 +165,4 @@ def layers_table(ds: xr.Dataset) -> pd.DataFrame:
     out = pd.DataFrame(cols, columns=LAYERS_COLUMNS)
     for name in ("layer", "n_pairs"):
         out[name] = out[name].astype(np.int64)
-    return out
+    return _with_stack(out, ds, 1)

@@ -70,8 +70,10 @@ async function init() {
     S.info = await api('GET', '/api/info');
   } catch (err) { showError(err); return; }
   const m = S.info.model;
-  $('model-line').textContent = `model ${m.name} · ${m.class} · ${m.n_layers} layers × ${m.n_heads} heads · d_head ${m.d_head} · ${m.device}`;
-  $('model-line').title = `${m.source} (${m.model_type}, ${m.dtype}, max ${m.max_seq_len} tokens)`;
+  $('model-line').textContent = `model ${m.name}` + (m.commit ? ` @ ${m.commit.slice(0, 12)}` : '') +
+    ` · ${m.class} · ${m.n_layers} layers × ${m.n_heads} heads · d_head ${m.d_head} · ${m.device}`;
+  $('model-line').title = `${m.source}` + (m.commit ? ` at commit ${m.commit}` : '') +
+    ` (${m.model_type}, ${m.dtype}, max ${m.max_seq_len} tokens)`;
   $('numbering').textContent = 'Layers and heads numbered from 1 · tokens from 0 ([CLS] = 0)';
   $('n-layers').textContent = m.n_layers;
   $('n-heads').textContent = m.n_heads;
@@ -95,7 +97,9 @@ async function init() {
   const run = S.info.run;
   const runLine = $('run-line');
   if (run) {
-    runLine.textContent = `run ${run.name} · ${run.n_layers}×${run.n_heads} heads` + (run.model ? ` · ${run.model}` : '');
+    runLine.textContent = `run ${run.name} · ${run.n_layers}×${run.n_heads} heads` + (run.model ? ` · ${run.model}` : '') +
+      (run.commit ? ` @ ${run.commit.slice(0, 12)}` : '');
+    if (run.commit) runLine.title = `made with ${run.model} at commit ${run.commit}`;
     runLine.classList.add('loaded');
     if (run.warnings && run.warnings.length) {
       runLine.classList.add('warn');
@@ -468,98 +472,73 @@ function updateHeadTitle() {
   $('pair-count2').textContent = c;
 }
 
-function maskZ() {
-  const sim = S.head.similarity, t = S.threshold;
-  return sim.map((row) => row.map((v) => (v > t ? 1 : 0)));
-}
-
 function baseShapes(id) {
   if (!S.head) return [];
   if (id === 'colscore-plot') {
     const t = S.head.separators.threshold;
     return [{ type: 'line', xref: 'paper', x0: 0, x1: 1, y0: t, y1: t, line: { color: P.SEP, width: 1, dash: 'dash' } }];
   }
-  return S.showSeps ? P.separatorShapes(S.head.separators.columns, S.head.n_tokens) : [];
+  return [];
+}
+
+// the matrix panels: the shared canvas renderer (draw.js MatrixView, as in the notebook displays), hovered,
+// clicked to pin, zoomed together by a dragged rectangle (double-click or "reset zoom": all tokens)
+const VIEWS = {};
+function matrixView(id) {
+  if (!VIEWS[id]) {
+    VIEWS[id] = new P.MatrixView($(id), {
+      onHover: (at, ev) => {
+        if (!at || !S.head) { setHover(null); hideTooltip(); return; }
+        setHover({ i: at.i, j: at.j, src: id });
+        showTooltip(ev, at.i, at.j, id);
+      },
+      onClick: (at) => { if (S.head) togglePin({ i: at.i, j: at.j, src: id }); },
+      onZoom: (range) => { S.ranges = range; for (const v of Object.values(VIEWS)) v.setRange(range); },
+    });
+  }
+  return VIEWS[id];
+}
+
+function mapSide(id) {
+  const w = $(id).clientWidth || 380;
+  return Math.max(150, Math.min(w - 86, 640));
+}
+
+/** drawMatrix options of panel ``id`` for the current head, hover and threshold. */
+function mapSpec(id) {
+  const h = S.head, n = h.n_tokens, hv = S.hover;
+  const spec = { n, labels: h.tokens, side: mapSide(id), lines: S.showSeps ? h.separators.columns : [] };
+  if (hv) { spec.cross = { i: hv.i, j: hv.src === 'text' ? null : hv.j }; if (hv.src !== 'text') spec.pair = { i: hv.i, j: hv.j }; }
+  if (id === 'attn-plot') {
+    let amax = 0;
+    for (const row of h.attention) for (const v of row) if (v > amax) amax = v;
+    const s = amax > 0 ? 1 / amax : 0;
+    return { ...spec, scale: P.BLUES, value: (i, j) => Math.sqrt(h.attention[i][j] * s) };
+  }
+  if (id === 'sim-plot') return { ...spec, scale: P.MAGMA, value: (i, j) => h.similarity[i][j] };
+  if (id === 'mask-plot') return { ...spec, scale: P.MASK, value: (i, j) => (h.similarity[i][j] > S.threshold ? 1 : 0) };
+  const b = h.separators.block_average;
+  let lo = 0, hi = -Infinity;
+  for (const row of b) for (const v of row) { if (v > hi) hi = v; if (v < lo) lo = v; }
+  hi = hi > 0 ? hi : 1;
+  return { ...spec, scale: P.MAGMA, value: (i, j) => (b[i][j] - lo) / (hi - lo) };
 }
 
 function renderMaps() {
-  const h = S.head;
-  const tokens = h.tokens;
-  let amax = 0;
-  for (const row of h.attention) for (const v of row) if (v > amax) amax = v;
-  const specs = {
-    'attn-plot': [P.heatmapTrace(h.attention, P.BLUES_SQRT, { zmax: amax || 1, name: 'attention' }), 'key j', 'query i'],
-    'sim-plot': [P.heatmapTrace(h.similarity, P.MAGMA, { name: 'similarity' }), 'token j', 'token i'],
-    'mask-plot': [maskTrace(), 'token j', 'token i'],
-  };
-  for (const [id, [trace, xt, yt]] of Object.entries(specs)) {
-    const div = $(id);
-    const r = S.ranges || {};
-    Plotly.react(div, [trace], P.matrixLayout(div, tokens, { xrange: r.x, yrange: r.y, xtitle: xt, ytitle: yt, shapes: shapesFor(id) }), P.CONFIG);
-    wireMatrix(div);
+  if (!S.head) return;
+  for (const id of MATRIX_PLOTS) {
+    const v = matrixView(id);
+    v.range = S.ranges;
+    v.draw(mapSpec(id));
   }
 }
 
-function maskTrace() {
-  const tr = P.heatmapTrace(maskZ(), P.MASK, { name: 'mask' });
-  tr.colorbar = { ...tr.colorbar, tickvals: [0.25, 0.75], ticktext: ['≤ t', '> t'] };
-  return tr;
-}
-
 function updateMask() {
-  if (!S.head) return;
-  Plotly.restyle($('mask-plot'), { z: [maskZ()] });
-}
-
-function wireMatrix(div) {
-  if (div.dataset.wired) return;
-  div.dataset.wired = '1';
-  div.on('plotly_hover', (ev) => {
-    const p = ev.points && ev.points[0];
-    if (!p || !S.head) return;
-    const i = Math.round(p.y), j = Math.round(p.x);
-    setHover({ i, j, src: div.id });
-    showTooltip(ev.event, i, j, div.id);
-  });
-  div.on('plotly_unhover', () => { setHover(null); hideTooltip(); });
-  div.on('plotly_click', (ev) => {
-    const p = ev.points && ev.points[0];
-    if (p && S.head) togglePin({ i: Math.round(p.y), j: Math.round(p.x), src: div.id });
-  });
-  div.on('plotly_relayout', (ev) => onZoom(div, ev));
-}
-
-let syncing = false;
-function onZoom(div, ev) {
-  // only a user's zoom or reset (keys like "xaxis.range[0]" or "xaxis.autorange"); our own relayouts set
-  // "xaxis.range" and resizes are handled by the window listener, so nothing here can loop
-  if (syncing || !S.head) return;
-  const keys = Object.keys(ev || {});
-  const reset = keys.some((k) => k.endsWith('.autorange'));
-  const zoomed = keys.some((k) => /^[xy]axis\.range\[[01]\]$/.test(k));
-  if (!zoomed && !reset) return;
-  const xa = div.layout.xaxis, ya = div.layout.yaxis;
-  S.ranges = reset ? null : { x: xa.range.slice(), y: ya.range.slice() };
-  refreshTicks();
+  if (S.head) matrixView('mask-plot').draw(mapSpec('mask-plot'));
 }
 
 function refreshTicks() {
-  if (!S.head) return;
-  syncing = true;
-  try {
-    const n = S.head.n_tokens;
-    const r = S.ranges || { x: [-0.5, n - 0.5], y: [n - 0.5, -0.5] };
-    for (const id of MATRIX_PLOTS) {
-      const div = $(id);
-      if (!div.data) continue;
-      const lay = P.matrixLayout(div, S.head.tokens, { xrange: r.x, yrange: r.y });
-      Plotly.relayout(div, {
-        'xaxis.range': r.x, 'yaxis.range': r.y,
-        'xaxis.tickvals': lay.xaxis.tickvals, 'xaxis.ticktext': lay.xaxis.ticktext, 'xaxis.tickfont.size': lay.xaxis.tickfont.size,
-        'yaxis.tickvals': lay.yaxis.tickvals, 'yaxis.ticktext': lay.yaxis.ticktext, 'yaxis.tickfont.size': lay.yaxis.tickfont.size,
-      });
-    }
-  } finally { syncing = false; }
+  renderMaps();
 }
 
 function tokLabel(k) {
@@ -604,23 +583,20 @@ function shapesFor(id) {
   const base = baseShapes(id);
   const h = S.hover;
   if (!h || !S.head) return base;
-  const n = S.head.n_tokens;
   if (id === 'colscore-plot') {
     const band = { type: 'rect', xref: 'x', yref: 'paper', y0: 0, y1: 1, fillcolor: 'rgba(8,145,178,0.18)', line: { width: 0 } };
     const out = [{ ...band, x0: h.i - 0.5, x1: h.i + 0.5 }];
     if (h.j !== h.i) out.push({ ...band, x0: h.j - 0.5, x1: h.j + 0.5 });
     return base.concat(out);
   }
-  const single = h.src === 'text';
-  return base.concat(P.crossShapes(h.i, h.j, n).filter((s, k) => !(single && k === 2)));
+  return base;
 }
 
 function applyHover(force) {
   if (!S.head) return;
-  for (const id of MATRIX_PLOTS.concat(['colscore-plot'])) {
-    const div = $(id);
-    if (div.data) Plotly.relayout(div, { shapes: shapesFor(id) });
-  }
+  for (const id of MATRIX_PLOTS) if (VIEWS[id] && VIEWS[id].spec) VIEWS[id].draw(mapSpec(id));
+  const bars = $('colscore-plot');
+  if (bars.data) Plotly.relayout(bars, { shapes: shapesFor('colscore-plot') });
   // text
   const els = S.tokenEls || [];
   for (const el of els) { el.classList.remove('hl-i', 'hl-j'); el.style.removeProperty('--a'); }
@@ -729,14 +705,7 @@ function renderBlocks() {
     shapes: shapesFor('colscore-plot'),
   }, { ...P.CONFIG, displayModeBar: false });
 
-  const div = $('blocks-plot');
-  let bmin = Infinity, bmax = -Infinity;
-  for (const row of sep.block_average) for (const v of row) { if (v > bmax) bmax = v; if (v < bmin) bmin = v; }
-  const r = S.ranges || {};
-  Plotly.react(div, [P.heatmapTrace(sep.block_average, P.MAGMA, { zmin: Math.min(0, bmin), zmax: bmax > 0 ? bmax : 1, name: 'block average' })],
-    P.matrixLayout(div, tokens, { xrange: r.x, yrange: r.y, xtitle: 'token j', ytitle: 'token i', shapes: shapesFor('blocks-plot') }),
-    P.CONFIG);
-  wireMatrix(div);
+  matrixView('blocks-plot').draw(mapSpec('blocks-plot'));
 }
 
 // ------------------------------------------------------------------------------------------
@@ -850,6 +819,6 @@ function renderStatMap() {
 }
 
 // expose a little state for tests and the console
-window.headsim = { state: S, selectHead, analyze };
+window.headsim = { state: S, selectHead, analyze, panels: VIEWS };
 
 init();

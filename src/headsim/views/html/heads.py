@@ -19,18 +19,28 @@ import numpy as np
 from ...errors import require
 from .page import script_bundle, script_tag
 
-ATTENTION_LEVELS = 15  # √attention in 1/15 steps: 4 bits a value, colours as the explorer's √ scale
-SIMILARITY_STEPS = 100  # S in 0.01 steps: every slider position's mask is exact
-THUMB = 16  # cells per side of a head in the static grid (each drawn 3 × 3 pixels)
+ATTENTION_LEVELS = 7  # √attention in 1/7 steps (drawn only: colours of the explorer's √ scale)
+SIMILARITY_STEPS = 50  # S in 0.02 steps, the threshold slider's: every slider position's mask and pair count is exact
+THUMB = 10  # cells per side of a head in the static grid
 
 
-def _b64(a: np.ndarray) -> str:
-    return base64.b64encode(zlib.compress(np.ascontiguousarray(a, dtype=np.uint8).tobytes(), 9)).decode("ascii")
+def _b64(a: np.ndarray, level: int = 7, strategy: int = zlib.Z_DEFAULT_STRATEGY) -> str:
+    c = zlib.compressobj(level, zlib.DEFLATED, 15, 9, strategy)
+    return base64.b64encode(c.compress(np.ascontiguousarray(a, dtype=np.uint8).tobytes()) + c.flush()).decode("ascii")
+
+
+def pack_nibbles(a: np.ndarray) -> np.ndarray:
+    """Values 0..15 two to a byte (the first in the high nibble; an odd count padded with 0)."""
+    flat = np.asarray(a, dtype=np.uint8).reshape(-1)
+    if flat.size % 2:
+        flat = np.append(flat, np.uint8(0))
+    return (flat[0::2] << 4) | flat[1::2]
 
 
 def similarity_levels(similarity: np.ndarray) -> np.ndarray:
-    """``uint8`` level ``q`` of each S value with ``S > k/100  ⇔  q ≥ k`` for every k in 1..100
-    (``q = ceil(100 S) - 1``, clipped to 0..100): the slider's masks and pair counts are exact."""
+    """``uint8`` level ``q`` of each S value with ``S > k/steps  ⇔  q ≥ k`` for every k in 1..steps
+    (``q = ceil(steps·S) - 1``, clipped to 0..steps; steps = SIMILARITY_STEPS): the masks and pair
+    counts at the slider's positions (multiples of 1/steps) are exact."""
     q = np.ceil(np.asarray(similarity, dtype=np.float64) * SIMILARITY_STEPS) - 1
     return np.clip(q, 0, SIMILARITY_STEPS).astype(np.uint8)
 
@@ -46,7 +56,8 @@ def explorer_payload(labels: list[str], attention: np.ndarray, similarity: np.nd
                      layer: int = 0, head: int = 0, threshold: float = 0.3, color_by: str = "pairs") -> dict:
     """The JSON the head explorer draws: ``attention`` ``[L, H, n, n]`` and the symmetric normalised
     ``similarity`` ``[L, H, n, n]`` over ``labels`` (tokens, or bins of tokens), quantised
-    (:func:`attention_levels`, :func:`similarity_levels`: only ``i < j`` is kept) and zlib-compressed.
+    (:func:`attention_levels` packed two to a byte, :func:`similarity_levels`: only ``i < j`` is kept)
+    and zlib-compressed.
     ``stats``: key → ``{"label", "group", "grid": [L][H]}`` that can colour the head grid. ``layer``,
     ``head`` (0-based) and ``threshold`` are the initial selection."""
     attention, similarity = np.asarray(attention), np.asarray(similarity)
@@ -60,8 +71,9 @@ def explorer_payload(labels: list[str], attention: np.ndarray, similarity: np.nd
         "labels": [str(t) for t in labels],
         "sentences": None if sentences is None else [int(s) for s in sentences],
         "special": None if special is None else [bool(s) for s in special],
-        "attention": {"levels": ATTENTION_LEVELS, "b64": _b64(attention_levels(attention))},
-        "similarity": {"steps": SIMILARITY_STEPS, "b64": _b64(similarity_levels(similarity)[:, :, iu[0], iu[1]])},
+        "attention": {"levels": ATTENTION_LEVELS, "packing": "nibbles", "b64": _b64(pack_nibbles(attention_levels(attention)))},
+        "similarity": {"steps": SIMILARITY_STEPS,
+                       "b64": _b64(similarity_levels(similarity)[:, :, iu[0], iu[1]], 9, zlib.Z_FILTERED)},
         "stats": stats or {},
         "init": {"layer": int(layer), "head": int(head), "threshold": float(threshold), "color_by": color_by},
     }
@@ -86,9 +98,8 @@ def grid_png(similarity: np.ndarray) -> bytes:
             small /= np.outer(np.diff(edges), np.diff(edges))
             y, x = gap + li * (s + gap), gap + hi * (s + gap)
             img[y:y + s, x:x + s] = lut(small)[..., :3]
-    img = np.round(np.kron(img, np.ones((3, 3, 1))) * 255).astype(np.uint8)
     buf = io.BytesIO()
-    plt.imsave(buf, img, format="png")
+    plt.imsave(buf, np.round(img * 255).astype(np.uint8), format="png")  # shown 3× with crisp pixels (page CSS)
     return buf.getvalue()
 
 
@@ -100,7 +111,9 @@ def explorer_fragment(payload: dict, fallback_png: bytes | None = None) -> str:
     img = ""
     if fallback_png is not None:
         uri = "data:image/png;base64," + base64.b64encode(fallback_png).decode("ascii")
-        img = (f'<figure class="hsv-fallback"><img src="{uri}" alt="similarity map of every head">'
+        width = 3 * int.from_bytes(fallback_png[16:20], "big")  # the PNG's width (IHDR), each pixel shown 3 × 3
+        img = (f'<figure class="hsv-fallback"><img src="{uri}" width="{width}" style="image-rendering:pixelated" '
+               'alt="similarity map of every head">'
                f'<figcaption class="hsv-muted">{html.escape(payload["title"])}: normalised similarity S of every head '
                "(rows: layers, columns: heads). The interactive view draws where scripts run "
                "(a trusted notebook, a browser).</figcaption></figure>")

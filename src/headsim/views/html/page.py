@@ -15,7 +15,7 @@ from pathlib import Path
 from ...errors import HeadsimError
 
 ASSETS = "views/html/assets"
-_EXPORT = re.compile(r"^export (?:async )?(?:const|function) (\w+)", re.MULTILINE)
+_EXPORT = re.compile(r"^export (?:async )?(?:const|function|class) (\w+)", re.MULTILINE)
 
 
 def asset(name: str) -> str:

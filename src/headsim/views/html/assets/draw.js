@@ -123,56 +123,152 @@ function cellImage(rows, cols, value, table) {
 }
 
 /**
- * Draw a square matrix of n × n cells on ``canvas`` with token tick labels.
- * opts: { n, value(i, j) → [0, 1], scale, labels, side (px of the matrix), lines (positions drawn as dotted
- * separator lines), cross: {i, j} (a highlighted row / column) }. Returns the geometry for cellAt().
+ * Draw an n × n matrix on ``canvas`` with token tick labels.
+ * opts: { n, value(i, j) → [0, 1], scale, labels, side (px of the matrix), range: {r0, r1, c0, c1} (the rows
+ * and columns shown, end-exclusive; default all), lines (positions drawn as dotted separator lines),
+ * cross: {i, j} (a highlighted row / column), pair: {i, j} (one outlined cell) }. Returns the geometry for cellAt().
  */
 export function drawMatrix(canvas, opts) {
   const n = opts.n, labels = opts.labels || [];
+  const { r0, r1, c0, c1 } = opts.range || { r0: 0, r1: n, c0: 0, c1: n };
   const side = opts.side || 300;
   const margin = labels.length ? 78 : 4;
   const ctx = sizeCanvas(canvas, side + margin + 4, side + margin + 4);
-  const x0 = margin, y0 = 2, cell = side / n;
+  const x0 = margin, y0 = 2, cw = side / (c1 - c0), ch = side / (r1 - r0);
+  const X = (j) => x0 + (j - c0) * cw, Y = (i) => y0 + (i - r0) * ch;
   ctx.imageSmoothingEnabled = false;
-  ctx.drawImage(cellImage(n, n, opts.value, lut(opts.scale)), x0, y0, side, side);
+  ctx.drawImage(cellImage(r1 - r0, c1 - c0, (a, b) => opts.value(r0 + a, c0 + b), lut(opts.scale)), x0, y0, side, side);
+  ctx.save();
+  ctx.beginPath(); ctx.rect(x0, y0, side, side); ctx.clip();
   if (opts.lines && opts.lines.length) {
-    ctx.save();
     ctx.strokeStyle = SEP; ctx.setLineDash([2, 2]); ctx.lineWidth = 1;
     for (const c of opts.lines) {
-      const p = (c + 0.5) * cell;
-      ctx.beginPath(); ctx.moveTo(x0 + p, y0); ctx.lineTo(x0 + p, y0 + side); ctx.stroke();
-      ctx.beginPath(); ctx.moveTo(x0, y0 + p); ctx.lineTo(x0 + side, y0 + p); ctx.stroke();
+      ctx.beginPath(); ctx.moveTo(X(c + 0.5), y0); ctx.lineTo(X(c + 0.5), y0 + side); ctx.stroke();
+      ctx.beginPath(); ctx.moveTo(x0, Y(c + 0.5)); ctx.lineTo(x0 + side, Y(c + 0.5)); ctx.stroke();
     }
-    ctx.restore();
+    ctx.setLineDash([]);
   }
   if (opts.cross) {
     const { i, j } = opts.cross;
-    ctx.save();
     ctx.strokeStyle = HL; ctx.fillStyle = 'rgba(8,145,178,0.16)'; ctx.lineWidth = 1.2;
-    if (i != null) { ctx.fillRect(x0, y0 + i * cell, side, cell); ctx.strokeRect(x0, y0 + i * cell, side, cell); }
-    if (j != null) { ctx.fillRect(x0 + j * cell, y0, cell, side); ctx.strokeRect(x0 + j * cell, y0, cell, side); }
-    ctx.restore();
+    if (i != null) { ctx.fillRect(x0, Y(i), side, ch); ctx.strokeRect(x0, Y(i), side, ch); }
+    if (j != null) { ctx.fillRect(X(j), y0, cw, side); ctx.strokeRect(X(j), y0, cw, side); }
   }
+  if (opts.pair) { ctx.strokeStyle = '#f59e0b'; ctx.lineWidth = 2; ctx.strokeRect(X(opts.pair.j), Y(opts.pair.i), cw, ch); }
+  ctx.restore();
   if (labels.length) {
-    const t = tickSet(labels, null, side);
+    const tr = tickSet(labels, [r0, r1 - 1], side), tc = tickSet(labels, [c0, c1 - 1], side);
     ctx.save();
     ctx.fillStyle = '#374151';
-    ctx.font = `${t.fontPx}px ${MONO}`;
     ctx.textBaseline = 'middle';
     ctx.textAlign = 'right';
-    t.vals.forEach((v, k) => ctx.fillText(t.text[k], x0 - 3, y0 + (v + 0.5) * cell));
+    ctx.font = `${tr.fontPx}px ${MONO}`;
+    tr.vals.forEach((v, k) => ctx.fillText(tr.text[k], x0 - 3, Y(v + 0.5)));
+    ctx.font = `${tc.fontPx}px ${MONO}`;
     ctx.translate(x0, y0 + side + 3);
     ctx.rotate(-Math.PI / 2);
-    t.vals.forEach((v, k) => ctx.fillText(t.text[k], 0, (v + 0.5) * cell));
+    tc.vals.forEach((v, k) => ctx.fillText(tc.text[k], 0, (v - c0 + 0.5) * cw));
     ctx.restore();
   }
-  return { x0, y0, cell, n };
+  return { x0, y0, cw, ch, r0, r1, c0, c1, n, side };
 }
 
 /** The cell (i, j) under canvas coordinates (x, y) of a drawMatrix() geometry; null outside. */
 export function cellAt(geom, x, y) {
-  const i = Math.floor((y - geom.y0) / geom.cell), j = Math.floor((x - geom.x0) / geom.cell);
-  return i >= 0 && j >= 0 && i < geom.n && j < geom.n ? { i, j } : null;
+  const i = geom.r0 + Math.floor((y - geom.y0) / geom.ch), j = geom.c0 + Math.floor((x - geom.x0) / geom.cw);
+  return i >= geom.r0 && j >= geom.c0 && i < geom.r1 && j < geom.c1 ? { i, j } : null;
+}
+
+/**
+ * An interactive matrix panel (attention, S, mask, block averages) in ``host``: drawMatrix() on a canvas,
+ * a hover readout, click, and zoom by dragging a rectangle (double-click or the reset button: all).
+ * handlers: { onHover(cell | null, event), onClick(cell, event), onZoom(range | null, view) }. onZoom is where
+ * a caller keeps panels in step, or fetches exact values of the region (a binned overview) and draws them.
+ */
+export class MatrixView {
+  constructor(host, handlers = {}) {
+    this.host = host;
+    this.handlers = handlers;
+    this.range = null;
+    this.spec = null;
+    this.geom = null;
+    if (getComputedStyle(host).position === 'static') host.style.position = 'relative';
+    this.canvas = document.createElement('canvas');
+    this.canvas.className = 'hs-matrix';
+    this.canvas.style.cursor = 'crosshair';
+    this.box = document.createElement('div');
+    this.box.style.cssText = 'position:absolute;display:none;border:1px dashed #0891b2;background:rgba(8,145,178,0.12);pointer-events:none';
+    this.reset = document.createElement('button');
+    this.reset.type = 'button';
+    this.reset.textContent = 'reset zoom';
+    this.reset.className = 'hs-reset';
+    this.reset.style.cssText = 'position:absolute;top:4px;right:4px;display:none;font-size:11px';
+    this.reset.addEventListener('click', () => this.zoom(null));
+    host.append(this.canvas, this.box, this.reset);
+    let drag = null;
+    const at = (ev) => {
+      const r = this.canvas.getBoundingClientRect();
+      return [ev.clientX - r.left, ev.clientY - r.top];
+    };
+    const clampCell = (x, y) => {
+      const g = this.geom;
+      return cellAt(g, Math.min(Math.max(x, g.x0), g.x0 + g.side - 0.01), Math.min(Math.max(y, g.y0), g.y0 + g.side - 0.01));
+    };
+    this.canvas.addEventListener('mousedown', (ev) => {
+      if (ev.button !== 0 || !this.geom) return;
+      const [x, y] = at(ev);
+      if (cellAt(this.geom, x, y)) { drag = { x, y, moved: false }; ev.preventDefault(); }
+    });
+    this.canvas.addEventListener('mousemove', (ev) => {
+      if (!this.geom) return;
+      const [x, y] = at(ev);
+      if (drag && (drag.moved || Math.abs(x - drag.x) + Math.abs(y - drag.y) > 5)) {
+        drag.moved = true;
+        Object.assign(this.box.style, { display: 'block', left: `${this.canvas.offsetLeft + Math.min(x, drag.x)}px`,
+          top: `${this.canvas.offsetTop + Math.min(y, drag.y)}px`, width: `${Math.abs(x - drag.x)}px`, height: `${Math.abs(y - drag.y)}px` });
+        return;
+      }
+      if (this.handlers.onHover) this.handlers.onHover(cellAt(this.geom, x, y), ev);
+    });
+    this.canvas.addEventListener('mouseup', (ev) => {
+      if (!drag) return;
+      const d = drag;
+      drag = null;
+      this.box.style.display = 'none';
+      const [x, y] = at(ev);
+      if (!d.moved) { const c = cellAt(this.geom, x, y); if (c && this.handlers.onClick) this.handlers.onClick(c, ev); return; }
+      const a = clampCell(d.x, d.y), b = clampCell(x, y);
+      this.zoom({ r0: Math.min(a.i, b.i), r1: Math.max(a.i, b.i) + 1, c0: Math.min(a.j, b.j), c1: Math.max(a.j, b.j) + 1 });
+    });
+    this.canvas.addEventListener('mouseleave', (ev) => {
+      drag = null;
+      this.box.style.display = 'none';
+      if (this.handlers.onHover) this.handlers.onHover(null, ev);
+    });
+    this.canvas.addEventListener('dblclick', () => this.zoom(null));
+  }
+
+  /** Draw ``spec`` (drawMatrix's options less range) in the current zoom; a spec of another size resets it. */
+  draw(spec) {
+    if (this.range && this.spec && this.spec.n !== spec.n) this.range = null;
+    this.spec = spec;
+    this.geom = drawMatrix(this.canvas, { ...spec, range: this.range });
+    this.reset.hidden = false;
+    this.reset.style.display = this.range ? 'block' : 'none';
+    return this.geom;
+  }
+
+  /** Show ``range`` ({r0, r1, c0, c1}, end-exclusive; null: all) without telling onZoom (panels kept in step). */
+  setRange(range) {
+    this.range = range;
+    if (this.spec) this.draw(this.spec);
+  }
+
+  /** A user's zoom: show ``range`` and tell onZoom. */
+  zoom(range) {
+    this.setRange(range);
+    if (this.handlers.onZoom) this.handlers.onZoom(range, this);
+  }
 }
 
 /** Block-averaged down-sampling of an n × n matrix (value(i, j)) to size × size (size ≥ n: unchanged). */

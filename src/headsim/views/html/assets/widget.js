@@ -39,7 +39,11 @@ export function matrices(data, attn, sim) {
     counts.push(row);
   }
   return {
-    attention: (l, h, i, j) => { const v = attn[((l * H + h) * n + i) * n + j] / levels; return v * v; },
+    attention: (l, h, i, j) => {
+      const k = ((l * H + h) * n + i) * n + j;
+      const v = (k & 1 ? attn[k >> 1] & 15 : attn[k >> 1] >> 4) / levels;  // two values a byte
+      return v * v;
+    },
     similarityLevel: q,
     similarity: (l, h, i, j) => { const k = q(l, h, i, j); return k < 0 ? 0 : k / steps; },
     above: (l, h, i, j, t) => q(l, h, i, j) >= Math.round(t * steps),
@@ -53,7 +57,7 @@ const TEMPLATE = `
   <label>thumbnails <select class="hsv-kind"><option value="similarity">similarity</option><option value="attention">attention</option></select></label>
   <label>frame colour <select class="hsv-colorby"></select></label>
   <label class="hsv-slider">similarity threshold <b class="hsv-thr-value"></b>
-    <input class="hsv-threshold" type="range" min="0.01" max="1" step="0.01"></label>
+    <input class="hsv-threshold" type="range" max="1"></label>
 </div>
 <div class="hsv-body">
   <div class="hsv-gridbox">
@@ -64,9 +68,9 @@ const TEMPLATE = `
   <div class="hsv-headbox">
     <div class="hsv-title"></div>
     <div class="hsv-maps">
-      <figure><figcaption>Attention <span class="hsv-muted">query i (rows) → key j · √ colours</span></figcaption><canvas class="hsv-attn"></canvas></figure>
-      <figure><figcaption>Similarity S <span class="hsv-muted">Z·Zᵀ normalised</span></figcaption><canvas class="hsv-sim"></canvas></figure>
-      <figure><figcaption>S &gt; <b class="hsv-thr-value"></b> <span class="hsv-muted hsv-count"></span></figcaption><canvas class="hsv-mask"></canvas></figure>
+      <figure><figcaption>Attention <span class="hsv-muted">query i (rows) → key j · √ colours</span></figcaption><div class="hsv-attn"></div></figure>
+      <figure><figcaption>Similarity S <span class="hsv-muted">Z·Zᵀ normalised</span></figcaption><div class="hsv-sim"></div></figure>
+      <figure><figcaption>S &gt; <b class="hsv-thr-value"></b> <span class="hsv-muted hsv-count"></span></figcaption><div class="hsv-mask"></div></figure>
     </div>
     <div class="hsv-hover hsv-muted">Hover a map or a token.</div>
   </div>
@@ -78,6 +82,12 @@ const TEMPLATE = `
 
 const MAX_ROWS = 300;
 const GRIDS = new WeakMap();
+const MAPS = new WeakMap();
+
+/** The matrix panels ({attn, sim, mask}: draw.js MatrixView) of a mounted explorer (for tests and scripts). */
+export function panels(root) {
+  return MAPS.get(root) || null;
+}
 
 /** The geometry of the head grid last drawn on ``canvas`` (for tests and scripts driving the page). */
 export function lastGrid(canvas) {
@@ -111,7 +121,7 @@ export async function mount(root) {
   const $$ = (cls) => Array.from(box.querySelectorAll(`.${cls}`));
   const { L, H, n, labels } = data;
   const S = { l: data.init.layer, h: data.init.head, t: data.init.threshold, kind: 'similarity',
-    colorBy: data.init.color_by, hover: null, grid: null, geoms: {} };
+    colorBy: data.init.color_by, hover: null, grid: null };
 
   $('hsv-name').textContent = data.title;
   $('hsv-sub').textContent = data.subtitle || '';
@@ -121,6 +131,9 @@ export async function mount(root) {
   for (const [key, st] of Object.entries(data.stats)) sel.add(new Option(`${st.label} (${st.group})`, key));
   sel.value = S.colorBy in data.stats || S.colorBy === 'none' ? S.colorBy : 'pairs';
   S.colorBy = sel.value;
+  const thr = $('hsv-threshold');  // the slider moves in the payload's exact steps of S
+  thr.min = thr.step = String(1 / data.similarity.steps);
+  S.t = Math.max(1, Math.round(S.t * data.similarity.steps)) / data.similarity.steps;  // a threshold between steps: the nearest
   $('hsv-threshold').value = S.t;
 
   const thumbs = { similarity: [], attention: [] };
@@ -167,12 +180,10 @@ export async function mount(root) {
     let peak = 0;
     for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) peak = Math.max(peak, M.attention(l, h, i, j));
     const as = peak > 0 ? 1 / Math.sqrt(peak) : 0;
-    S.geoms.attn = D.drawMatrix($('hsv-attn'), { n, side, labels: labelled, scale: D.BLUES, cross,
+    maps.attn.draw({ n, side, labels: labelled, scale: D.BLUES, cross,
       value: (i, j) => Math.sqrt(M.attention(l, h, i, j)) * as });
-    S.geoms.sim = D.drawMatrix($('hsv-sim'), { n, side, labels: labelled, scale: D.MAGMA, cross,
-      value: (i, j) => M.similarity(l, h, i, j) });
-    S.geoms.mask = D.drawMatrix($('hsv-mask'), { n, side, labels: labelled, scale: D.MASK, cross,
-      value: (i, j) => (M.above(l, h, i, j, t) ? 1 : 0) });
+    maps.sim.draw({ n, side, labels: labelled, scale: D.MAGMA, cross, value: (i, j) => M.similarity(l, h, i, j) });
+    maps.mask.draw({ n, side, labels: labelled, scale: D.MASK, cross, value: (i, j) => (M.above(l, h, i, j, t) ? 1 : 0) });
     const count = M.pairCount(l, h, t);
     $('hsv-title').innerHTML = `<b>Layer ${l + 1}, head ${h + 1}</b> <span class="hsv-muted">· ${n} ${data.unit} · ${count} pair${count === 1 ? '' : 's'} with S &gt; ${t.toFixed(2)}</span>`;
     $('hsv-count').textContent = `${count} pairs (i < j)`;
@@ -191,7 +202,7 @@ export async function mount(root) {
       + `<td>${esc(labels[i])}</td><td>${esc(labels[j])}</td><td>${i}</td><td>${j}</td><td>${v.toFixed(2)}</td></tr>`).join('')
       || `<tr><td colspan="5">No pair above ${t.toFixed(2)}: lower the threshold.</td></tr>`;
     $('hsv-pair-note').textContent = `layer ${l + 1}, head ${h + 1}: ${pairs.length} above ${t.toFixed(2)}`
-      + (pairs.length > MAX_ROWS ? ` (the ${MAX_ROWS} most similar shown)` : '') + ' · S to 0.01';
+      + (pairs.length > MAX_ROWS ? ` (the ${MAX_ROWS} most similar shown)` : '') + ` · S to ${fmt(1 / data.similarity.steps, 2)}`;
   }
 
   const tokenEls = [];
@@ -229,6 +240,20 @@ export async function mount(root) {
     const r = canvas.getBoundingClientRect();
     return [ev.clientX - r.left, ev.clientY - r.top];
   }
+  // the three maps: shared canvas panels (draw.js), hovered, zoomed together by a dragged rectangle
+  const maps = {};
+  for (const key of ['attn', 'sim', 'mask']) {
+    maps[key] = new D.MatrixView($(`hsv-${key}`), {
+      onHover: (at) => {
+        const next = at ? { i: at.i, j: at.j, src: key } : null;
+        if ((next && S.hover && next.i === S.hover.i && next.j === S.hover.j) || (!next && !S.hover)) return;
+        S.hover = next;
+        drawHead();
+      },
+      onZoom: (range, view) => { for (const v of Object.values(maps)) if (v !== view) v.setRange(range); },
+    });
+  }
+  MAPS.set(root, maps);
   const grid = $('hsv-grid');
   grid.addEventListener('click', (ev) => {
     const at = D.tileAt(S.grid, ...point(grid, ev));
@@ -242,17 +267,6 @@ export async function mount(root) {
     $('hsv-status').innerHTML = at ? `<b>Layer ${at.l + 1}, head ${at.h + 1}</b> · ${M.pairCount(at.l, at.h, S.t)} pairs with S &gt; ${S.t.toFixed(2)}`
       + (g && S.colorBy !== 'pairs' ? ` · ${esc(statLabel())} = ${fmt(g[at.l][at.h])}` : '') : 'Click a head to open it.';
   });
-  for (const [cls, key] of [['hsv-attn', 'attn'], ['hsv-sim', 'sim'], ['hsv-mask', 'mask']]) {
-    const c = $(cls);
-    c.addEventListener('mousemove', (ev) => {
-      const at = D.cellAt(S.geoms[key], ...point(c, ev));
-      const next = at ? { i: at.i, j: at.j, src: key } : null;
-      if ((next && S.hover && next.i === S.hover.i && next.j === S.hover.j) || (!next && !S.hover)) return;
-      S.hover = next;
-      drawHead();
-    });
-    c.addEventListener('mouseleave', () => { S.hover = null; drawHead(); });
-  }
   $('hsv-kind').addEventListener('change', (e) => { S.kind = e.target.value; drawGrid(); });
   sel.addEventListener('change', (e) => { S.colorBy = e.target.value; drawGrid(); });
   $('hsv-threshold').addEventListener('input', (e) => { S.t = Number(e.target.value); drawHead(); if (S.colorBy === 'pairs') drawGrid(); });
