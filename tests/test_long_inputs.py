@@ -172,9 +172,8 @@ def test_2048_tokens_of_a_grouped_query_decoder_equal_a_float64_recomputation(to
     upper = torch.ones(t, t, dtype=torch.bool).triu(1)
     group = loaded.n_heads // vals[0].shape[1]
 
-    def binned(x):  # [H, T, T] → [H, R, R]
-        out = torch.zeros(x.shape[0], r, t, dtype=x.dtype).index_add_(1, bins, x)
-        return torch.zeros(x.shape[0], r, r, dtype=x.dtype).index_add_(2, bins, out)
+    def binned(x):  # [H, T, T] → [H, R, R]: bins p·R//T are runs of T/R positions
+        return x.reshape(x.shape[0], r, t // r, r, t // r).sum(dim=(2, 4))
 
     for layer in range(loaded.n_layers):
         a = attentions[layer][0]  # [H, T, T] float64

@@ -5,10 +5,10 @@ A window of ``T`` tokens with ``T > resolution`` keeps every position-pair stati
 the accumulators do not grow with ``T``; per-window and per-head statistics stay exact. Nothing
 ``[heads, T, T]`` exists: attention arrives in blocks of query rows (the model tap's ``on_tile``, or
 computed here from queries and keys for ``plain`` families) and is reduced as it comes
-(:class:`AttentionTiles`); the similarity ``S = Z·Zᵀ`` is built block by block twice
-(:func:`pair_reductions_tiled`): a first pass takes each window's and head's exact maximum over
-valid off-diagonal entries, the second normalises by it, so every threshold decision is the one the
-whole matrix gives.
+(:class:`AttentionTiles`); the similarity ``S = Z·Zᵀ`` is built tile by tile twice, only its tiles
+on and above the diagonal (:func:`pair_reductions_tiled`): a first pass takes each window's and
+head's exact maximum over off-diagonal entries, the second normalises by it with the same float32
+division as the whole matrix, so every threshold decision is the one the whole matrix gives.
 """
 
 from __future__ import annotations
