@@ -15,8 +15,9 @@ of query rows, position bins above the resolution), each timed over ``--repeats`
 warm-up; their windows/s and ratio. The peak RSS is that of the whole subprocess (both contenders);
 the bare forward's own peak is measured first, in the same subprocess, before the statistics run.
 
-    python benchmarks/long_windows.py --json benchmarks/results/long-windows-cpu.json --plot docs/figures/long-windows.png
-    python benchmarks/long_windows.py --one decoder 8192   # one size, printed as JSON
+    python benchmarks/long_windows.py --json benchmarks/results/long-windows-cpu.json --plot docs/img/long-windows.png
+    python benchmarks/long_windows.py --one decoder 8192 > d8192.json   # one size, printed as JSON
+    python benchmarks/long_windows.py --rows d*.json e*.json --json ... --plot ...   # table and plot of such rows
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import platform
 import resource
 import subprocess
@@ -124,7 +126,8 @@ def one(kind: str, t: int, n: int, repeats: int, resolution: int, max_memory: st
     return {"model": kind, "model_name": loaded.name, "seq_len": t, "windows": n, "repeats": repeats,
             "resolution": resolution, "tile_bytes": memory.tile_bytes, "peak_rss_bare": bare_rss, "peak_rss": rss(),
             "bare_windows_per_s": n / best["bare"], "stats_windows_per_s": n / best["stats"],
-            "ratio": best["bare"] / best["stats"], "seconds": times, "threads": torch.get_num_threads()}
+            "ratio": best["bare"] / best["stats"], "seconds": times, "threads": torch.get_num_threads(),
+            "load_average": os.getloadavg()}
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -169,6 +172,7 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--resolution", type=int, default=512)
     p.add_argument("--max-memory", default=None)
+    p.add_argument("--rows", nargs="+", type=Path, help="rows printed by --one (one file each): tabulate and plot them")
     p.add_argument("--json", type=Path)
     p.add_argument("--plot", type=Path)
     a = p.parse_args()
@@ -177,8 +181,8 @@ def main() -> int:
         n = a.windows or (8 if t <= 512 else 2 if t <= 8192 else 1)
         print(json.dumps(one(kind, t, n, a.repeats, a.resolution, a.max_memory)))
         return 0
-    rows = []
-    for kind in a.models:
+    rows = [json.loads(f.read_text().strip().splitlines()[-1]) for f in a.rows or []]
+    for kind in [] if a.rows else a.models:
         for t in a.sizes:
             cmd = [sys.executable, __file__, "--one", kind, str(t), "--repeats", str(a.repeats), "--resolution",
                    str(a.resolution), "--windows", str(a.windows)] + (["--max-memory", a.max_memory] if a.max_memory else [])
@@ -187,13 +191,14 @@ def main() -> int:
                 print(f"{kind} T={t}: failed ({done.returncode}): {done.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
                 rows.append({"model": kind, "seq_len": t, "failed": done.stderr.strip().splitlines()[-1:]})
                 continue
-            row = json.loads(done.stdout.strip().splitlines()[-1])
-            rows.append(row)
-            print(f"{kind:8s} T={t:6d}  peak RSS {row['peak_rss'] / 2**30:5.2f} GiB (bare {row['peak_rss_bare'] / 2**30:4.2f})  "
+            rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    for row in rows:
+        if "failed" not in row:
+            print(f"{row['model']:8s} T={row['seq_len']:6d}  peak RSS {row['peak_rss'] / 2**30:5.2f} GiB (bare {row['peak_rss_bare'] / 2**30:4.2f})  "
                   f"stats {row['stats_windows_per_s']:8.3f} w/s  bare {row['bare_windows_per_s']:8.3f} w/s  ratio {row['ratio']:.3f}",
                   flush=True)
     meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "torch": torch.__version__,
-            "machine": platform.platform(), "cpus": torch.get_num_threads()}
+            "machine": platform.platform(), "cpus": torch.get_num_threads(), "load_average": os.getloadavg()}
     if a.json:
         a.json.parent.mkdir(parents=True, exist_ok=True)
         a.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

@@ -72,9 +72,9 @@ def test_a_window_past_the_position_limit():
         assert check_seq_len(80, llama.max_seq_len, llama.extrapolates) == 80
 
 
-def _binned_run(tile_rows: int | None, resolution: int, **kwargs):
+def _binned_run(tile_rows: int | None, resolution: int, t: int = 21, **kwargs):
     rng = np.random.default_rng(11)
-    n_layers, n_heads, t = 2, 3, 21
+    n_layers, n_heads = 2, 3
     batches = [random_batch_stats(rng, 4, n_layers, n_heads, t) for _ in range(3)]
     batches[1]["attention"] = None  # attention skipped for one batch
     settings = {"threshold": 0.3, "top_k_columns": 3, "sim_bins": 40, "sim_range": (-0.2, 1.0), "fraction_bins": 10}
@@ -100,15 +100,17 @@ def test_windows_within_the_resolution_equal_todays_statistics(tile_rows):
     assert_matches_reference(stats.to_dataset(), ref)
 
 
-@pytest.mark.parametrize("tile_bytes", [1, 1 << 30])
-def test_binned_statistics_equal_binning_the_exact_ones(tile_bytes):
-    """Above the resolution (21 tokens on 5 bins) every position-pair statistic is the binned exact
-    one, the rest exact, whether the blocks are one row or the whole window."""
-    stats, ref, t = _binned_run(4, resolution=5, tile_bytes=tile_bytes)
-    assert stats.binned and stats.rows_per_block(4) == (1 if tile_bytes == 1 else t)
+@pytest.mark.parametrize("t,starts", [(21, [0, 5, 9, 13, 17]), (20, [0, 4, 8, 12, 16])])
+@pytest.mark.parametrize("tile_bytes", [1, 20000, 1 << 30])
+def test_binned_statistics_equal_binning_the_exact_ones(tile_bytes, t, starts):
+    """Above the resolution (21 tokens on 5 bins, or 20 on bins of 4 that tiles follow) every
+    position-pair statistic is the binned exact one, the rest exact, whether the blocks are one row,
+    a few, or the whole window."""
+    stats, ref, t = _binned_run(4, resolution=5, t=t, tile_bytes=tile_bytes)
+    assert stats.binned and stats.rows_per_block(4) == {1: 1, 20000: 3, 1 << 30: t}[tile_bytes]
     ds = stats.to_dataset()
     assert ds.sizes["query"] == ds.sizes["key"] == ds.sizes["distance"] == 5
-    assert list(ds["query"].values) == [0, 5, 9, 13, 17]  # first position of each bin p·5//21
+    assert list(ds["query"].values) == starts  # first position of each bin p·5//T
     assert_matches_reference(ds, binned_reference(ref, t, 5))
 
 
@@ -170,9 +172,8 @@ def test_2048_tokens_of_a_grouped_query_decoder_equal_a_float64_recomputation(to
     upper = torch.ones(t, t, dtype=torch.bool).triu(1)
     group = loaded.n_heads // vals[0].shape[1]
 
-    def binned(x):  # [H, T, T] → [H, R, R]
-        out = torch.zeros(x.shape[0], r, t, dtype=x.dtype).index_add_(1, bins, x)
-        return torch.zeros(x.shape[0], r, r, dtype=x.dtype).index_add_(2, bins, out)
+    def binned(x):  # [H, T, T] → [H, R, R]: bins p·R//T are runs of T/R positions
+        return x.reshape(x.shape[0], r, t // r, r, t // r).sum(dim=(2, 4))
 
     for layer in range(loaded.n_layers):
         a = attentions[layer][0]  # [H, T, T] float64

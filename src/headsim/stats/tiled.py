@@ -5,10 +5,10 @@ A window of ``T`` tokens with ``T > resolution`` keeps every position-pair stati
 the accumulators do not grow with ``T``; per-window and per-head statistics stay exact. Nothing
 ``[heads, T, T]`` exists: attention arrives in blocks of query rows (the model tap's ``on_tile``, or
 computed here from queries and keys for ``plain`` families) and is reduced as it comes
-(:class:`AttentionTiles`); the similarity ``S = Z·Zᵀ`` is built block by block twice
-(:func:`pair_reductions_tiled`): a first pass takes each window's and head's exact maximum over
-valid off-diagonal entries, the second normalises by it, so every threshold decision is the one the
-whole matrix gives.
+(:class:`AttentionTiles`); the similarity ``S = Z·Zᵀ`` is built tile by tile twice, only its tiles
+on and above the diagonal (:func:`pair_reductions_tiled`): a first pass takes each window's and
+head's exact maximum over off-diagonal entries, the second normalises by it with the same float32
+division as the whole matrix, so every threshold decision is the one the whole matrix gives.
 """
 
 from __future__ import annotations
@@ -35,16 +35,11 @@ class Bins:
     def build(cls, t: int, r: int, device) -> Bins:
         return cls(t, r, torch.as_tensor(position_bins(t, r), device=device))
 
-    def keys(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` ``[..., T]`` summed into key bins ``[..., R]`` (same dtype)."""
+    def keys(self, x: torch.Tensor, index: torch.Tensor | None = None) -> torch.Tensor:
+        """``x`` ``[..., T]`` summed into key bins ``[..., R]`` (same dtype); ``index``: the bins of
+        ``x``'s last dimension where it is not every position."""
         out = torch.zeros(*x.shape[:-1], self.r, dtype=x.dtype, device=x.device)
-        return out.index_add_(x.ndim - 1, self.index, x)
-
-    def pairs(self, x: torch.Tensor, rows: slice) -> torch.Tensor:
-        """A block ``[B, H, rows, T]`` summed over windows into bin pairs ``[H, R, R]`` float64."""
-        per_key = self.keys(x.sum(dim=0))  # [H, rows, R]
-        out = torch.zeros(per_key.shape[0], self.r, self.r, dtype=torch.float64, device=x.device)
-        return out.index_add_(1, self.index[rows], per_key.to(torch.float64))
+        return out.index_add_(x.ndim - 1, self.index if index is None else index, x)
 
 
 def block_rows(budget: int, windows: int, heads: int, t: int, copies: int = 6) -> int:
@@ -81,7 +76,7 @@ class AttentionTiles:
         if bt.padded:
             keep = bt.valid[:, None, rows, None] & bt.valid[:, None, None, :]
             a = torch.where(keep, a, torch.zeros((), device=a.device))
-        self.column_sums += a.sum(dim=-2, dtype=torch.float64)
+        self.column_sums += a.sum(dim=-2)  # float32 within a block, float64 across blocks
         self.per_query_bin.index_add_(2, self.bins.index[rows], a)
         q = torch.arange(rows.start, rows.stop, device=a.device)
         for slot, offset in enumerate((-1, 0, 1)):
@@ -137,64 +132,135 @@ def attention_blocks(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
         del probs
 
 
+def _tile_size(rows: int, t: int, width: int | None) -> int:
+    """Side of the square similarity tiles: about as many entries as a block of ``rows`` query rows,
+    at most 1,024 (matmul- and cache-friendly), a multiple of the bin width ``width`` where bins align."""
+    side = min(t, 1024, max(1, int((rows * t) ** 0.5)))
+    if width:
+        side = max(width, side // width * width)
+    return side
+
+
+def _binned_tile(x: torch.Tensor, bins: Bins, a: int, b: int, width: int | None, out: torch.Tensor) -> None:
+    """Add a tile ``x`` ``[B, H, r, c]`` (rows ``a..``, key columns ``b..`` in reverse order) summed over
+    windows into the bin pairs ``out`` ``[H, R, R]`` float64."""
+    bsz, h, r, c = x.shape
+    if width:  # every bin is ``width`` consecutive positions and the tile is cut on bin edges
+        part = x.reshape(bsz, h, r // width, width, c // width, width).sum(dim=(0, 3, 5)).flip(-1)
+        out[:, a // width:(a + r) // width, b // width:(b + c) // width] += part
+        return
+    per_key = bins.keys(x.sum(dim=0, dtype=torch.float32).flip(-1), bins.index[b:b + c])  # [H, r, R]
+    out.index_add_(1, bins.index[a:a + r], per_key.to(torch.float64))
+
+
+
+
 def pair_reductions_tiled(z: torch.Tensor, bt: BatchTensors, threshold: float, sim_bins: SimBins, bins: Bins,
                           rows: int) -> tuple[PairReductions, torch.Tensor]:
     """:class:`PairReductions` of one layer (``sim_sum`` and ``location`` on bin pairs ``[H, R, R]``)
     and the distance histogram ``[H, R]`` of its high-similarity pairs, from head outputs ``z``
-    ``[B, H, T, d]``, a block of ``rows`` query rows at a time (see the module docstring)."""
+    ``[B, H, T, d]`` (see the module docstring).
+
+    ``S`` is symmetric, so only its tiles on and above the diagonal are built (square tiles of about
+    ``rows · T`` entries; a tile's key columns in reverse order, so that its diagonals — the pairs of
+    one distance — are columns of a skewed view of the thresholded tile); the lower triangle's share
+    of ``sim_sum`` is the transpose of the upper's."""
     b, h, t, _ = z.shape
     dev = z.device
     valid = bt.valid
     zf = z.float()
     if bt.padded:
         zf = torch.where(valid[:, None, :, None], zf, torch.zeros((), device=dev))
-    zt = zf.transpose(-1, -2)
-    blocks = [slice(s, min(s + rows, t)) for s in range(0, t, rows)]
+    finite = bool(torch.isfinite(zf.square().sum(dim=-1)).all())
+    zt_rev = zf.flip(2).transpose(-1, -2).contiguous()  # [B, H, d, T], keys last to first
+    width = t // bins.r if t % bins.r == 0 else None
+    side = _tile_size(rows, t, width)
+    starts = list(range(0, t, side))
+    tiles = [(i, j) for i in starts for j in starts if j >= i]
 
-    def block(rows_: slice) -> torch.Tensor:
-        s = torch.matmul(zf[:, :, rows_], zt)
-        s.diagonal(offset=rows_.start, dim1=-2, dim2=-1).zero_()
+    out: dict[tuple[int, int], torch.Tensor] = {}
+
+    def tile(a: int, c0: int) -> torch.Tensor:
+        """``S`` rows ``a..a+r``, key columns ``c0+c−1`` down to ``c0`` ``[B, H, r, c]`` (one buffer per shape)."""
+        r, c = min(side, t - a), min(side, t - c0)
+        if (r, c) not in out:
+            out[r, c] = torch.empty(b, h, r, c, device=dev)
+        s = torch.matmul(zf[:, :, a:a + r], zt_rev[:, :, :, t - c0 - c:t - c0], out=out[r, c])
+        if a == c0:  # the diagonal: key a + i sits in column c − 1 − i
+            s.view(b, h, r * c)[:, :, torch.arange(r, device=dev) * (c - 1) + (c - 1)] = 0
         return s
 
-    peak = torch.stack([block(r).amax(dim=(-1, -2)) for r in blocks]).amax(dim=0)[..., None, None]  # [B, H, 1, 1]
+    peak = torch.stack([tile(i, j).amax(dim=(-1, -2)) for i, j in tiles]).amax(dim=0)[..., None, None]  # [B, H, 1, 1]
     positive = peak > 0
+    all_positive = bool(positive.all())
     divisor = torch.where(positive, peak, torch.ones_like(peak))
-    nb = sim_bins.bins
-    r = bins.r
-    sim_sum = torch.zeros(h, r, r, dtype=torch.float64, device=dev)
+    nb, r_bins = sim_bins.bins, bins.r
+    sim_sum = torch.zeros(h, r_bins, r_bins, dtype=torch.float64, device=dev)
+    mirrored = torch.zeros_like(sim_sum)  # the tiles above the diagonal, added again transposed
     location = torch.zeros_like(sim_sum)
-    distance = torch.zeros(h, r, dtype=torch.float64, device=dev)
-    hist = torch.zeros(h * nb, dtype=torch.int64, device=dev)
+    distance = torch.zeros(h, r_bins, dtype=torch.float64, device=dev)
+    hist = torch.zeros(h, nb, dtype=torch.int64, device=dev)
     row_count = torch.zeros(b, h, t, dtype=torch.float32, device=dev)
     col_count = torch.zeros_like(row_count)
-    same = torch.zeros(h, dtype=torch.float32, device=dev)
+    same = torch.zeros(h, dtype=torch.float64, device=dev)
     rb, ri, rj = bt.repeat_index
     rep = torch.zeros(rb.numel(), h, dtype=torch.float32, device=dev)
-    head_offset = torch.arange(0, h * nb, nb, device=dev, dtype=torch.int32)[None, :, None, None]
+    rep_tile = torch.div(ri, side, rounding_mode="floor") * len(starts) + torch.div(rj, side, rounding_mode="floor")
     sent = bt.sentences
-    keys = torch.arange(t, device=dev)
-    for rows_ in blocks:
-        s = block(rows_).div_(divisor).mul_(positive)
-        q = keys[rows_]
-        upper = (keys[None, :] > q[:, None])  # [rows, T]
-        pair = upper[None] & valid[:, rows_, None] & valid[:, None, :]  # [B, rows, T] valid pairs i < j
-        binned = sim_bins.index(s).add_(head_offset)
-        hist += torch.bincount(binned[pair[:, None].expand_as(binned)], minlength=h * nb)
-        del binned
-        sim_sum += bins.pairs(s, rows_)
-        u = torch.gt(s, threshold, out=torch.empty_like(s)).mul_(upper)
+    sent_lo = torch.where(sent >= 0, sent, torch.full_like(sent, t + 1))
+    dist_bins = bins.index
+    head_offset = torch.arange(0, h * (nb + 1), nb + 1, device=dev, dtype=torch.int32)[None, :, None, None]
+    buffers: dict[tuple[int, int], tuple[torch.Tensor, ...]] = {}
+    for a, c0 in tiles:
+        s = tile(a, c0).div_(divisor)
+        if not all_positive:
+            s.mul_(positive)
+        r, c = s.shape[-2:]
+        diagonal = a == c0
+        if (r, c) not in buffers:  # reused: fresh large tensors cost page faults on every tile
+            k = torch.arange(c, device=dev)
+            lower = (c - 1 - k)[None, :] <= torch.arange(r, device=dev)[:, None]  # key a + c − 1 − k ≤ query a + i
+            buffers[r, c] = (torch.empty_like(s), torch.empty(s.shape, dtype=torch.int32, device=dev),
+                             torch.zeros(b, h, r, c + r, dtype=torch.float32, device=dev), lower)
+        scaled, index, skew, lower = buffers[r, c]
+        # the histogram over valid pairs i < j (bins as SimBins.index computes them)
+        torch.mul(s, float(sim_bins.scale), out=scaled).add_(float(sim_bins.offset)).clamp_(0, nb - 1)
+        if not finite:
+            scaled.nan_to_num_(nan=0.0)
+        index.copy_(scaled)
+        drop = lower if diagonal else None
+        if bt.padded:
+            off = ~(valid[:, a:a + r, None] & valid[:, c0:c0 + c].flip(-1)[:, None, :])  # [B, r, c]
+            drop = off[:, None] if drop is None else (off[:, None] | drop)
+        if drop is not None:
+            index.masked_fill_(drop, nb)
+        hist += torch.bincount(index.add_(head_offset).view(-1), minlength=h * (nb + 1)).view(h, nb + 1)[:, :nb]
+        # similarity sums (the tile and, off the diagonal, its mirror image)
+        _binned_tile(s, bins, a, c0, width, sim_sum if diagonal else mirrored)
+        # the high-similarity pairs i < j (0/1 float32: exact counts, fast sums), written into a skewed
+        # buffer whose column sums are the tile's diagonals
+        u = skew[..., :c]
+        torch.gt(s, threshold, out=u)
         del s
-        location += bins.pairs(u, rows_)
-        d = (keys[None, :] - q[:, None]).clamp_min(0)  # [rows, T] distance j − i (0 where j ≤ i, u is 0 there)
-        distance.index_add_(1, bins.index[d.reshape(-1)], u.sum(dim=0).reshape(h, -1).to(torch.float64))
-        row_count[:, :, rows_] = u.sum(dim=-1)
-        col_count += u.sum(dim=-2)
-        together = (sent[:, rows_, None] == sent[:, None, :]) & (sent[:, rows_, None] >= 0)
-        same += (u * together[:, None]).sum(dim=(0, 2, 3))
-        here = ((ri >= rows_.start) & (ri < rows_.stop)).nonzero()[:, 0]
-        rep[here] = u[rb[here], :, ri[here] - rows_.start, rj[here]]
+        if diagonal:
+            u.masked_fill_(lower, 0.0)
+        _binned_tile(u, bins, a, c0, width, location)
+        diag = skew.view(b, h, -1)[:, :, :r * (c + r - 1)].view(b, h, r, c + r - 1).sum(dim=(0, 2))  # [H, c + r − 1]
+        dist = (c0 - a + c - 1 - torch.arange(c + r - 1, device=dev)).clamp(0, t - 1)
+        distance.index_add_(1, dist_bins[dist], diag.to(torch.float64))
+        row_count[:, :, a:a + r] += u.sum(dim=-1)
+        col_count[:, :, c0:c0 + c] += u.sum(dim=-2).flip(-1)
+        rs, cs = sent_lo[:, a:a + r], sent[:, c0:c0 + c]
+        if bool((cs.amax(dim=1) >= rs.amin(dim=1)).any()):  # some sentence may hold pairs of this tile
+            together = (sent[:, a:a + r, None] == cs.flip(-1)[:, None, :]) & (sent[:, a:a + r, None] >= 0)
+            same += (u * together[:, None]).sum(dim=(0, 2, 3))
+        here = (rep_tile == (a // side) * len(starts) + c0 // side).nonzero()[:, 0]
+        if here.numel():
+            rep[here] = u[rb[here], :, ri[here] - a, c0 + c - 1 - rj[here]]
         del u
+    sim_sum += mirrored
+    sim_sum += mirrored.transpose(1, 2)
     inner = torch.zeros(b, t, h, dtype=rep.dtype, device=dev).index_put_((rb, ri), rep, accumulate=True)
-    red = PairReductions(sim_sum, hist.view(h, nb), location, row_count, col_count, inner.transpose(1, 2), same,
-                         rep.sum(dim=0), (rep * bt.repeat_same_sentence[:, None]).sum(dim=0))
+    red = PairReductions(sim_sum, hist, location, row_count, col_count, inner.transpose(1, 2),
+                         same.float(), rep.sum(dim=0), (rep * bt.repeat_same_sentence[:, None]).sum(dim=0))
     return red, distance
