@@ -505,7 +505,10 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
         share_windows: windows per share, rounded up to whole batches (default: about four shares per
             worker, at most 64 batches each).
     """
+    import torch
+
     from .analysis import CorpusCount, Result, check_shard, finish_run, new_meta, shard_range, start_run, window_target
+    from .memory import peak_memory
     from .corpus import Corpus, load_corpus
     from .interrupts import StopRequests
     from .runspec import RunSpec
@@ -574,6 +577,7 @@ def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, 
         if driven.attention is not None:
             meta.setdefault("attention", driven.attention)
         meta["statistics_backend"] = driven.backend()
+        meta["memory"] = {"driver": peak_memory(torch.device("cpu"))}  # the workers' own peaks stay on their nodes
         return finish_run(meta, total, (info["name"], corp.name), elapsed, target - resumed, run_dir, driven.parts)
 
 
