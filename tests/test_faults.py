@@ -240,9 +240,10 @@ def test_3_locks_of_live_and_dead_processes(tmp_path):
 
 def test_4_signals_stop_cleanly_and_resume(env, reference, tmp_path, capsys):
     runs = {sig: tmp_path / signal.Signals(sig).name for sig in (signal.SIGINT, signal.SIGTERM)}
-    procs = {sig: spawn(analyze_args(env, out, 200, "--checkpoint-every", "4")) for sig, out in runs.items()}
-    for sig, proc in procs.items():  # once the first checkpoint exists the run is inside its loop
-        wait_for(runs[sig] / "checkpoint" / "manifest.json", proc)
+    procs = {}
+    for sig, out in runs.items():  # one at a time: a run started early could finish while another is awaited
+        procs[sig] = proc = spawn(analyze_args(env, out, 200, "--checkpoint-every", "4"))
+        wait_for(out / "checkpoint" / "manifest.json", proc)  # the first checkpoint: the run is inside its loop
         proc.send_signal(sig)
     for sig, proc in procs.items():
         _, err = proc.communicate(timeout=60)
