@@ -296,7 +296,7 @@ def test_cli_analyze_records_the_commit_and_resumes_at_it(hub, hub_env, tmp_path
 
 def test_run_spec_without_a_commit_still_reads():
     """Runs written before the commit was recorded keep their spec (model_commit None)."""
-    from headsim.runspec import RunSpec
+    from headsim.runs.spec import RunSpec
 
     spec = RunSpec("m", "abc", 4, 16, 0.3, 3, 2, "float32", "pysbd", model_commit="c0ffee")
     stored = spec.as_meta()

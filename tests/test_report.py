@@ -440,7 +440,7 @@ def test_report_of_a_missing_run_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_labels_do_not_collide(tmp_path: Path) -> None:
     from headsim.report.compare import _labels
-    from headsim.rundir import Run
+    from headsim.runs.run import Run
 
     runs = [Run(tmp_path / "a" / "run", {}, pd.DataFrame(), pd.DataFrame()),
             Run(tmp_path / "b" / "run", {}, pd.DataFrame(), pd.DataFrame())]

@@ -23,7 +23,8 @@ import pandas as pd
 from ..display import HtmlDisplay
 from ..errors import require
 from ..models import LoadedModel, as_loaded
-from ..rundir import Run, load_run
+from ..runs.run import Run
+from ..runs.rundir import load_run
 from .curves import curve_points, removable
 from .importance import (ROLES, as_pairs, ascending, descending, gradient_importance, label, random_orders,
                          rank_correlation, role_scores)
@@ -105,7 +106,7 @@ def _progress(enabled: bool):
 
 
 def _run_roles(run: Run, loaded: LoadedModel) -> tuple[dict[str, np.ndarray], str]:
-    """Role scores of every head from a finished run (:class:`headsim.rundir.Run`) of ``loaded``."""
+    """Role scores of every head from a finished run (:class:`headsim.runs.run.Run`) of ``loaded``."""
     source = run.meta.get("model", {}).get("source")
     require(source is not None and os.path.realpath(str(source)) == os.path.realpath(loaded.source),
             f"the statistics run {str(run.path)!r} was made with model {source!r}, not {loaded.source!r}",
@@ -217,7 +218,7 @@ class AblationResult(HtmlDisplay):
 
 def load_ablation(folder: str | os.PathLike) -> AblationResult:
     """Read a finished ablation study (the ``--out`` folder of ``headsim ablate``)."""
-    from ..rundir import read_json, read_table
+    from ..io import read_json, read_table
 
     folder = Path(folder)
     require((folder / ABLATION_JSON).is_file(), f"{str(folder)!r} holds no finished ablation study (no {ABLATION_JSON})",
@@ -229,7 +230,7 @@ def load_ablation(folder: str | os.PathLike) -> AblationResult:
 
 def resummarize(folder: str | os.PathLike) -> Path:
     """Recompute ``ablation.json``'s summary and the figures from a saved study's tables (no model run)."""
-    from ..rundir import write_json
+    from ..io import write_json
     from .plots import draw_figures
 
     study = load_ablation(folder)
@@ -286,7 +287,7 @@ def _summary(full: dict, groups: pd.DataFrame, curves: pd.DataFrame, heads: pd.D
 
 
 def _write(out: Path, meta: dict, heads: pd.DataFrame, groups: pd.DataFrame, curves: pd.DataFrame) -> Path:
-    from ..rundir import write_json
+    from ..io import write_json
     from .plots import draw_figures
 
     out.parent.mkdir(parents=True, exist_ok=True)

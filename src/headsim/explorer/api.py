@@ -8,7 +8,7 @@ focus by the corpus statistics' own function), block averages come from :mod:`he
 Layers and heads are 1-based in every payload (as in every figure and table); token positions are
 0-based ([CLS] = 0).
 
-A run directory is read-only input, read through :meth:`headsim.rundir.RunDir.load` (only a
+A run directory is read-only input, read through :meth:`headsim.runs.rundir.RunDir.load` (only a
 finished run): its head table once, one head's distance histogram and the first few windows (for the
 example menu) on request.
 """
@@ -27,7 +27,7 @@ import pandas as pd
 from ..errors import HeadsimError, require
 from ..inspection import EXAMPLES, check_index, example_text
 from ..models import LoadedModel
-from ..rundir import RunDir
+from ..runs.rundir import RunDir
 from ..context_similarity import check_threshold
 from ..views import TextView, cut_text, separators_from_scores, window_view
 from ..views.text_view import PAIR_LIMIT, VIEW_RESOLUTION, ZOOM_LIMIT
@@ -324,7 +324,7 @@ def zoom_payload(prepared: Prepared, wd: TextView, layer: int, head: int, rows: 
 
 
 class Run:
-    """A finished run as the explorer shows it (:meth:`headsim.rundir.RunDir.load`: a directory that is
+    """A finished run as the explorer shows it (:meth:`headsim.runs.rundir.RunDir.load`: a directory that is
     not one, or an unfinished, damaged or older-layout run, is refused as by every other command):
     head statistics read once, one head's distance histogram and the first windows read on request."""
 

@@ -1,6 +1,6 @@
 """`headsim report`: a finished run → figures (PNG + SVG), ``claims.json`` / ``claims.csv`` and ``index.html``.
 
-:func:`build_report` reads a finished run (:meth:`headsim.rundir.RunDir.load`: statistics, tables,
+:func:`build_report` reads a finished run (:meth:`headsim.runs.rundir.RunDir.load`: statistics, tables,
 run.json and windows), draws every corpus figure of the paper (Figs 2, 3, 6, 7, 8, 10,
 11, 12, 13, plus the similarity-value histogram and the attention focus), checks every claim
 (:mod:`headsim.report.claims`) and writes a self-contained ``index.html``. The per-text figures
@@ -22,7 +22,9 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from ..rundir import HEADS, LAYERS, RUN_JSON, STATS_NC, WINDOWS, Run, RunDir
+from ..runs.layout import HEADS, LAYERS, RUN_JSON, STATS_NC, WINDOWS
+from ..runs.run import Run
+from ..runs.rundir import RunDir
 from ..plots import corpus as cf
 from ..plots.style import save
 from .claims import Claim, claims_frame, compute_claims, token_shares
@@ -39,7 +41,7 @@ PAIR_ROWS = 40
 
 @dataclass
 class RunData(Run):
-    """A finished run (:class:`~headsim.rundir.Run`) with what the report adds: the share of valid
+    """A finished run (:class:`~headsim.runs.run.Run`) with what the report adds: the share of valid
     tokens each kind of token takes (:func:`~headsim.report.claims.token_shares`)."""
 
     shares: dict = field(default_factory=dict)

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ..rundir import STATS_NC, WINDOWS
+from ..runs.layout import STATS_NC, WINDOWS
 
 HOLDS, FAILS, NA = "holds", "does not hold", "not applicable"
 VERDICTS = (HOLDS, FAILS, NA)

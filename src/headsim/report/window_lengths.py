@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import HeadsimError, require
-from ..rundir import Run
-from ..runspec import RunSpec, describe_changes
+from ..runs.run import Run
+from ..runs.spec import RunSpec, describe_changes
 from ..stats.tables import HIGH_CUT, LOW_CUT, distance_summary, histogram_median, histogram_share, ratio
 from .build import RunData
 from .claims import compute_claims

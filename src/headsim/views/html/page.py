@@ -65,7 +65,7 @@ def page(title: str, body: str) -> str:
 
 def write_page(path: str | os.PathLike, title: str, body: str) -> Path:
     """Write :func:`page` to ``path`` (replaced whole; a one-line error when it cannot be written)."""
-    from ...rundir import write_bytes
+    from ...io import write_bytes
 
     path = Path(path)
     if path.is_dir():
