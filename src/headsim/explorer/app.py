@@ -29,6 +29,7 @@ from starlette.middleware.gzip import GZipMiddleware
 from starlette.datastructures import Headers
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from .. import __version__
 from ..errors import HeadsimError, require
 from ..models import LoadedModel, as_loaded
 from ..views import TextView, check_window
@@ -332,7 +333,7 @@ def create_app(model: LoadedModel | str = "default", run_dir: str | Path | None 
 
     app = FastAPI(
         title="headsim explorer",
-        version=_version(),
+        version=__version__,
         summary="Browse attention heads by their attention maps and context similarity of their output vectors.",
         description=(
             "JSON API behind the headsim explorer page (`/`). The model is fixed at server start "
@@ -482,9 +483,3 @@ def create_app(model: LoadedModel | str = "default", run_dir: str | Path | None 
     if allowed_hosts is not None:
         app.add_middleware(HostCheck, allowed_hosts=list(allowed_hosts))
     return app
-
-
-def _version() -> str:
-    from .. import __version__
-
-    return __version__

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from .. import __version__
 from ..runs.layout import HEADS, LAYERS, RUN_JSON, STATS_NC, WINDOWS
 from ..runs.run import Run
 from ..runs.rundir import RunDir
@@ -321,15 +322,6 @@ def _rel(target: Path, start: Path) -> str:
     return Path(os.path.relpath(target.resolve(), start.resolve())).as_posix()
 
 
-def _version() -> str:
-    try:
-        from .. import __version__
-
-        return __version__
-    except Exception:  # noqa: BLE001
-        return "?"
-
-
 def write_claims(claims: list[Claim], out: Path, run: RunData) -> list[Path]:
     """``claims.json`` (with provenance) and ``claims.csv`` into ``out``."""
     payload = {"model": run.model, "model_label": run.label, "run_dir": str(run.path), "windows": run.n_windows,
@@ -404,7 +396,7 @@ def build_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None =
                     files.append((f"{EXAMPLE_DIR}/{name}", what))
         html = render("report.html.j2", model_name=run.label, model_note=model_note(run.model), run_rows=run_rows(run),
                       claims=[c.to_dict() for c in claims], figures=figures, windows=f"{run.n_windows:,}",
-                      example=example_ctx, no_example=NO_EXAMPLE, ablation=ablation_ctx, window=window_ctx, files=files, headsim_version=_version(),
+                      example=example_ctx, no_example=NO_EXAMPLE, ablation=ablation_ctx, window=window_ctx, files=files, headsim_version=__version__,
                       generated=datetime.now(timezone.utc).isoformat(timespec="seconds"))
         (tmp / "index.html").write_text(html, encoding="utf-8")
         for item in sorted(tmp.iterdir(), key=lambda f: (f.name == "index.html", f.name)):  # the page last

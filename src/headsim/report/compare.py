@@ -20,7 +20,8 @@ import pandas as pd
 from ..display import HtmlDisplay
 from ..errors import require
 from ..plots import corpus as cf
-from .build import RunData, _version, load_run_data, save_once
+from .. import __version__
+from .build import RunData, load_run_data, save_once
 from .claims import _jsonable, compute_claims
 from .html import PAPER_MODEL, is_default_model, minilm_note, model_description, render
 
@@ -142,7 +143,7 @@ def compare_runs(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         if default_run is not None:
             note += " Runs of the embedded model show whether the paper's qualitative pattern appears in it."
         html = render("compare.html.j2", runs=run_rows, figures=figures, claim_rows=rows, warnings=warnings, note=note,
-                      headsim_version=_version(), generated=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+                      headsim_version=__version__, generated=datetime.now(timezone.utc).isoformat(timespec="seconds"))
         (tmp / "index.html").write_text(html, encoding="utf-8")
         for item in sorted(tmp.iterdir(), key=lambda f: (f.name == "index.html", f.name)):
             os.replace(item, out / item.name)
