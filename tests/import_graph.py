@@ -151,11 +151,15 @@ def part_edges(edges: dict[str, set[str]], depth: int = 2) -> set[tuple[str, str
 
 if __name__ == "__main__":
     short = lambda name: name.removeprefix("headsim.")  # noqa: E731
-    if sys.argv[1:] == ["--runs"]:  # the modules of headsim.runs and their imports of each other
+    if sys.argv[1:] == ["--runs"]:  # the modules of headsim.runs and their imports of each other, as mermaid
         edges = {a: {b for b in bs if b.startswith("headsim.runs.")} for a, bs in graph().items() if a.startswith("headsim.runs.")}
-        pairs = sorted((a, b) for a, bs in edges.items() for b in bs)
-    else:
-        pairs = sorted(part_edges(graph()))
-    print("graph LR")
-    for a, b in pairs:
-        print(f"  {short(a).replace('.', '_')}[{short(a)}] --> {short(b).replace('.', '_')}[{short(b)}]")
+        print("graph TD")
+        for a, b in sorted((a, b) for a, bs in edges.items() for b in bs):
+            print(f"  {short(a).split('.')[-1]} --> {short(b).split('.')[-1]}")
+    else:  # every part of the package and the parts it imports, as a markdown table
+        imported: dict[str, set[str]] = {}
+        for a, b in part_edges(graph()):
+            imported.setdefault(a, set()).add(b)
+        print("| part | imports |\n|---|---|")
+        for a in sorted(imported):
+            print(f"| `{short(a)}` | {', '.join(short(b) for b in sorted(imported[a]))} |")

@@ -219,6 +219,30 @@ def test_ray_run_equals_the_single_process_run(cluster, tmp_path, reference, tin
 
 
 @on_ray
+def test_a_url_corpus_gives_the_same_run_on_both_engines(cluster, tmp_path, tiny_bert_dir, corpus):
+    """Both engines read corpora through the one reader: an http URL (a server on 127.0.0.1) gives one run."""
+    import http.server
+    import threading
+
+    pytest.importorskip("aiohttp")  # fsspec's http file system
+    handler = functools.partial(type("Quiet", (http.server.SimpleHTTPRequestHandler,), {"log_message": lambda *a: None}),
+                                directory=str(corpus.parent))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/{corpus.name}"
+    try:
+        for engine, extra in (("local", {}), ("ray", {"actors": 2, "share_windows": 8})):
+            analyze(str(tiny_bert_dir), url, out=tmp_path / engine, windows=24, engine=engine, **extra, **RUN)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert_same_run(tmp_path / "local", tmp_path / "ray")
+    assert_same_meta(tmp_path / "local", tmp_path / "ray", "corpus")
+    assert load_run(tmp_path / "ray").meta["corpus"]["spec"] == url
+    assert load_run(tmp_path / "local").meta["corpus"]["sha256"] == load_corpus(str(corpus)).sha256
+
+
+@on_ray
 def test_a_killed_worker_process_costs_no_window(cluster, tmp_path, reference, tiny_bert_dir, corpus):
     hook = functools.partial(_kill_own_process_once, str(tmp_path / "killed"), [0])
     res = analyze(_hooked(tiny_bert_dir, hook), str(corpus), out=tmp_path / "run", engine="ray", workers=2,
