@@ -251,3 +251,27 @@ def test_run_spec_round_trip_and_differences():
     assert resume_flags(changed, meta) == "--corpus corpus.txt --seq-len 128 --dtype float32"
     with pytest.raises(HeadsimError, match="no complete run spec"):
         RunSpec.from_meta({"spec": {"seq_len": 128}})
+
+
+def test_resume_takes_every_setting_left_open_from_the_run(tmp_path):
+    """One rule for the API and the CLI (headsim.runs.spec.resume_defaults): what a resumed call leaves open
+    (None; in the CLI an option not typed) is the stored run's own setting; what it gives is compared."""
+    from headsim.runs.rundir import RunDir
+    from headsim.runs.spec import resume_defaults
+
+    corpus = _corpus(tmp_path, 4)
+    out = tmp_path / "run"
+    first = analyze(None, str(corpus), out=out, seq_len=32, batch_size=4, shard="2/3", backend="eager", progress=False)
+    stored = RunDir(out).settings()
+    assert (stored["shard"], stored["batch_size"], stored["backend"], stored["seq_len"]) == ("2/3", 4, "eager", 32)
+    assert "windows" not in stored  # a shard's windows are not the windows of the whole run
+    given = {"shard": None, "batch_size": 8, "seq_len": 128, "threshold": 0.3}
+    assert resume_defaults(stored, given) == {"shard": "2/3", "batch_size": 8, "seq_len": 128, "threshold": 0.3}
+    typed = {"batch_size"}  # the CLI: every option not typed takes the run's
+    assert resume_defaults(stored, given, lambda name, _: name not in typed) == {
+        "shard": "2/3", "batch_size": 8, "seq_len": 32, "threshold": 0.3}
+    with pytest.warns(UserWarning, match="already holds this run"):  # shard, batch size and backend from the run
+        again = analyze(None, str(corpus), out=out, seq_len=32, resume=True, progress=False)
+    assert again.meta["run_id"] == first.meta["run_id"] and again.meta["shard"]["index"] == 2
+    with pytest.raises(HeadsimError, match="--batch-size: run 4, now 8"):
+        analyze(None, str(corpus), out=out, seq_len=32, batch_size=8, resume=True, progress=False)

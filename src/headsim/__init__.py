@@ -27,6 +27,8 @@ _LAZY = {
     "analyze": "headsim.runs.analyze",
     "load_run": "headsim.runs.rundir",
     "Run": "headsim.runs.run",
+    "RunOptions": "headsim.runs.options",
+    "RayOptions": "headsim.runs.options",
     "LoadedModel": "headsim.models",
     "extract": "headsim.extraction",
     "Extraction": "headsim.extraction",

@@ -129,8 +129,9 @@ class RunDir:
         if spec is not None:
             out["corpus"] = spec
         shard = meta.get("shard")
-        if isinstance(shard, dict):
+        if isinstance(shard, dict):  # a part of the windows: its count is not the windows of the whole, so left open
             out["shard"] = f"{shard['index']}/{shard['count']}"
+            out.pop("windows", None)
         out["backend"] = requested_backend(meta)
         return out
 
