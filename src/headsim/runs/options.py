@@ -210,6 +210,8 @@ class RunOptions:
         if self.engine == "local":
             if self.workers is not None:
                 check_workers(self.workers)
+            require(self.ray.actors is None, f"--actors {self.ray.actors} works with --engine ray only",
+                    "pass --engine ray with it, or --workers N for local windowing processes")
         else:
             given = [f"--{k.replace('_', '-')}" for k in self.loading()]
             require(not given, f"{', '.join(given)} works with --engine local only",
