@@ -275,3 +275,13 @@ def test_resume_takes_every_setting_left_open_from_the_run(tmp_path):
     assert again.meta["run_id"] == first.meta["run_id"] and again.meta["shard"]["index"] == 2
     with pytest.raises(HeadsimError, match="--batch-size: run 4, now 8"):
         analyze(None, str(corpus), out=out, seq_len=32, batch_size=8, resume=True, progress=False)
+
+
+def test_windows_file_is_the_same_bytes_with_or_without_checkpoints(tmp_path, tiny_dir):
+    """windows.parquet is written with one schema (headsim.windows.WINDOWS_SCHEMA), whether its rows come
+    from checkpoint parts read back from Parquet or from memory."""
+    corpus = _corpus(tmp_path, 4)
+    kw = dict(windows=16, seq_len=32, batch_size=4, progress=False)
+    analyze(tiny_dir, str(corpus), out=tmp_path / "saved", checkpoint_every=4, **kw)
+    analyze(tiny_dir, str(corpus), out=tmp_path / "direct", **kw)  # far below 30 s: no checkpoint
+    assert (tmp_path / "saved" / "windows.parquet").read_bytes() == (tmp_path / "direct" / "windows.parquet").read_bytes()

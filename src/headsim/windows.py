@@ -393,9 +393,15 @@ def make_windows(texts: str | Iterable[str], tokenizer, seq_len: int = 128, *, p
     return Windows.concat(parts)
 
 
+#: the rows of a run's ``windows.parquet`` (:func:`windows_table`); every part of the file is written with it,
+#: so the file's bytes do not depend on whether its rows went through a checkpoint (read back from Parquet,
+#: a list column's item is named ``element``)
+WINDOWS_SCHEMA = pa.schema([("window", pa.int64()), ("input_ids", pa.list_(pa.int32())),
+                            ("attention_mask", pa.list_(pa.int8())), ("sentence_ids", pa.list_(pa.int32()))])
+
+
 def windows_table(start: int, input_ids: np.ndarray, attention_mask: np.ndarray, sentence_ids: np.ndarray) -> pa.Table:
-    """Rows for a run's ``windows.parquet`` (its schema: ``window`` int64, then ``input_ids`` int32,
-    ``attention_mask`` int8 and ``sentence_ids`` int32 lists), numbered from ``start``."""
+    """Rows for a run's ``windows.parquet`` (:data:`WINDOWS_SCHEMA`), numbered from ``start``."""
     n = input_ids.shape[0]
 
     def lists(a: np.ndarray, t: type) -> pa.ListArray:  # one list per row, over the array's own buffer
@@ -407,4 +413,4 @@ def windows_table(start: int, input_ids: np.ndarray, attention_mask: np.ndarray,
         "input_ids": lists(input_ids, np.int32),
         "attention_mask": lists(attention_mask, np.int8),
         "sentence_ids": lists(sentence_ids, np.int32),
-    })
+    }, schema=WINDOWS_SCHEMA)

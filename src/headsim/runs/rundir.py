@@ -41,6 +41,7 @@ import xarray as xr
 from ..errors import HeadsimError, require
 from ..io import (atomic_write, check_file, file_record, now, read_json, read_table, write_dataset, write_failed, write_json,
                   write_table)
+from ..windows import WINDOWS_SCHEMA
 from .layout import (CHECKPOINT, CHECKPOINT_OWN, HEADS, LAYERS, LAYOUT, LOCK, MANIFEST, MARKER, MARKER_KIND, RESULT_FILES,
                      RUN_JSON, RUN_OWN, STATS_NC, WINDOWS, describe_names, foreign, own_file)
 from .lock import RunLock
@@ -360,13 +361,12 @@ class RunDir:
         sources = sorted([(start, f) for start, f in files] +
                          [(int(t["window"][0].as_py()), t) for t in parts if t.num_rows], key=lambda item: item[0])
         require(sources, f"no windows to write into {str(self.path)!r}", "analyse at least one window")
-        schema = sources[0][1].schema if isinstance(sources[0][1], pa.Table) else pq.read_schema(sources[0][1])
 
         def write(path: Path) -> None:
             end = 0
-            with pq.ParquetWriter(path, schema) as writer:
+            with pq.ParquetWriter(path, WINDOWS_SCHEMA) as writer:
                 for start, source in sources:
-                    table = source if isinstance(source, pa.Table) else pq.read_table(source)
+                    table = (source if isinstance(source, pa.Table) else pq.read_table(source)).cast(WINDOWS_SCHEMA)
                     require(start == end, f"the windows of {str(self.path)!r} have a gap or overlap at window {min(start, end)}",
                             "start the run again with --overwrite")
                     writer.write_table(table)
