@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
 from typing import NamedTuple
 
@@ -45,7 +45,7 @@ def settle_output(options: RunOptions) -> RunOptions:
     if not options.resume:
         return replace(options, backend=options.backend or "auto")
     check_engine(run_dir.resume_meta(), options.engine, run_dir.path)
-    given = {name: value for name, value in asdict(options).items() if name != "ray"}
+    given = {f.name: getattr(options, f.name) for f in fields(options) if f.name != "ray"}
     return replace(options, **resume_defaults(run_dir.settings(), given))
 
 
