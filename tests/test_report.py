@@ -33,7 +33,8 @@ from fake_run import (
 )
 from headsim.errors import HeadsimError
 from headsim.plots.style import save
-from headsim.report.build import build_report, figure_specs, load_run_data
+from headsim.report.build import build_report, load_report_run
+from headsim.report.contents import FIGURES
 from headsim.report.claims import FAILS, HOLDS, NA, VERDICTS, compute_claims
 from headsim.report.compare import compare_runs
 
@@ -178,7 +179,7 @@ def test_fake_run_is_schema_exact(run_a: Path) -> None:
 
 def test_every_figure_is_a_valid_png_and_svg(report_a: Path) -> None:
     out = report_a.parent
-    stems = [s.stem for s in figure_specs()]
+    stems = [f.stem for f in FIGURES]
     for number in ("02", "03", "06", "07", "08", "10", "11", "12", "13"):
         assert any(s.startswith(f"fig{number}_") for s in stems), number
     for stem in stems:
@@ -283,7 +284,7 @@ def _verdicts(ds, heads, layers, meta, shares=None) -> dict[str, str]:
 
 def test_each_verdict_flips_when_the_table_contradicts_it(run_a: Path) -> None:
     ds, heads, layers, meta = _tables(run_a)
-    shares = load_run_data(run_a).shares
+    shares = load_report_run(run_a).shares
     assert set(_verdicts(ds, heads, layers, meta, shares).values()) == {HOLDS}
     L = ds.sizes["layer"]
 
@@ -351,7 +352,7 @@ def test_not_applicable_without_pairs(run_a: Path) -> None:
 
 
 def test_shares_without_tokenizer_fall_back_to_one_cls_and_sep_per_window(run_a: Path) -> None:
-    run = load_run_data(run_a, use_tokenizer=False)
+    run = load_report_run(run_a, use_tokenizer=False)
     assert run.shares["punct"] is None
     assert run.shares["sep"] == pytest.approx(8 / run.shares["tokens"])
     c1 = next(c for c in compute_claims(run.dataset, run.heads, run.layers, run.meta, shares=run.shares)
@@ -381,9 +382,9 @@ def _assert_links_exist(index: Path) -> None:
 def test_report_page(report_a: Path) -> None:
     html = report_a.read_text()
     _assert_links_exist(report_a)
-    for spec in figure_specs():
+    for spec in FIGURES:
         assert f'src="{spec.stem}.png"' in html and f'href="{spec.stem}.svg"' in html
-    assert html.count("<figcaption>") == len(figure_specs()) + 4  # + the example's four figures
+    assert html.count("<figcaption>") == len(FIGURES) + 4  # + the example's four figures
     assert "fake-a" in html and "BERT-base" in html and "not expected to carry over" in html
     assert "6 layers \u00d7 12 heads" in html  # the embedded MiniLM named plainly
     assert "synthetic" in html and "0.3" in html  # corpus and threshold

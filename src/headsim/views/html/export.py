@@ -53,8 +53,8 @@ def key_figure(obj):
         from ...ablation.plots import heads_figure
 
         return heads_figure(obj.meta, obj.heads)
-    from ...plots import corpus as cf
-    from ...report.build import RunData
+    from ... import figures as cf
+    from ...report.build import ReportRun as RunData
 
     data = RunData(obj.path, obj.meta, obj.heads, obj.layers)
     return cf.fig08_same_sentence(data.dataset, data.heads, data.layers, model=data.label)

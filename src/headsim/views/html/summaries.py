@@ -47,8 +47,8 @@ def figures(*figs) -> str:
 def run_html(run) -> tuple[str, str]:
     """Title and body of a finished run (:class:`~headsim.rundir.Run`): its settings (model with its
     exact revision where ``run.json`` has one), the heads with the most same-sentence pairs, Figs 6 and 8."""
-    from ...plots import corpus as cf
-    from ...report.build import RunData, run_rows
+    from ... import figures as cf
+    from ...report.build import ReportRun as RunData, run_rows
 
     data = run if hasattr(run, "label") else RunData(run.path, run.meta, run.heads, run.layers)
     heads = data.heads

@@ -1,0 +1,121 @@
+"""What a report figure is: :class:`PaperFigure` (one per module of :mod:`headsim.figures`), the run it
+reads and the layer choices several figures share.
+
+A figure module ``figNN.py`` holds one figure of the paper whole: the data it selects from a run, its
+plot (a function of arrays and tables returning a matplotlib ``Figure``), its caption and the claims
+of the paper it checks; at its end a ``FIGURE = PaperFigure(...)`` ties them together. The report
+(:mod:`headsim.report.contents`) only lists the ``FIGURE`` objects.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import pandas as pd
+import xarray as xr
+from matplotlib.figure import Figure
+
+from ..errors import require
+from ..plots.style import save_once
+from .claim import Claim
+
+
+class RunStatistics(Protocol):
+    """What claims read: a finished run's statistics, its tables and the token shares
+    (:func:`headsim.report.claims.token_shares`)."""
+
+    dataset: xr.Dataset
+    heads: pd.DataFrame
+    layers: pd.DataFrame
+    shares: dict
+
+
+class ReportedRun(RunStatistics, Protocol):
+    """What plots and captions read besides: :class:`headsim.report.build.ReportRun`."""
+
+    meta: dict
+    label: str
+
+    @property
+    def n_windows(self) -> int: ...
+
+    @property
+    def threshold(self) -> float: ...
+
+    def sentences_per_window(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class Statistics:
+    """The four things claims read, without a run directory (:func:`headsim.report.compute_claims`)."""
+
+    dataset: xr.Dataset
+    heads: pd.DataFrame
+    layers: pd.DataFrame
+    shares: dict
+
+
+def no_claims(run: RunStatistics) -> list[Claim]:
+    return []
+
+
+@dataclass(frozen=True)
+class PaperFigure:
+    """One figure of the report.
+
+    Attributes:
+        stem: file name without suffix (``fig02_summed_attention`` → ``.png`` and ``.svg``).
+        label: how the page names it ("Fig 2", "§3").
+        title: a few words under the label.
+        plot: the run → a matplotlib ``Figure`` (closed by :meth:`draw`).
+        caption: the run → the caption: what is drawn, from which statistic, and what the paper found.
+        claims: the run's statistics → the paper's claims this figure shows, checked
+            (:class:`~headsim.figures.claim.Claim`; most figures check none).
+    """
+
+    stem: str
+    label: str
+    title: str
+    plot: Callable[[ReportedRun], Figure]
+    caption: Callable[[ReportedRun], str]
+    claims: Callable[[RunStatistics], list[Claim]] = no_claims
+
+    def draw(self, run: ReportedRun, out: str | os.PathLike, *, dpi: int = 200) -> list[Path]:
+        """Plot the run and write ``out/stem.png`` and ``out/stem.svg`` (layout computed once for both)."""
+        return save_once(self.plot(run), out, self.stem, dpi=dpi)
+
+
+# ---------------------------------------------------------------------------------------------
+# Data selection shared by several figures
+# ---------------------------------------------------------------------------------------------
+
+
+def middle_layer(n_layers: int) -> int:
+    """1-based middle layer: 6 of 12 (the paper's Fig 12/13 middle panel), 3 of 6."""
+    return (n_layers - 1) // 2 + 1
+
+
+def first_middle_last(n_layers: int) -> list[int]:
+    """1-based first, middle and last layer (the paper's layers 1, 6, 11 of its 12)."""
+    return sorted({1, middle_layer(n_layers), n_layers})
+
+
+def layer_arg(ds: xr.Dataset, layer: int | None) -> int:
+    """A 1-based layer argument checked against the run (default: the last layer)."""
+    n = ds.sizes["layer"]
+    layer = n if layer is None else int(layer)
+    require(1 <= layer <= n, f"layer {layer} is out of range", f"this run has layers 1..{n} (numbered from 1)")
+    return layer
+
+
+def n_windows(ds: xr.Dataset) -> int:
+    """Windows the statistics were summed over (0 when the Dataset does not say)."""
+    return int(ds["windows"].values) if "windows" in ds else 0
+
+
+def layers_text(layers: list[int]) -> str:
+    return ", ".join(str(x) for x in layers)
