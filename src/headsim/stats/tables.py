@@ -40,18 +40,20 @@ def ratio(num, den) -> np.ndarray:
         return np.where(den != 0, num / np.where(den != 0, den, 1.0), np.nan)
 
 
-def distance_summary(hist: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and median distance of histograms ``[..., distance]`` (distance = index).
+def distance_summary(hist: np.ndarray, distances: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and median distance of histograms ``[..., distance]``.
 
+    ``distances``: the distance of each entry, the Dataset's ``distance`` coordinate (0, 1, 2 …; on a
+    binned run each bin's first distance, so a bin counts at its first distance); default the index.
     The median is the smallest distance whose cumulative share reaches 0.5.
     """
     hist = np.asarray(hist, dtype=np.float64)
-    d = np.arange(hist.shape[-1], dtype=np.float64)
+    d = np.arange(hist.shape[-1], dtype=np.float64) if distances is None else np.asarray(distances, dtype=np.float64)
     total = hist.sum(axis=-1)
     mean = ratio((hist * d).sum(axis=-1), total)
     cum = np.cumsum(hist, axis=-1)
     reached = cum >= 0.5 * total[..., None]
-    median = np.where(total > 0, reached.argmax(axis=-1).astype(np.float64), np.nan)
+    median = np.where(total > 0, d[reached.argmax(axis=-1)], np.nan)
     return mean, median
 
 
@@ -99,7 +101,7 @@ def heads_table(ds: xr.Dataset) -> pd.DataFrame:
     L, H = ds.sizes["layer"], ds.sizes["head"]
     v = lambda name: ds[name].values
     n_pairs = v("n_pairs")
-    mean_d, median_d = distance_summary(v("distance_hist"))
+    mean_d, median_d = distance_summary(v("distance_hist"), ds["distance"].values)
     focus = v("attn_focus") / np.where(_queries(ds) > 0, _queries(ds), np.nan)[:, None, None]
     target = {t: i for i, t in enumerate(ds["target"].values.tolist())}
     kinds = {t: i for i, t in enumerate(ds["anchor_kind"].values.tolist())}
@@ -148,7 +150,7 @@ def layers_table(ds: xr.Dataset) -> pd.DataFrame:
     """One row per layer, 1-based; columns :data:`LAYERS_COLUMNS` (see ``docs/statistics.md``)."""
     v = lambda name: ds[name].values
     n_pairs = v("n_pairs").sum(axis=1)
-    mean_d, median_d = distance_summary(v("distance_hist").sum(axis=1))
+    mean_d, median_d = distance_summary(v("distance_hist").sum(axis=1), ds["distance"].values)
     distinct = v("anchor_distinct_hist").astype(np.float64)
     n = np.arange(distinct.shape[-1], dtype=np.float64)
     edges = np.asarray(ds.attrs["sim_bin_edges"], dtype=np.float64)
