@@ -34,9 +34,9 @@ from fake_run import (
 from headsim.errors import HeadsimError
 from headsim.plots.style import save
 from headsim.report.build import build_report, load_report_run
-from headsim.report.contents import FIGURES
 from headsim.report.claims import FAILS, HOLDS, NA, VERDICTS, compute_claims
 from headsim.report.compare import compare_runs
+from headsim.report.contents import FIGURES
 
 DPI = 40  # small PNGs keep the tests fast; the layout does not depend on it
 CONTRACT_VARS = [
@@ -447,3 +447,56 @@ def test_labels_do_not_collide(tmp_path: Path) -> None:
             Run(tmp_path / "b" / "run", {}, pd.DataFrame(), pd.DataFrame())]
     labels = _labels(runs)
     assert labels == ["a/run", "b/run"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The figures package: one module per figure, the report only lists them
+# ---------------------------------------------------------------------------------------------
+
+
+def test_each_claim_comes_from_one_figure_in_id_order(run_a: Path) -> None:
+    from headsim.figures import Statistics
+    from headsim.report.claims import token_shares
+
+    ds = xr.open_dataset(run_a / "stats.nc").load()
+    heads, layers = summary_tables(ds)
+    stats = Statistics(ds, heads, layers, token_shares(None, None, ds))
+    owners = {c.id: f.stem for f in FIGURES for c in f.claims(stats)}
+    assert len({f.stem for f in FIGURES}) == len(FIGURES)
+    assert len(owners) == sum(len(f.claims(stats)) for f in FIGURES) == 8  # no claim in two figures
+    assert owners["c3_same_sentence"] == "fig08_same_sentence" and owners["c8_diagonal"] == "fig03_zeroed_attention"
+    ids = [c.id for c in compute_claims(ds, heads, layers, {})]
+    assert ids == sorted(owners) and ids[0].startswith("c1_") and ids[-1].startswith("c8_")
+
+
+def test_figures_of_a_binned_run_speak_in_token_positions(run_a: Path) -> None:
+    """On a run binned above its resolution (query/key/distance = each bin's first position), the matrix
+    figures label their axes with positions, the distance bars span their bins and the tables' mean
+    distance is in tokens, as the histogram's."""
+    from matplotlib.patches import Rectangle
+
+    from headsim.figures import fig02_summed_attention, fig07_distance_histograms, fig10_locations
+    from headsim.stats.tables import distance_summary
+
+    ds = xr.open_dataset(run_a / "stats.nc").load()
+    t = ds.sizes["query"]
+    binned = ds.assign_coords(query=3 * np.arange(t), key=3 * np.arange(t), distance=3 * np.arange(t))
+    binned.attrs.update(position_binned=1, seq_len=3 * t)
+    heads, _ = summary_tables(binned)
+    mean, _ = distance_summary(binned["distance_hist"].values, np.arange(t))
+    assert np.allclose(heads["mean_distance"].to_numpy(), 3 * mean.ravel(), equal_nan=True)
+    fig = fig02_summed_attention(binned, model="m")
+    ax = fig.axes[0]
+    labels = [x.get_text() for x in ax.get_xticklabels()]
+    assert labels[0] == "0" and labels[-1] == str(3 * (t - 1)) and "bins of 3 tokens" in ax.get_xlabel()
+    plt.close(fig)
+    fig = fig07_distance_histograms(binned, heads, model="m")
+    widths = {round(p.get_width(), 6) for p in fig.axes[0].patches if isinstance(p, Rectangle)}
+    assert widths == {3.0}
+    plt.close(fig)
+    fig = fig10_locations(binned, model="m")
+    assert f"0..{3 * t - 1} in {t} bins of 3 tokens" in fig._supxlabel.get_text()
+    plt.close(fig)
+    unbinned = fig02_summed_attention(ds, model="m")  # a run kept per position: matrix indices are positions
+    assert "bins" not in unbinned.axes[0].get_xlabel()
+    plt.close(unbinned)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
 import pandas as pd
 import xarray as xr
 from matplotlib.figure import Figure
@@ -115,6 +116,32 @@ def layer_arg(ds: xr.Dataset, layer: int | None) -> int:
 def n_windows(ds: xr.Dataset) -> int:
     """Windows the statistics were summed over (0 when the Dataset does not say)."""
     return int(ds["windows"].values) if "windows" in ds else 0
+
+
+def bin_width(ds: xr.Dataset) -> float | None:
+    """Tokens per position bin of a binned run (windows longer than the resolution, where ``query``,
+    ``key`` and ``distance`` are bins of positions); ``None`` for a run kept per position."""
+    if not int(ds.attrs.get("position_binned", 0)):
+        return None
+    return float(ds.attrs["seq_len"]) / ds.sizes["query"]
+
+
+def label_positions(fig: Figure, ds: xr.Dataset, ticks: int = 6) -> None:
+    """On a binned run, relabel the position axes of ``fig``'s matrix panels with token positions (each
+    bin's first position) and say the bin width in the axis labels; nothing otherwise."""
+    w = bin_width(ds)
+    if w is None:
+        return
+    starts = ds["query"].values
+    at = np.unique(np.linspace(0, len(starts) - 1, ticks).round().astype(int))
+    for ax in fig.axes:
+        if not ax.images:
+            continue
+        ax.set_xticks(at, [str(int(starts[k])) for k in at], fontsize=7)
+        ax.set_yticks(at, [str(int(starts[k])) for k in at], fontsize=7)
+        for get, set_ in ((ax.get_xlabel, ax.set_xlabel), (ax.get_ylabel, ax.set_ylabel)):
+            if get():
+                set_(f"{get()} (bins of {w:g} tokens)", fontsize=8)
 
 
 def layers_text(layers: list[int]) -> str:

@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 
 from ..errors import require
 from ..plots.style import ATTENTION_CMAP, figure, heatmap, square_panels
-from .base import PaperFigure, ReportedRun, layer_arg, layers_text, middle_layer, n_windows
+from .base import PaperFigure, ReportedRun, label_positions, layer_arg, layers_text, middle_layer, n_windows
 
 
 def default_layers(n_layers: int) -> list[int]:
@@ -48,6 +48,7 @@ def fig02_summed_attention(ds: xr.Dataset, *, model: str | None = None, layers: 
             vmax = clip_max(m, clip)
             heatmap(axes[row, col], m, title=title, cmap=ATTENTION_CMAP, vmin=0, vmax=vmax,
                     cbar_label=f"attention summed over {what}{note}")
+    label_positions(fig, ds)
     return fig
 
 

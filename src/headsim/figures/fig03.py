@@ -8,7 +8,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from ..plots.style import ATTENTION_CMAP, figure, heatmap, square_panels
-from .base import PaperFigure, ReportedRun, RunStatistics, layer_arg, n_windows
+from .base import PaperFigure, ReportedRun, RunStatistics, bin_width, label_positions, layer_arg, n_windows
 from .claim import FAILS, HOLDS, NA, Claim
 
 
@@ -49,6 +49,7 @@ def fig03_zeroed_attention(ds: xr.Dataset, *, model: str | None = None, layer: i
         if "head" in da.dims:
             da = da.sum("head")
         heatmap(axes[0, col], da.values, title=title, cmap=ATTENTION_CMAP, vmin=0, cbar_label="summed attention")
+    label_positions(fig, ds)
     return fig
 
 
@@ -109,6 +110,9 @@ def claim_diagonal(ds: xr.Dataset) -> Claim:
     counts = {int(d): int((peak_valid == d).sum()) for d in (-1, 0, 1)}
     others = sorted(set(peak_valid.tolist()) - {-1, 0, 1})
     other_text = ", ".join(f"{int(d):+d} ({int((peak_valid == d).sum())})".replace("-", "\u2212") for d in others)
+    w = bin_width(ds)
+    if w is not None:
+        claim.measure += f" This run is binned: offsets are in position bins of {w:g} tokens."
     claim.value = (f"{int(near.sum())} of {int(valid.sum())} heads peak within ±1 "
                    f"(offset −1: {counts[-1]}, 0: {counts[0]}, +1: {counts[1]}); other peaks, offset (heads): "
                    + (other_text or "none"))

@@ -11,7 +11,26 @@ from matplotlib.figure import Figure
 
 from ..plots.style import COUNT_CMAP, head_grid, layer_head_heatmap, layer_head_size, outline_rows, titled
 from ..stats.tables import chance_distances, hist_stats
-from .base import PaperFigure, ReportedRun, layer_arg, n_windows
+from .base import PaperFigure, ReportedRun, bin_width, layer_arg, n_windows
+
+
+def distance_bars(ax, ds: xr.Dataset, share: np.ndarray, chance: np.ndarray) -> None:
+    """Bars of a distance histogram's ``share`` per distance (from 1) with the ``chance`` distribution as
+    a line; on a binned run each bar spans its bin of distances."""
+    dist = ds["distance"].values.astype(np.float64)
+    if bin_width(ds) is None:
+        ax.bar(dist[1:], share[1:], width=1.0, color="#8fb8de", label="high-similarity pairs")
+        ax.step(dist[1:], chance[1:], where="mid", color="0.15", lw=1.1, label="all valid pairs (chance)")
+        return
+    edges = np.append(dist, float(ds.attrs["seq_len"]))
+    ax.bar(dist[1:], share[1:], width=np.diff(edges)[1:], align="edge", color="#8fb8de", label="high-similarity pairs")
+    ax.stairs(chance[1:], edges[1:], color="0.15", lw=1.1, label="all valid pairs (chance)")
+
+
+def distance_label(ds: xr.Dataset) -> str:
+    """The distance axis' label (with the bin width on a binned run)."""
+    w = bin_width(ds)
+    return "distance |i − j| (tokens)" if w is None else f"distance |i − j| (tokens, bins of {w:g})"
 
 
 def fig07_distance_histograms(ds: xr.Dataset, heads: pd.DataFrame, *, model: str, layer: int | None = None) -> Figure:
@@ -34,8 +53,7 @@ def fig07_distance_histograms(ds: xr.Dataset, heads: pd.DataFrame, *, model: str
         counts = hist[hi].astype(np.float64)
         mean, median, n = hist_stats(counts, dist)
         share = counts / n if n else counts
-        ax.bar(dist[1:], share[1:], width=1.0, color="#8fb8de", label="high-similarity pairs")
-        ax.step(dist[1:], chance[1:], where="mid", color="0.15", lw=1.1, label="all valid pairs (chance)")
+        distance_bars(ax, ds, share, chance)
         if n:
             ax.axvline(mean, color="C3", lw=1.0, ls="--", label="mean")
         ax.set_title(f"head {hi + 1}: n = {n:,}, mean {mean:.1f}" if n else f"head {hi + 1}: no pairs", fontsize=8)
@@ -43,7 +61,7 @@ def fig07_distance_histograms(ds: xr.Dataset, heads: pd.DataFrame, *, model: str
         if hi % ncols == 0:
             ax.set_ylabel("share of pairs", fontsize=8)
         if hi // ncols == nrows - 1 or hi + ncols >= H:
-            ax.set_xlabel("distance |i − j| (tokens)", fontsize=8)
+            ax.set_xlabel(distance_label(ds), fontsize=8)
         if hi == 0:
             fig.legend(loc="outside lower center", ncol=3, fontsize=8, frameon=False)
     ax_m = fig.add_subplot(gs[nrows, :])

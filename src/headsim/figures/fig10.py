@@ -7,7 +7,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from ..plots.style import SIMILARITY_CMAP, figure
-from .base import PaperFigure, ReportedRun, layer_arg, n_windows
+from .base import PaperFigure, ReportedRun, bin_width, layer_arg, n_windows
 
 
 def fig10_locations(ds: xr.Dataset, *, model: str, layers: list[int] | None = None) -> Figure:
@@ -38,8 +38,10 @@ def fig10_locations(ds: xr.Dataset, *, model: str, layers: list[int] | None = No
     bar = fig.colorbar(img, ax=axes, fraction=0.02, pad=0.01)
     bar.set_label("pair count ÷ that panel's maximum", fontsize=8)
     bar.ax.tick_params(labelsize=7)
-    fig.supxlabel(f"each panel: key position j across,\nquery position i down, 0..{t - 1}" if H < 4 else
-                  f"each panel: key position j across, query position i down, 0..{t - 1}", fontsize=8)
+    w = bin_width(ds)
+    span = f"0..{t - 1}" if w is None else f"0..{int(ds.attrs['seq_len']) - 1} in {t} bins of {w:g} tokens"
+    fig.supxlabel(f"each panel: key position j across,\nquery position i down, {span}" if H < 4 else
+                  f"each panel: key position j across, query position i down, {span}", fontsize=8)
     return fig
 
 

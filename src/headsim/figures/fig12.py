@@ -7,15 +7,17 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from ..plots.text import fig12_summed_similarity as _one_text
-from .base import PaperFigure, ReportedRun, first_middle_last, layer_arg, layers_text, n_windows
+from .base import PaperFigure, ReportedRun, first_middle_last, label_positions, layer_arg, layers_text, n_windows
 
 
 def fig12_summed_similarity(ds: xr.Dataset, *, model: str, layers: list[int] | None = None) -> Figure:
     """Fig 12 (corpus): normalised similarity summed over all heads and windows, first / middle / last layer."""
     layers = first_middle_last(ds.sizes["layer"]) if layers is None else [layer_arg(ds, x) for x in layers]
     idx = [int(np.flatnonzero(ds["layer"].values == x)[0]) for x in layers]
-    return _one_text(ds["sim_sum"].values, None, idx, model=model,
-                     title=f"normalised similarity summed over heads and {n_windows(ds)} windows")
+    fig = _one_text(ds["sim_sum"].values, None, idx, model=model,
+                    title=f"normalised similarity summed over heads and {n_windows(ds)} windows")
+    label_positions(fig, ds)
+    return fig
 
 
 def caption(r: ReportedRun) -> str:

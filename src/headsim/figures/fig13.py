@@ -14,6 +14,7 @@ from ..plots.style import figure
 from ..stats.tables import chance_distances, hist_stats, random_pair_distance
 from .base import PaperFigure, ReportedRun, RunStatistics, first_middle_last, layer_arg, layers_text, middle_layer
 from .claim import FAILS, HOLDS, NA, Claim, column, finite, signed_pct
+from .fig07 import distance_bars, distance_label
 
 #: claim 4: relative drop of the mean distance from the first to the middle layer
 DISTANCE_DROP = 0.10
@@ -34,8 +35,7 @@ def fig13_layer_distances(ds: xr.Dataset, *, model: str, layers: list[int] | Non
         counts = ds["distance_hist"].sel(layer=layer).sum("head").values.astype(np.float64)
         mean, median, n = hist_stats(counts, dist)
         share = counts / n if n else counts
-        ax.bar(dist[1:], share[1:], width=1.0, color="#8fb8de", label="high-similarity pairs")
-        ax.step(dist[1:], chance[1:], where="mid", color="0.15", lw=1.1, label="all valid pairs (chance)")
+        distance_bars(ax, ds, share, chance)
         if n:
             ax.axvline(mean, color="C3", ls="--", lw=1.0, label=f"mean {mean:.1f}")
             ax.axvline(median, color="C1", ls=":", lw=1.2, label=f"median {median:.0f}")
@@ -43,7 +43,7 @@ def fig13_layer_distances(ds: xr.Dataset, *, model: str, layers: list[int] | Non
         ax.set_ylabel("share of pairs", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=7, loc="upper right")
-    axes[-1, 0].set_xlabel("distance |i − j| (tokens)", fontsize=8)
+    axes[-1, 0].set_xlabel(distance_label(ds), fontsize=8)
     return fig
 
 
