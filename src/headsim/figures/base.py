@@ -90,6 +90,21 @@ class PaperFigure:
         return save_once(self.plot(run), out, self.stem, dpi=dpi)
 
 
+@dataclass(frozen=True)
+class ExampleFigure:
+    """A per-text figure of the report's example section (drawn by
+    :meth:`headsim.inspection.Inspection.write` into ``stem.png``/``.svg``).
+
+    ``caption`` reads the inspection's settings (its ``inspect.json``: ``layer``, ``head``,
+    ``threshold``, ``figure_layers``, ``separator_layer``, ``valid_tokens`` …).
+    """
+
+    stem: str
+    label: str
+    title: str
+    caption: Callable[[dict], str]
+
+
 # ---------------------------------------------------------------------------------------------
 # Data selection shared by several figures
 # ---------------------------------------------------------------------------------------------

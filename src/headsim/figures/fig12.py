@@ -7,7 +7,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from ..plots.text import fig12_summed_similarity as _one_text
-from .base import PaperFigure, ReportedRun, first_middle_last, label_positions, layer_arg, layers_text, n_windows
+from .base import ExampleFigure, PaperFigure, ReportedRun, first_middle_last, label_positions, layer_arg, layers_text, n_windows
 
 
 def fig12_summed_similarity(ds: xr.Dataset, *, model: str, layers: list[int] | None = None) -> Figure:
@@ -32,3 +32,12 @@ def caption(r: ReportedRun) -> str:
 
 FIGURE = PaperFigure("fig12_summed_similarity", "Fig 12", "summed similarity, first / middle / last layer",
                      lambda r: fig12_summed_similarity(r.dataset, model=r.label), caption)
+
+
+def example_caption(meta: dict) -> str:
+    return (f"The same input: normalised similarity summed over all heads, for layers "
+            f"{layers_text(meta.get('figure_layers', []))}.")
+
+
+EXAMPLE = ExampleFigure("fig12_summed_similarity", "Fig 12 (one input)", "similarity summed over heads for one input",
+                        example_caption)

@@ -19,12 +19,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..figures.base import layers_text
 from ..figures.claim import jsonable
 from ..model.load import load_tokenizer
 from ..rundir import HEADS, LAYERS, RUN_JSON, STATS_NC, WINDOWS, Run, RunDir
 from .claims import Claim, claims_frame, compute_claims, token_shares
-from .contents import FIGURES
+from .contents import EXAMPLE_FIGURES, FIGURES
 from .html import model_label, model_note, render
 
 EXAMPLE_DIR = "example"
@@ -72,31 +71,10 @@ def _example_section(example, out: Path) -> dict:
     names = {p.name for p in written}
     meta = example.meta
     layer, head, thr = meta.get("layer"), meta.get("head"), meta.get("threshold")
-    shown = meta.get("figure_layers", [])
-    sep_layer = meta.get("separator_layer")
     model = example.model.name if hasattr(example, "model") else "model"
-    specs = [
-        ("fig04_attention", "Fig 4", "attention maps of one input",
-         f"One input window ({meta.get('valid_tokens', '?')} tokens). Per layer ({layers_text(shown)}), the attention "
-         f"map of head {head} (left) and the sum over the layer's heads (right); tick labels are 'position:token'. The "
-         "paper: attention is spread out in the first layers, centred on the diagonal in the middle and focused on "
-         "sentence separators in the last."),
-        ("fig05_blocks", "Fig 5", "separator blocks of one input",
-         f"Layer {layer}, head {head}: attention map (top left), normalised similarity matrix with zeroed diagonal (top "
-         f"right), the separator rows and columns found from layer {sep_layer}'s attention columns (bottom left) and "
-         "the similarity averaged inside each block between separators (bottom right)."),
-        ("fig09_pairs", "Fig 9", "high-similarity token pairs of one head",
-         f"Layer {layer}, head {head}: the pairs whose normalised similarity exceeds {thr} (table, positions from 0) "
-         "and the input's tokens, the paired ones coloured by token value, as in the paper's Fig 9."),
-        ("similarity", "Similarity", "one head's similarity and its high-similarity mask",
-         f"Layer {layer}, head {head}: S = Z·Zᵀ of the head's output vectors with the diagonal zeroed and divided by its "
-         f"maximum (left), and the elements above the threshold {thr} (right)."),
-        ("fig12_summed_similarity", "Fig 12 (one input)", "similarity summed over heads for one input",
-         f"The same input: normalised similarity summed over all heads, for layers {layers_text(shown)}."),
-    ]
-    figures = [{"stem": stem, "label": label, "title": title, "caption": caption,
-                "png": f"{EXAMPLE_DIR}/{stem}.png", "svg": f"{EXAMPLE_DIR}/{stem}.svg"}
-               for stem, label, title, caption in specs if f"{stem}.png" in names]
+    figures = [{"stem": f.stem, "label": f.label, "title": f.title, "caption": f.caption(meta),
+                "png": f"{EXAMPLE_DIR}/{f.stem}.png", "svg": f"{EXAMPLE_DIR}/{f.stem}.svg"}
+               for f in EXAMPLE_FIGURES if f"{f.stem}.png" in names]
     pairs = example.head_pairs()
     show = pairs.sort_values("similarity", ascending=False, kind="stable").head(PAIR_ROWS)
     rows = [[r.token_i, r.token_j, int(r.index_i), int(r.index_j), f"{r.similarity:.3f}"] for r in show.itertuples()]
