@@ -21,7 +21,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from ..errors import require
-from ..plots.style import save_once
+from ..plots.style import ONE_BASED, save_once
 from .claim import Claim
 
 
@@ -143,7 +143,7 @@ def bin_width(ds: xr.Dataset) -> float | None:
 
 def label_positions(fig: Figure, ds: xr.Dataset, ticks: int = 6) -> None:
     """On a binned run, relabel the position axes of ``fig``'s matrix panels with token positions (each
-    bin's first position) and say the bin width in the axis labels; nothing otherwise."""
+    bin's first position) and say the bin width in the title; nothing otherwise."""
     w = bin_width(ds)
     if w is None:
         return
@@ -154,9 +154,9 @@ def label_positions(fig: Figure, ds: xr.Dataset, ticks: int = 6) -> None:
             continue
         ax.set_xticks(at, [str(int(starts[k])) for k in at], fontsize=7)
         ax.set_yticks(at, [str(int(starts[k])) for k in at], fontsize=7)
-        for get, set_ in ((ax.get_xlabel, ax.set_xlabel), (ax.get_ylabel, ax.set_ylabel)):
-            if get():
-                set_(f"{get()} (bins of {w:g} tokens)", fontsize=8)
+    if fig._suptitle is not None:
+        fig._suptitle.set_text(fig._suptitle.get_text().replace(f"({ONE_BASED})", f"({ONE_BASED}; token positions in "
+                                                                 f"bins of {w:g})"))
 
 
 def layers_text(layers: list[int]) -> str:

@@ -24,7 +24,7 @@ def distance_bars(ax, ds: xr.Dataset, share: np.ndarray, chance: np.ndarray) -> 
         return
     edges = np.append(dist, float(ds.attrs["seq_len"]))
     ax.bar(dist[1:], share[1:], width=np.diff(edges)[1:], align="edge", color="#8fb8de", label="high-similarity pairs")
-    ax.stairs(chance[1:], edges[1:], color="0.15", lw=1.1, label="all valid pairs (chance)")
+    ax.stairs(chance[1:], edges[1:], baseline=None, color="0.15", lw=1.1, label="all valid pairs (chance)")
 
 
 def distance_label(ds: xr.Dataset) -> str:
