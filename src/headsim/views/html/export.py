@@ -53,10 +53,10 @@ def key_figure(obj):
         from ...ablation.plots import heads_figure
 
         return heads_figure(obj.meta, obj.heads)
-    from ...plots import corpus as cf
-    from ...report.build import RunData
+    from ... import figures as cf
+    from ...report.build import ReportRun
 
-    data = RunData(obj.path, obj.meta, obj.heads, obj.layers)
+    data = ReportRun(obj.path, obj.meta, obj.heads, obj.layers)
     return cf.fig08_same_sentence(data.dataset, data.heads, data.layers, model=data.label)
 
 
