@@ -166,3 +166,10 @@ def layers_table(ds: xr.Dataset) -> pd.DataFrame:
     for name in ("layer", "n_pairs"):
         out[name] = out[name].astype(np.int64)
     return _with_stack(out, ds, 1)
+
+
+def same_sentence_excess(heads: pd.DataFrame) -> pd.Series:
+    """The heads-table column ``p_same_sentence_excess``: ``p_same_sentence − p_same_sentence_chance`` per
+    row, how much more often a head's pairs share a sentence than random pairs of the same windows (Fig 8b;
+    NaN where the head has no pairs). ``heads`` is :func:`heads_table`'s frame or a run's ``heads.parquet``."""
+    return heads["p_same_sentence"] - heads["p_same_sentence_chance"]
