@@ -67,6 +67,25 @@ export function fmt(v, digits = 3) {
   return v.toFixed(digits);
 }
 
+/**
+ * The high-similarity rule of every view, written once: a pair (i, j) is high when its normalised similarity
+ * S (Z·Zᵀ with the diagonal zeroed, divided by the head's maximum) is strictly greater than the threshold
+ * (the paper: 0.3). It is the rule of the Python statistics: headsim.context_similarity.similarity
+ * (``normalized > threshold``) and, for the corpus counts, headsim.stats.pairs.high_upper. The notebook
+ * payload keeps it exact on its quantised levels (headsim.views.html.heads.similarity_levels:
+ * S > k/steps ⇔ level ≥ k; widget.js matrices().above).
+ */
+export function isHigh(similarity, threshold) {
+  return similarity > threshold;
+}
+
+/** Opacity of a token shaded by its similarity v to the hovered token: high pairs (isHigh) stand out
+ * (0.3 to 0.9), the rest stay faint (up to 0.22). */
+export function similarityShade(v, high) {
+  const x = Math.max(0, Math.min(1, v));
+  return high ? 0.3 + 0.6 * x : 0.22 * x;
+}
+
 export function shortTok(tok, max = 12) {
   return tok.length > max ? tok.slice(0, max - 1) + '…' : tok;
 }
@@ -319,6 +338,33 @@ export function drawGrid(canvas, opts) {
     ctx.strokeRect(left + h * step - 3.5, top + l * step - 3.5, tile + 7, tile + 7);
   }
   return { left, top, step, tile, L, H };
+}
+
+/** Frame colours of a layer × head grid of a statistic (rows of numbers, null where missing): viridis over
+ * the grid's finite range [lo, hi] ([0, 1] when none; the middle colour when all are equal), grey where missing. */
+export function statFrames(grid) {
+  let lo = Infinity, hi = -Infinity;
+  for (const row of grid) for (const v of row) if (v != null && Number.isFinite(v)) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+  if (!Number.isFinite(lo)) { lo = 0; hi = 1; }
+  const frame = (l, h) => {
+    const v = grid[l][h];
+    return colorAt(VIRIDIS, v == null ? NaN : (hi > lo ? (v - lo) / (hi - lo) : 0.5));
+  };
+  return { lo, hi, frame };
+}
+
+/**
+ * The model view with its frames: drawGrid() of the thumbnails on ``canvas`` (kind 'attention': Blues, else
+ * magma), frames coloured by ``stat`` (a layer × head grid: statFrames(); null: no frames) and their colour
+ * bar on ``bar``, labelled "frame: <label>" (hidden without a statistic). Returns drawGrid()'s geometry.
+ */
+export function drawModelView(canvas, bar, { L, H, tile, thumb, kind, stat, label, selected }) {
+  const frames = stat ? statFrames(stat) : null;
+  const geom = drawGrid(canvas, { L, H, tile, thumb, scale: kind === 'attention' ? BLUES : MAGMA,
+    frame: frames ? frames.frame : null, selected });
+  bar.hidden = !frames;
+  if (frames) drawColorbar(bar, VIRIDIS, frames.lo, frames.hi, `frame: ${label}`);
+  return geom;
 }
 
 /** Which (layer, head), 0-based, canvas coordinates (x, y) of a drawGrid() geometry fall on; null in the gaps. */
