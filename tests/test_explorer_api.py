@@ -342,6 +342,8 @@ def test_run_heads_profile_examples(run_client, tiny, tmp_path):
     assert heads["n_layers"] == 2 and heads["n_heads"] == 4 and len(heads["rows"]) == 8
     assert heads["rows"][0]["p_repeat"] is None  # NaN → null
     assert "p_same_sentence_excess" in heads["columns"]
+    for r in heads["rows"]:  # the heads-table column, as the ablation's same_sentence role reads it
+        assert r["p_same_sentence_excess"] == pytest.approx(r["p_same_sentence"] - 0.3)
     prof = run_client.get("/api/heads/2/3").json()
     table = pd.read_parquet(Path(run_client.app.state.explorer.run.path) / "heads.parquet")
     row = table[(table["layer"] == 2) & (table["head"] == 3)].iloc[0]
