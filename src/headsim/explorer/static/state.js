@@ -39,7 +39,7 @@ export const store = {
 /** Rows shown in the pair table at most. */
 export const MAX_ROWS = 500;
 
-/** Whether pair (i, j) of the open head is a high-similarity pair at the current threshold: draw.js isHigh,
+/** Whether pair (i, j) of the open head is a high-similarity pair at the current threshold: common.js isHigh,
  * the one rule of every view and of the Python statistics (similarity > threshold, strictly). */
 export function high(similarity) {
   return isHigh(similarity, store.threshold);
