@@ -375,3 +375,18 @@ def test_ablation_acts_at_its_own_layer_in_any_family(model_type):
     assert float((got[:, 1] - base[:, 1]).abs().max()) > 1e-4  # the next layer sees the change
     assert float(base[:, 1].abs().max()) > 0 and float(got[:, 1].abs().max()) > 0
     assert not torch.allclose(changed, hidden_states(loaded, ids, mask))
+
+
+def test_same_sentence_role_is_the_heads_table_excess():
+    """The same_sentence role ranks heads by the one heads-table column the explorer shows too
+    (p_same_sentence - p_same_sentence_chance), NaN kept where a head has no pairs."""
+    from headsim.stats.tables import same_sentence_excess
+
+    rng = np.random.default_rng(3)
+    heads = pd.DataFrame({"layer": np.repeat([1, 2], 3), "head": np.tile([1, 2, 3], 2), "p_repeat": rng.random(6),
+                          "p_same_sentence": rng.random(6), "p_same_sentence_chance": 0.25,
+                          "mean_distance": rng.random(6), "anchor_fraction_mean": rng.random(6)})
+    heads.loc[4, "p_same_sentence"] = np.nan
+    want = np.array([v - 0.25 for v in heads["p_same_sentence"]]).reshape(2, 3)
+    np.testing.assert_array_equal(role_scores(heads.iloc[::-1], 2, 3)["same_sentence"], want)
+    np.testing.assert_array_equal(same_sentence_excess(heads).to_numpy().reshape(2, 3), want)

@@ -452,7 +452,7 @@ def damage(run: Path, how: str) -> None:
 @pytest.mark.parametrize("how", DAMAGES)
 def test_10_every_reader_refuses_a_broken_run_alike(env, reference, tmp_path, how):
     from headsim.ablation.study import ablation_study
-    from headsim.explorer.api import Run as ExplorerRun
+    from headsim.explorer.api import ExplorerRun
     from headsim.runs.merge import merge_runs
     from headsim.report.build import build_report
     from headsim.report.compare import compare_runs

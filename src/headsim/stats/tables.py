@@ -225,3 +225,10 @@ def sim_bin_edges(ds: xr.Dataset) -> np.ndarray:
     c = ds["sim_bin"].values.astype(np.float64)
     half = np.diff(c).mean() / 2 if len(c) > 1 else 0.5
     return np.concatenate([[c[0] - half], (c[:-1] + c[1:]) / 2, [c[-1] + half]])
+
+
+def same_sentence_excess(heads: pd.DataFrame) -> pd.Series:
+    """The heads-table column ``p_same_sentence_excess``: ``p_same_sentence − p_same_sentence_chance`` per
+    row, how much more often a head's pairs share a sentence than random pairs of the same windows (Fig 8b;
+    NaN where the head has no pairs). ``heads`` is :func:`heads_table`'s frame or a run's ``heads.parquet``."""
+    return heads["p_same_sentence"] - heads["p_same_sentence_chance"]
