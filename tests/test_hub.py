@@ -257,7 +257,7 @@ def test_a_local_path_takes_no_revision(tiny_bert_dir, hub_env):
 
 def test_cli_analyze_records_the_commit_and_resumes_at_it(hub, hub_env, tmp_path, capsys):
     from headsim.cli import run_app
-    from headsim.report.build import load_report_run
+    from headsim.report.reading import load_report_run
     from headsim.report.html import model_description
 
     corpus = tmp_path / "corpus.txt"

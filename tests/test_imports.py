@@ -9,17 +9,6 @@ import import_graph as g
 
 #: cycles that exist today outside the run pipeline, each with the change that removes it; the test
 #: fails on any other cycle (a group of modules that grows, or a new one, fails it; delete a line once its cycle is gone)
-KNOWN_CYCLES = {
-    # corpus.py reads URLs through corpus_uri, which takes the file readers back from corpus.py:
-    # goes away when the readers and the remote reading become corpus/{readers,remote}.py
-    frozenset({"headsim.corpus", "headsim.corpus_uri"}),
-    # a run's notebook card (runs.run -> views.html.summaries) draws from the report's tables
-    # (report.build), which read runs and show the ablation section, whose card is in summaries again:
-    # goes away when the cards take their numbers from stats/tables.py and figures/, not report/
-    frozenset({"headsim.ablation.report", "headsim.ablation.study", "headsim.views.html.summaries",
-               "headsim.report.build", "headsim.report.window_lengths", "headsim.report.window_section",
-               "headsim.runs.run", "headsim.runs.rundir"}),
-}
 
 
 def _write(root, files: dict[str, str]) -> None:
@@ -50,8 +39,7 @@ def test_the_graph_sees_imports_inside_functions_and_names_the_cycle(tmp_path):
 
 def test_no_import_cycle_in_the_package():
     edges = g.graph()
-    found = [g.cycles({a: edges[a] & tangle for a in tangle})[0] for tangle in g.tangles(edges)
-             if frozenset(tangle) not in KNOWN_CYCLES]
+    found = [g.cycles({a: edges[a] & tangle for a in tangle})[0] for tangle in g.tangles(edges)]
     assert not found, "import cycles: " + "; ".join(" -> ".join(c) for c in found)
 
 

@@ -33,7 +33,8 @@ from fake_run import (
 )
 from headsim.errors import HeadsimError
 from headsim.plots.style import save
-from headsim.report.build import build_report, load_report_run
+from headsim.report.build import build_report
+from headsim.report.reading import load_report_run
 from headsim.report.claims import FAILS, HOLDS, NA, VERDICTS, compute_claims
 from headsim.report.compare import compare_runs
 from headsim.report.contents import FIGURES

@@ -19,7 +19,8 @@ from PIL import Image
 
 from fake_run import _windows, build_dataset, make_fake_run, run_meta, write_run
 from headsim.errors import HeadsimError
-from headsim.report.build import build_report, load_report_run
+from headsim.report.build import build_report
+from headsim.report.reading import load_report_run
 from headsim.report.claims import FAILS, HOLDS, compute_claims
 from headsim.report.window_lengths import STATISTICS, compare_window_lengths
 from headsim.reproduction import matched_windows, parse_lengths

@@ -36,7 +36,7 @@ class RunStatistics(Protocol):
 
 
 class ReportedRun(RunStatistics, Protocol):
-    """What plots and captions read besides: :class:`headsim.report.build.ReportRun`."""
+    """What plots and captions read besides: :class:`headsim.report.reading.ReportRun`."""
 
     meta: dict
     label: str

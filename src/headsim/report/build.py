@@ -15,52 +15,19 @@ import os
 import shutil
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import __version__
 from ..figures.claim import jsonable
-from ..model.load import load_tokenizer
 from ..runs.layout import HEADS, LAYERS, RUN_JSON, STATS_NC, WINDOWS
-from ..runs.run import Run
-from ..runs.rundir import RunDir
-from .claims import Claim, claims_frame, compute_claims, token_shares
+from .claims import Claim, claims_frame, compute_claims
 from .contents import EXAMPLE_FIGURES, FIGURES
-from .html import model_label, model_note, render
+from .html import model_note, render, run_rows
+from .reading import ReportRun, load_report_run
 
 EXAMPLE_DIR = "example"
 PAIR_ROWS = 40
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading a run
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class ReportRun(Run):
-    """A finished run (:class:`~headsim.runs.run.Run`) as the report reads it: with the share of valid
-    tokens each kind of token takes (:func:`~headsim.report.claims.token_shares`) and a display label."""
-
-    shares: dict = field(default_factory=dict)
-
-    @property
-    def label(self) -> str:
-        return model_label(self.model)
-
-
-def load_report_run(run_dir: str | os.PathLike, *, tokenizer=None, use_tokenizer: bool = True) -> ReportRun:
-    """Read a finished run (:meth:`RunDir.load`) and its token shares; ``tokenizer`` defaults to the
-    run's model tokenizer at its recorded commit (:func:`headsim.model.load.load_tokenizer`: from disk
-    or the local cache only; without one punctuation is not counted)."""
-    run = RunDir(run_dir).load()
-    model = run.model
-    if tokenizer is None and use_tokenizer and model.get("source"):
-        tokenizer = load_tokenizer(model["source"], model.get("commit"))
-    data = ReportRun(run.path, run.meta, run.heads, run.layers)
-    data.shares = token_shares(data.windows, tokenizer, data.dataset, framing=data.model.get("framing"))
-    return data
 
 
 # ---------------------------------------------------------------------------------------------
@@ -107,37 +74,6 @@ NO_EXAMPLE = ("The per-text figures (Fig 4 attention maps, Fig 5 separator block
 # ---------------------------------------------------------------------------------------------
 # The report
 # ---------------------------------------------------------------------------------------------
-
-
-def run_rows(run: ReportRun) -> list[tuple[str, str]]:
-    m, c = run.model, run.meta.get("corpus", {})
-    versions = run.meta.get("versions", {})
-    rows = [
-        ("model", f"{run.label} — {m.get('class', '?')} ({m.get('model_type', '?')})"),
-        ("model source", str(m.get("source", "?"))),
-        *([("model revision", str(m.get("revision") or m.get("commit")))] if m.get("revision") or m.get("commit") else []),
-        ("layers × heads", f"{m.get('n_layers', run.dataset.sizes['layer'])} × {m.get('n_heads', run.dataset.sizes['head'])}, "
-                           f"{m.get('d_head', '?')} dimensions per head"),
-        ("dtype, device", f"{m.get('dtype', run.meta.get('dtype', '?'))}, {m.get('device', run.meta.get('device', '?'))}"),
-        ("corpus", f"{c.get('name', '?')} ({c.get('documents', '?')} documents"
-                   + (f", {c['tokens']:,} tokens" if isinstance(c.get("tokens"), int) else "")
-                   + f"; sha256 {str(c.get('sha256', '?'))[:16]}…)"),
-        ("windows analysed", f"{run.n_windows:,} windows of {run.dataset.attrs.get('seq_len', run.meta.get('seq_len', '?'))} "
-                             f"tokens ({int(run.dataset['tokens'].values):,} valid tokens)" if "tokens" in run.dataset else str(run.n_windows)),
-        ("threshold", f"{run.threshold:g} on S / max S (diagonal zeroed)"),
-        ("columns zeroed (Fig 3)", str(run.dataset.attrs.get("top_k_columns", run.meta.get("top_k_columns", "?")))),
-    ]
-    if run.meta.get("sentence_splitter"):
-        rows.append(("sentence splitter", str(run.meta["sentence_splitter"])))
-    if versions:
-        rows.append(("versions", ", ".join(f"{k} {v}" for k, v in versions.items())))
-    rows.append(("git commit", str(run.meta.get("git_commit") or "unknown")))
-    when = run.meta.get("created", "?") + (f", finished {run.meta['finished']}" if run.meta.get("finished") else "")
-    if run.meta.get("seconds") is not None:
-        when += f" ({float(run.meta['seconds']):,.0f} s)"
-    rows.append(("created", when))
-    rows.append(("run directory", str(run.path)))
-    return rows
 
 
 def _rel(target: Path, start: Path) -> str:

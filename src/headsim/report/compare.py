@@ -23,7 +23,7 @@ from .. import __version__
 from ..plots.comparison import layer_comparison
 from ..plots.style import save_once
 from ..stats.tables import random_pair_distance
-from .build import ReportRun, load_report_run
+from .reading import ReportRun, load_report_run
 from .claims import compute_claims, jsonable
 from .html import PAPER_MODEL, is_default_model, minilm_note, model_description, render
 

@@ -51,7 +51,7 @@ def is_default_model(model: dict) -> bool:
     if not source:
         return False
     try:
-        from ..models import default_model_dir
+        from ..model.load import default_model_dir
 
         return Path(str(source)).resolve() == Path(default_model_dir()).resolve()
     except Exception:  # noqa: BLE001 - the embedded model package missing: not the default
@@ -98,3 +98,36 @@ def model_note(model: dict) -> str:
     """The plain statement of which model produced the numbers and what that means for the paper's numbers."""
     return (f"Every number and figure on this page was produced by {model_description(model)}. The paper analysed "
             f"{PAPER_MODEL}. " + minilm_note(model))
+
+
+def run_rows(run) -> list[tuple[str, str]]:
+    """The settings of a finished run (:class:`~headsim.runs.run.Run`) as (label, value) rows, as the report
+    and the run's notebook card show them."""
+    m, c = run.model, run.meta.get("corpus", {})
+    versions = run.meta.get("versions", {})
+    rows = [
+        ("model", f"{model_label(run.model)} — {m.get('class', '?')} ({m.get('model_type', '?')})"),
+        ("model source", str(m.get("source", "?"))),
+        *([("model revision", str(m.get("revision") or m.get("commit")))] if m.get("revision") or m.get("commit") else []),
+        ("layers × heads", f"{m.get('n_layers', run.dataset.sizes['layer'])} × {m.get('n_heads', run.dataset.sizes['head'])}, "
+                           f"{m.get('d_head', '?')} dimensions per head"),
+        ("dtype, device", f"{m.get('dtype', run.meta.get('dtype', '?'))}, {m.get('device', run.meta.get('device', '?'))}"),
+        ("corpus", f"{c.get('name', '?')} ({c.get('documents', '?')} documents"
+                   + (f", {c['tokens']:,} tokens" if isinstance(c.get("tokens"), int) else "")
+                   + f"; sha256 {str(c.get('sha256', '?'))[:16]}…)"),
+        ("windows analysed", f"{run.n_windows:,} windows of {run.dataset.attrs.get('seq_len', run.meta.get('seq_len', '?'))} "
+                             f"tokens ({int(run.dataset['tokens'].values):,} valid tokens)" if "tokens" in run.dataset else str(run.n_windows)),
+        ("threshold", f"{run.threshold:g} on S / max S (diagonal zeroed)"),
+        ("columns zeroed (Fig 3)", str(run.dataset.attrs.get("top_k_columns", run.meta.get("top_k_columns", "?")))),
+    ]
+    if run.meta.get("sentence_splitter"):
+        rows.append(("sentence splitter", str(run.meta["sentence_splitter"])))
+    if versions:
+        rows.append(("versions", ", ".join(f"{k} {v}" for k, v in versions.items())))
+    rows.append(("git commit", str(run.meta.get("git_commit") or "unknown")))
+    when = run.meta.get("created", "?") + (f", finished {run.meta['finished']}" if run.meta.get("finished") else "")
+    if run.meta.get("seconds") is not None:
+        when += f" ({float(run.meta['seconds']):,.0f} s)"
+    rows.append(("created", when))
+    rows.append(("run directory", str(run.path)))
+    return rows

@@ -23,7 +23,7 @@ from ..runs.run import Run
 from ..runs.spec import RunSpec, describe_changes
 from ..stats.tables import (HIGH_CUT, LOW_CUT, distance_summary, histogram_median, histogram_share, random_pair_distance,
                             ratio, same_sentence_chance)
-from .build import ReportRun
+from .reading import ReportRun
 from .claims import compute_claims
 from .html import model_label
 

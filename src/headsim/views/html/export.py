@@ -54,10 +54,9 @@ def key_figure(obj):
 
         return heads_figure(obj.meta, obj.heads)
     from ... import figures as cf
-    from ...report.build import ReportRun
+    from ...report.html import model_label
 
-    data = ReportRun(obj.path, obj.meta, obj.heads, obj.layers)
-    return cf.fig08_same_sentence(data.dataset, data.heads, data.layers, model=data.label)
+    return cf.fig08_same_sentence(obj.dataset, obj.heads, obj.layers, model=model_label(obj.model))
 
 
 def export(obj, out: str | os.PathLike, fmt: str = "html") -> Path:

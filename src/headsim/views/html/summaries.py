@@ -48,9 +48,9 @@ def run_html(run) -> tuple[str, str]:
     """Title and body of a finished run (:class:`~headsim.runs.run.Run`): its settings (model with its
     exact revision where ``run.json`` has one), the heads with the most same-sentence pairs, Figs 6 and 8."""
     from ... import figures as cf
-    from ...report.build import ReportRun, run_rows
+    from ...report.html import model_label, run_rows
 
-    data = run if hasattr(run, "label") else ReportRun(run.path, run.meta, run.heads, run.layers)
+    data, label = run, model_label(run.model)
     heads = data.heads
     cols = [c for c in HEAD_COLUMNS if c in heads]
     top = heads.sort_values("p_same_sentence", ascending=False).head(8)[cols] if "p_same_sentence" in heads else heads[cols].head(8)
@@ -59,8 +59,8 @@ def run_html(run) -> tuple[str, str]:
             + f"<h4>Heads with the most same-sentence pairs <span class=\"hsv-muted\">(of {len(heads)}; layers and heads from 1;"
             " every head in <code>run.heads</code>)</span></h4>" + table(top)
             + "<h4>Key figures</h4>"
-            + figures(cf.fig08_same_sentence(data.dataset, heads, data.layers, model=data.label),
-                      cf.fig06_repeat_probability(heads, model=data.label)))
+            + figures(cf.fig08_same_sentence(data.dataset, heads, data.layers, model=label),
+                      cf.fig06_repeat_probability(heads, model=label)))
     return f"headsim run {data.path.name}", body
 
 
