@@ -1,4 +1,7 @@
-"""`headsim reproduce` end to end on a small run: figures, claims, the page in Chromium, report, compare."""
+"""`headsim reproduce` end to end on a small run: figures, claims, the page in Chromium, report, compare.
+
+The reproduction runs as a child process, as a user runs it; the commands on its output (report, compare)
+run in-process through :func:`headsim.cli.run_app`, what the console script calls."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import pandas as pd
 import pytest
 
 from browser_support import ARGS, CHROMIUM, MISSING
+from headsim.cli import run_app
 
 pytestmark = pytest.mark.slow
 
@@ -24,6 +28,13 @@ TEXT_FIGURES = ["fig04_attention", "fig05_blocks", "fig09_pairs"]
 def _cli(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     return subprocess.run([sys.executable, "-m", "headsim.cli", *args], capture_output=True, text=True, env=env)
+
+
+def _app(capsys, *args: str) -> tuple[int, str]:
+    """A command in-process through run_app (what the console script calls): its exit code and stderr."""
+    capsys.readouterr()
+    code = run_app(list(args))
+    return code, capsys.readouterr().err
 
 
 @pytest.fixture(scope="module")
@@ -106,24 +117,22 @@ def test_page_loads_in_chromium(report, tmp_path):
     assert not errors, errors
 
 
-def test_report_redraws_without_recomputing(report, tmp_path):
+def test_report_redraws_without_recomputing(report, tmp_path, capsys):
     stats = report / "run" / "stats.nc"
     before = stats.stat().st_mtime_ns
-    res = _cli("report", str(report / "run"), "--out", str(tmp_path / "again"), "--no-example")
-    assert res.returncode == 0, res.stderr
+    code, err = _app(capsys, "report", str(report / "run"), "--out", str(tmp_path / "again"), "--no-example")
+    assert code == 0, err
     assert stats.stat().st_mtime_ns == before
     assert (tmp_path / "again" / "index.html").exists() and (tmp_path / "again" / "fig07_distance_histograms.png").exists()
 
 
-def test_compare_two_runs(report, tmp_path):
-    other = tmp_path / "other"
-    res = _cli("analyze", "--windows", "12", "--seq-len", "48", "--threshold", "0.5", "--out", str(other))
-    assert res.returncode == 0, res.stderr
-    res = _cli("compare", str(report / "run"), str(other), "--out", str(tmp_path / "cmp"))
-    assert res.returncode == 0, res.stderr
+def test_compare_two_runs(report, tmp_path, capsys):
+    other = report / "run-96"  # the second run reproduce made (12 windows of 96 tokens): no third analysis needed
+    code, err = _app(capsys, "compare", str(report / "run"), str(other), "--out", str(tmp_path / "cmp"))
+    assert code == 0, err
     assert (tmp_path / "cmp" / "index.html").exists() and (tmp_path / "cmp" / "compare_layers.png").exists()
 
 
-def test_report_of_missing_run_is_a_clear_error(tmp_path):
-    res = _cli("report", str(tmp_path / "nope"))
-    assert res.returncode == 2 and "does not exist" in res.stderr and "Traceback" not in res.stderr
+def test_report_of_missing_run_is_a_clear_error(tmp_path, capsys):
+    code, err = _app(capsys, "report", str(tmp_path / "nope"))
+    assert code == 2 and "does not exist" in err and "Traceback" not in err
