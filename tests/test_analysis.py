@@ -16,6 +16,7 @@ import pytest
 import xarray as xr
 
 from cli_processes import spawn, wait_for
+from headsim.cli import run_app
 from headsim.runs.analyze import analyze
 from headsim.errors import HeadsimError
 from headsim.runs.merge import merge_runs
@@ -48,11 +49,6 @@ def _corpus(tmp_path: Path, n_docs: int = 24) -> Path:
     path = tmp_path / "corpus.txt"
     path.write_text("\n\n".join(d.text for d in lee_documents()[:n_docs]), encoding="utf-8")
     return path
-
-
-def _run(args: list[str], **kw) -> subprocess.CompletedProcess:
-    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
-    return subprocess.run([sys.executable, "-m", "headsim.cli", *args], capture_output=True, text=True, env=env, **kw)
 
 
 def test_run_directory_contents(tmp_path):
@@ -90,22 +86,23 @@ def test_windowing_workers_change_nothing_and_stop_with_the_run(tmp_path, tiny_d
         np.testing.assert_array_equal(one.dataset[name].values, two.dataset[name].values, err_msg=name)
 
 
-def test_sigkill_and_resume_give_identical_results(tmp_path, tiny_dir):
-    corpus = _corpus(tmp_path, 300)
+def test_sigkill_and_resume_give_identical_results(tmp_path, tiny_dir, capsys):
+    # 400 windows (70 Lee documents hold 516): killed after its first checkpoint (8 windows), the run still has
+    # ~390 windows to go, some hundred times the 10 ms it takes the test to see the checkpoint and kill it
+    corpus = _corpus(tmp_path, 70)
     common = ["analyze", "--model", tiny_dir, "--corpus", str(corpus), "--seq-len", "32", "--batch-size", "4",
-              "--checkpoint-every", "8", "--windows", "2000"]
-    whole = _run([*common, "--out", str(tmp_path / "whole")])
-    assert whole.returncode == 0, whole.stderr
+              "--checkpoint-every", "8", "--windows", "400"]
+    assert run_app([*common, "--out", str(tmp_path / "whole")]) == 0, capsys.readouterr().err
     out = tmp_path / "killed"
-    proc = spawn([*common, "--out", str(out)])
+    proc = spawn([*common, "--out", str(out)])  # the killed run is a child process; the others run in-process
     wait_for(out / "checkpoint" / "manifest.json", proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (out / "heads.parquet").exists()
-    refused = _run([*common, "--out", str(out)])
-    assert refused.returncode == 2 and "--resume" in refused.stderr
-    resumed = _run([*common, "--out", str(out), "--resume"])
-    assert resumed.returncode == 0, resumed.stderr
+    capsys.readouterr()
+    refused = run_app([*common, "--out", str(out)])
+    assert refused == 2 and "--resume" in capsys.readouterr().err
+    assert run_app([*common, "--out", str(out), "--resume"]) == 0, capsys.readouterr().err
     a, b = pd.read_parquet(tmp_path / "whole" / "heads.parquet"), pd.read_parquet(out / "heads.parquet")
     pd.testing.assert_frame_equal(a, b, check_exact=True)
     da = xr.open_dataset(tmp_path / "whole" / "stats.nc", engine="h5netcdf")
@@ -165,11 +162,14 @@ def test_peak_memory_does_not_grow_with_windows(tmp_path, tiny_dir):
     (["--backend", "bogus"], "unknown statistics backend 'bogus'"),
     (["--fused", "--backend", "triton"], "--fused contradicts --backend triton"),
 ])
-def test_bad_input_exits_2_and_writes_nothing(tmp_path, args, needle):
+def test_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, args, needle):
+    """In-process through run_app (what the console script calls; tests/test_cli.py checks the entry point)."""
     out = tmp_path / "run"
-    res = _run(["analyze", *args, "--out", str(out)])
-    assert res.returncode == 2, res.stderr
-    assert needle in res.stderr and "Traceback" not in res.stderr
+    capsys.readouterr()
+    code = run_app(["analyze", *args, "--out", str(out)])
+    stderr = capsys.readouterr().err
+    assert code == 2, stderr
+    assert needle in stderr and "Traceback" not in stderr
     assert not out.exists()
 
 
