@@ -13,12 +13,14 @@ float64, batch and padding-side invariance. Writes the table (family → exact /
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import resource
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
+import torch
 import transformers
 
 from headsim.errors import HeadsimError
@@ -27,6 +29,16 @@ from headsim.model.verify import tiny_model, verify
 from headsim.models import from_pretrained_objects
 
 ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "headsim"
+
+
+def code_fingerprint() -> str:
+    """A hash of the code a row depends on (headsim's model package, the sweep itself) and the
+    installed transformers: a row checked under another fingerprint is re-checked by ``--resume``."""
+    h = hashlib.sha256(transformers.__version__.encode())
+    for f in sorted((SRC / "model").glob("*.py")) + [SRC / "models.py", Path(__file__).resolve()]:
+        h.update(f.name.encode() + f.read_bytes())
+    return h.hexdigest()[:12]
 
 
 def text_model_types() -> list[str]:
@@ -157,11 +169,12 @@ def write_doc(rows: dict[str, dict], path: Path) -> None:
         "| model_type | class | family | attention | status | reason / largest error |",
         "|---|---|---|---|---|---|",
     ]
-    stale = [t for t, r in rows.items() if r.get("transformers") != transformers.__version__]
+    code = code_fingerprint()
+    stale = [t for t, r in rows.items() if r.get("code") != code]
     if stale:
         lines[-2:-2] = [f"*{len(stale)} rows (status marked †) are from an earlier sweep, not yet re-run with "
                         f"transformers {transformers.__version__} and the current headsim; `python "
-                        "benchmarks/coverage.py --update` re-checks them.*", ""]
+                        "benchmarks/coverage.py --resume` re-checks them.*", ""]
     for t, r in rows.items():
         why = r.get("reason") or f"{max(r['errors'].values()):.1e}"
         if t in stale:
@@ -186,21 +199,32 @@ def main(argv=None) -> dict:
     ap.add_argument("--update", action="store_true",
                     help="keep the rows of an earlier --json and re-check the given types (default: all), those "
                          "an earlier sweep did not find exact first; the table is rewritten after every row")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the rows of an earlier --json and check only the types not yet checked with this "
+                         "code and transformers version (an interrupted sweep goes on where it stopped)")
+    ap.add_argument("--doc-only", action="store_true", help="rewrite the table from --json without checking anything")
     ap.add_argument("--memory-gib", type=int, default=4, help="address-space cap for the sweep (default 4 GiB)")
-    ap.add_argument("--timeout", type=float, default=240, help="seconds per model type (default 240)")
+    ap.add_argument("--timeout", type=float, default=120, help="seconds per model type (default 120)")
     args = ap.parse_args(argv)
     transformers.utils.logging.set_verbosity_error()
+    torch.set_num_threads(1)  # tiny models on a shared machine: threads only wait for each other
     # some configs' defaults build models of several GB: past this cap allocation fails (and the row
     # says so) instead of the machine running out of memory
     cap = args.memory_gib << 30
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     types = args.types.split(",") if args.types else text_model_types()
     path = Path(args.json)
-    rows = merge_rows(path, {}) if args.update else {}
+    rows = merge_rows(path, {}) if (args.update or args.resume or args.doc_only) else {}
+    if args.doc_only:
+        write_doc(rows, Path(args.doc))
+        return rows
+    code = code_fingerprint()
+    if args.resume:
+        types = [t for t in types if rows.get(t, {}).get("code") != code]
     if not args.types:  # the unsettled first (stable: alphabetical within)
         types.sort(key=lambda t: rows.get(t, {}).get("status") == "exact")
     for t in types:
-        rows[t] = dict(check_isolated(t, args.timeout), transformers=transformers.__version__)
+        rows[t] = dict(check_isolated(t, args.timeout), transformers=transformers.__version__, code=code)
         print(f"{t:<28}{rows[t]['status']:<10}{rows[t].get('reason', '')}", flush=True)
         rows = dict(sorted(rows.items()))
         write_doc(rows, Path(args.doc))

@@ -88,21 +88,84 @@ MULTIMODAL: dict[str, dict] = {
 }
 
 
+#: sizes for what a family's own config class says it has (an attribute of its defaults): multi-head
+#: latent attention (DeepSeek-V2/V3 and the families built like them), mixtures of experts
+RULES: tuple[tuple[tuple[str, ...], dict], ...] = (
+    (("kv_lora_rank",), {"q_lora_rank": 16, "kv_lora_rank": 8, "qk_rope_head_dim": 4, "qk_nope_head_dim": 4,
+                         "v_head_dim": 8, "head_dim": DROP, "num_key_value_heads": 4}),
+    (("n_routed_experts", "num_experts", "num_local_experts"),
+     {"n_routed_experts": 4, "num_experts": 4, "num_local_experts": 4, "num_experts_per_tok": 2, "n_group": 1,
+      "topk_group": 1, "moe_intermediate_size": 16, "shared_expert_intermediate_size": 16}),
+)
+
+
+def _defaults(model_type: str):
+    """The family's config class with its own defaults (``None`` where it does not build bare)."""
+    from transformers import CONFIG_MAPPING
+
+    try:
+        return CONFIG_MAPPING[model_type]()
+    except Exception:  # noqa: BLE001 (a config class that needs arguments: no rule applies)
+        return None
+
+
 def tiny_config_kwargs(model_type: str, **overrides) -> dict:
     """The config arguments of a tiny ``model_type``: :data:`SMALL` (or the whole config of a
-    multimodal model) with the family's :data:`OVERRIDES` and ``overrides``."""
+    multimodal model), the :data:`RULES` its config class matches, the family's :data:`OVERRIDES`
+    and ``overrides``."""
     kwargs = dict(MULTIMODAL[model_type]) if model_type in MULTIMODAL else dict(SMALL)
+    defaults = _defaults(model_type) if model_type not in MULTIMODAL else None
+    for names, sizes in RULES:
+        if defaults is not None and any(getattr(defaults, n, None) is not None for n in names):
+            kwargs.update({k: v for k, v in sizes.items() if k == "head_dim" or hasattr(defaults, k)})
     kwargs.update(OVERRIDES.get(model_type, {}))
     kwargs.update(overrides)
     return {k: v for k, v in kwargs.items() if v is not DROP}
 
 
+#: a tower beside a composite model's language model (vision, audio, patcher ...), scaled down: its
+#: own defaults with these sizes wherever it has the name
+TOWER = dict(hidden_size=32, embed_dim=32, d_model=32, intermediate_size=48, encoder_ffn_dim=48, num_hidden_layers=1,
+             encoder_layers=1, num_layers=1, depth=1, num_attention_heads=4, encoder_attention_heads=4, num_heads=4,
+             num_key_value_heads=4, head_dim=8, out_hidden_size=32, output_dim=32, projector_hidden_size=32)
+
+
+def _composite_kwargs(model_type: str) -> dict | None:
+    """A composite model's config arguments (a language model beside vision / audio towers, named
+    ``text_config``): a tiny text stack of its own family, each tower at :data:`TOWER` sizes; ``None``
+    for a model of one stack."""
+    defaults = _defaults(model_type)
+    text = getattr(defaults, "text_config", None)
+    if text is None or model_type in MULTIMODAL:
+        return None
+    kwargs = {"text_config": dict(tiny_config_kwargs(text.model_type), model_type=text.model_type)}
+    for name in getattr(defaults, "sub_configs", {}):
+        tower = getattr(defaults, name, None)
+        if name != "text_config" and tower is not None and hasattr(tower, "to_dict"):
+            own = tower.to_dict()
+            own.update({k: v for k, v in TOWER.items() if k in own})
+            own.pop("layer_types", None)
+            kwargs[name] = own
+    return kwargs
+
+
+def tiny_config(model_type: str, **overrides):
+    """The config of a tiny ``model_type`` (:func:`tiny_config_kwargs`; a composite model's towers
+    scaled down as :func:`_composite_kwargs` says)."""
+    from transformers import AutoConfig
+
+    composite = _composite_kwargs(model_type)
+    if composite is not None:
+        return AutoConfig.for_model(model_type, **dict(composite, **OVERRIDES.get(model_type, {}), **overrides))
+    return AutoConfig.for_model(model_type, **tiny_config_kwargs(model_type, **overrides))
+
+
 def tiny_model(model_type: str, seed: int = 0, **overrides):
     """A tiny random-weight base model of ``model_type`` (weights scaled up so attention is far from
     uniform), and a copy with the same weights running eager attention."""
-    from transformers import AutoConfig, AutoModel
+    from transformers import AutoModel
 
-    config = AutoConfig.for_model(model_type, **tiny_config_kwargs(model_type, **overrides))
+    config = tiny_config(model_type, **overrides)
     torch.manual_seed(seed)
     model = AutoModel.from_config(config).eval()
     with torch.no_grad():
