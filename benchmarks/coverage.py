@@ -25,7 +25,7 @@ import transformers
 
 from headsim.errors import HeadsimError
 from headsim.model.arch import arch_for
-from headsim.model.verify import tiny_model, verify
+from headsim.model.verify import tiny_config, tiny_model, verify
 from headsim.models import from_pretrained_objects
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,12 +33,30 @@ SRC = ROOT / "src" / "headsim"
 
 
 def code_fingerprint() -> str:
-    """A hash of the code a row depends on (headsim's model package, the sweep itself) and the
-    installed transformers: a row checked under another fingerprint is re-checked by ``--resume``."""
+    """A hash of the code every row depends on: the installed transformers, headsim's model package
+    but for its table of tiny sizes (``model/tiny.py``, which :func:`row_fingerprint` covers row by
+    row), and the sweep's own check."""
+    import inspect
+
     h = hashlib.sha256(transformers.__version__.encode())
-    for f in sorted((SRC / "model").glob("*.py")) + [SRC / "models.py", Path(__file__).resolve()]:
-        h.update(f.name.encode() + f.read_bytes())
+    for f in sorted((SRC / "model").glob("*.py")) + [SRC / "models.py"]:
+        if f.name != "tiny.py":
+            h.update(f.name.encode() + f.read_bytes())
+    for fn in (check, attention_kind):
+        h.update(inspect.getsource(fn).encode())
     return h.hexdigest()[:12]
+
+
+def row_fingerprint(code: str, model_type: str) -> str:
+    """:func:`code_fingerprint` and the tiny config ``model_type`` is built from: a row is re-checked
+    by ``--resume`` when either changed."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            config = repr(tiny_config(model_type).to_dict())
+    except Exception as exc:  # noqa: BLE001 (the row will say why it did not build)
+        config = f"{type(exc).__name__}: {exc}"
+    return hashlib.sha256((code + config).encode()).hexdigest()[:12]
 
 
 def text_model_types() -> list[str]:
@@ -140,7 +158,7 @@ def check_isolated(model_type: str, timeout: float) -> dict:
         return {"status": "not built", "reason": f"the check's process ended with exit code {child.exitcode}"}
 
 
-def write_doc(rows: dict[str, dict], path: Path) -> None:
+def write_doc(rows: dict[str, dict], path: Path, fingerprints: dict[str, str]) -> None:
     exact = sum(r["status"] == "exact" for r in rows.values())
     attending = [r for r in rows.values() if r.get("kind") != "no attention"]
     lines = [
@@ -169,8 +187,7 @@ def write_doc(rows: dict[str, dict], path: Path) -> None:
         "| model_type | class | family | attention | status | reason / largest error |",
         "|---|---|---|---|---|---|",
     ]
-    code = code_fingerprint()
-    stale = [t for t, r in rows.items() if r.get("code") != code]
+    stale = [t for t, r in rows.items() if r.get("code") != fingerprints.get(t)]
     if stale:
         lines[-2:-2] = [f"*{len(stale)} rows (status marked †) are from an earlier sweep, not yet re-run with "
                         f"transformers {transformers.__version__} and the current headsim; `python "
@@ -215,19 +232,20 @@ def main(argv=None) -> dict:
     types = args.types.split(",") if args.types else text_model_types()
     path = Path(args.json)
     rows = merge_rows(path, {}) if (args.update or args.resume or args.doc_only) else {}
-    if args.doc_only:
-        write_doc(rows, Path(args.doc))
-        return rows
     code = code_fingerprint()
+    fingerprints = {t: row_fingerprint(code, t) for t in sorted(set(types) | set(rows))}
+    if args.doc_only:
+        write_doc(rows, Path(args.doc), fingerprints)
+        return rows
     if args.resume:
-        types = [t for t in types if rows.get(t, {}).get("code") != code]
+        types = [t for t in types if rows.get(t, {}).get("code") != fingerprints[t]]
     if not args.types:  # the unsettled first (stable: alphabetical within)
         types.sort(key=lambda t: rows.get(t, {}).get("status") == "exact")
     for t in types:
-        rows[t] = dict(check_isolated(t, args.timeout), transformers=transformers.__version__, code=code)
+        rows[t] = dict(check_isolated(t, args.timeout), transformers=transformers.__version__, code=fingerprints[t])
         print(f"{t:<28}{rows[t]['status']:<10}{rows[t].get('reason', '')}", flush=True)
         rows = dict(sorted(rows.items()))
-        write_doc(rows, Path(args.doc))
+        write_doc(rows, Path(args.doc), fingerprints)
         path.write_text(json.dumps({"transformers": transformers.__version__, "rows": rows}, indent=1))
     exact = sum(r["status"] == "exact" for r in rows.values())
     print(f"{exact} of {len(rows)} text model types exact")

@@ -26,79 +26,7 @@ import torch
 
 from ..errors import HeadsimError
 from .tap import Tap, _configs, _implementation, capture
-
-VOCAB = 96
-#: the small sizes every tiny model starts from (config classes ignore the names they do not know)
-SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48, vocab_size=VOCAB,
-             max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2, num_key_value_heads=2,
-             head_dim=8, encoder_attention_heads=4, decoder_attention_heads=4, encoder_layers=2, decoder_layers=2,
-             encoder_ffn_dim=48, decoder_ffn_dim=48)
-
-_BART = {"d_model": 32, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
-         "decoder_attention_heads": 4, "encoder_ffn_dim": 48, "decoder_ffn_dim": 48, "pad_token_id": 1}
-
-_T5 = {"d_model": 32, "d_kv": 8, "num_layers": 2, "num_heads": 4, "d_ff": 48}
-
-#: an override that removes a name of :data:`SMALL` (the family computes it)
-DROP = object()
-
-#: model_type → config overrides of :data:`SMALL` where a family names its sizes differently.
-OVERRIDES: dict[str, dict] = {
-    "roberta": {"pad_token_id": 1}, "xlm-roberta": {"pad_token_id": 1}, "camembert": {"pad_token_id": 1},
-    "mpnet": {"pad_token_id": 1}, "electra": {"embedding_size": 16},
-    "distilbert": {"dim": 32, "n_layers": 2, "n_heads": 4, "hidden_dim": 48},
-    "albert": {"embedding_size": 16, "num_hidden_groups": 1},
-    "deberta-v2": {"relative_attention": True, "pos_att_type": ["p2c", "c2p"], "max_relative_positions": 16},
-    "modernbert": {"global_attn_every_n_layers": 2, "local_attention": 4, "cls_token_id": 1, "sep_token_id": 2},
-    "t5": _T5, "mt5": _T5, "umt5": _T5, "longt5": _T5,
-    "bart": _BART, "mbart": _BART, "marian": _BART,
-    "gpt2": {"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64},
-    "qwen2_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16, "shared_expert_intermediate_size": 16},
-    "qwen3_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16},
-    "gptj": {"rotary_dim": 4}, "codegen": {"rotary_dim": 4},
-    "falcon": {"head_dim": DROP, "num_kv_heads": DROP},
-    "mpt": {"d_model": 32, "n_heads": 4, "n_layers": 2, "max_seq_len": 64},
-    "xglm": {"d_model": 32, "num_layers": 2, "attention_heads": 4, "ffn_dim": 48},
-    "deepseek_v3": {"q_lora_rank": 16, "kv_lora_rank": 8, "qk_rope_head_dim": 4, "qk_nope_head_dim": 4,
-                    "v_head_dim": 8, "n_routed_experts": 4, "num_experts_per_tok": 2, "n_group": 1, "topk_group": 1,
-                    "moe_intermediate_size": 16, "first_k_dense_replace": 1, "head_dim": DROP,
-                    "num_key_value_heads": 4},
-    "mistral": {"sliding_window": 5},
-    "gemma2": {"sliding_window": 5, "attn_logit_softcapping": 5.0, "query_pre_attn_scalar": 8},
-    "gemma3_text": {"sliding_window": 5, "query_pre_attn_scalar": 8},
-}
-
-
-_TEXT = {k: v for k, v in SMALL.items() if k != "max_position_embeddings"}
-_VISION = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=1, num_attention_heads=4, image_size=16,
-               patch_size=8)
-_QWEN_VISION = dict(depth=1, embed_dim=32, hidden_size=32, num_heads=4, mlp_ratio=2, intermediate_size=48,
-                    out_hidden_size=32, patch_size=4, temporal_patch_size=1, spatial_merge_size=1)
-_MROPE = {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [1, 1, 2]}}
-#: multimodal language models: the whole config (a tiny text stack of the family's own kind and a
-#: tiny vision tower); headsim analyses the text stack on text-only input
-MULTIMODAL: dict[str, dict] = {
-    "llava": dict(text_config=dict(_TEXT, model_type="llama"), vision_config=dict(_VISION, model_type="clip_vision_model"),
-                  image_token_id=95),
-    "qwen2_vl": dict(text_config=dict(_TEXT, **_MROPE), vision_config=_QWEN_VISION, image_token_id=95,
-                     video_token_id=94),
-    "qwen2_5_vl": dict(text_config=dict(_TEXT, **_MROPE), vision_config=dict(_QWEN_VISION, out_hidden_size=32,
-                       fullatt_block_indexes=[0], window_size=8), image_token_id=95, video_token_id=94),
-    "gemma3": dict(text_config=dict(_TEXT, sliding_window=5, query_pre_attn_scalar=8),
-                   vision_config=dict(_VISION, model_type="siglip_vision_model"), mm_tokens_per_image=4,
-                   image_token_index=95, boi_token_index=93, eoi_token_index=94),
-}
-
-
-#: sizes for what a family's own config class says it has (an attribute of its defaults): multi-head
-#: latent attention (DeepSeek-V2/V3 and the families built like them), mixtures of experts
-RULES: tuple[tuple[tuple[str, ...], dict], ...] = (
-    (("kv_lora_rank",), {"q_lora_rank": 16, "kv_lora_rank": 8, "qk_rope_head_dim": 4, "qk_nope_head_dim": 4,
-                         "v_head_dim": 8, "head_dim": DROP, "num_key_value_heads": 4}),
-    (("n_routed_experts", "num_experts", "num_local_experts"),
-     {"n_routed_experts": 4, "num_experts": 4, "num_local_experts": 4, "num_experts_per_tok": 2, "n_group": 1,
-      "topk_group": 1, "moe_intermediate_size": 16, "shared_expert_intermediate_size": 16}),
-)
+from .tiny import DROP, MULTIMODAL, OVERRIDES, RULES, SMALL, TOWER, VOCAB  # noqa: F401 (re-exported)
 
 
 def _defaults(model_type: str):
@@ -123,13 +51,6 @@ def tiny_config_kwargs(model_type: str, **overrides) -> dict:
     kwargs.update(OVERRIDES.get(model_type, {}))
     kwargs.update(overrides)
     return {k: v for k, v in kwargs.items() if v is not DROP}
-
-
-#: a tower beside a composite model's language model (vision, audio, patcher ...), scaled down: its
-#: own defaults with these sizes wherever it has the name
-TOWER = dict(hidden_size=32, embed_dim=32, d_model=32, intermediate_size=48, encoder_ffn_dim=48, num_hidden_layers=1,
-             encoder_layers=1, num_layers=1, depth=1, num_attention_heads=4, encoder_attention_heads=4, num_heads=4,
-             num_key_value_heads=4, head_dim=8, out_hidden_size=32, output_dim=32, projector_hidden_size=32)
 
 
 def _composite_kwargs(model_type: str) -> dict | None:
