@@ -114,19 +114,32 @@ def random_batch(seed: int = 0, lengths=(12, 7, 3), vocab: int = VOCAB) -> tuple
 def eager_attentions(loaded, eager, ids, mask) -> list[torch.Tensor]:
     """``output_attentions`` of the eager copy's analysed stack (``None``: the model itself, switched
     to eager attention for this pass), float64, one ``[B, H, T, T]`` per layer."""
+    return _eager_pass(loaded, eager, ids, mask)[0]
+
+
+def _eager_pass(loaded, eager, ids, mask) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """:func:`eager_attentions`, and what each layer's attention output projection received in the
+    same pass (``[B, T, H·d]`` float64, in call order)."""
     model = loaded.model if eager is None else eager
-    with torch.no_grad(), _implementation(model, "eager" if eager is None else None):
-        if loaded.arch.decoder is None:
-            got = loaded.arch.stack_of(model)(input_ids=ids, attention_mask=mask, output_attentions=True).attentions
-        else:  # the tap's order: encoder layers, then each decoder layer's self- and cross-attention
-            out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids, decoder_attention_mask=mask,
-                        output_attentions=True, use_cache=False)
-            got = None if out.encoder_attentions is None else (
-                list(out.encoder_attentions) + [a for pair in zip(out.decoder_attentions, out.cross_attentions) for a in pair])
-    if got is None or len(got) != loaded.n_layers:
-        raise AssertionError(f"the eager model returned {0 if got is None else len(got)} "
-                             f"attention maps for {loaded.n_layers} layers")
-    return [a.double() for a in got]
+    received: list[torch.Tensor] = []
+    hooks = [m.register_forward_pre_hook(lambda _m, args: received.append(args[0].detach().double()))
+             for m in loaded.arch.output_projections(model, loaded.n_layers)]
+    try:
+        with torch.no_grad(), _implementation(model, "eager" if eager is None else None):
+            if loaded.arch.decoder is None:
+                got = loaded.arch.stack_of(model)(input_ids=ids, attention_mask=mask, output_attentions=True).attentions
+            else:  # the tap's order: encoder layers, then each decoder layer's self- and cross-attention
+                out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids, decoder_attention_mask=mask,
+                            output_attentions=True, use_cache=False)
+                got = None if out.encoder_attentions is None else (
+                    list(out.encoder_attentions) + [a for pair in zip(out.decoder_attentions, out.cross_attentions) for a in pair])
+    finally:
+        for h in hooks:
+            h.remove()
+    if got is None or len(got) != loaded.n_layers or len(received) != loaded.n_layers:
+        raise AssertionError(f"the eager model returned {0 if got is None else len(got)} attention maps and called "
+                             f"its output projections {len(received)} times for {loaded.n_layers} layers")
+    return [a.double() for a in got], received
 
 
 def _heads(x: torch.Tensor, n: int) -> torch.Tensor:
@@ -187,17 +200,28 @@ class Verification:
     """Largest absolute differences found by each check."""
 
     attention: float
-    head_outputs: float
+    head_outputs: float  # Z against eager probabilities × values
     invariance: float
     causal_upper: float  # attention above the diagonal of valid rows (causal families: must be 0)
+    projection: float = 0.0  # Z against what the eager model's output projection received
 
     @property
     def worst(self) -> float:
         """The largest difference of all checks."""
-        return max(self.attention, self.head_outputs, self.invariance, self.causal_upper)
+        return max(self.attention, self.head_outputs, self.invariance, self.causal_upper, self.projection)
 
     def exact(self, tol: float = 1e-5) -> bool:
         return self.worst <= tol
+
+    @property
+    def worst_at_projection(self) -> float:
+        """The largest difference but for probabilities × values: for families that change a head's
+        output between attention and the output projection (a gate, a norm), whose Z is what the
+        projection receives."""
+        return max(self.attention, self.invariance, self.causal_upper, self.projection)
+
+    def exact_at_projection(self, tol: float = 1e-5) -> bool:
+        return self.worst_at_projection <= tol
 
 
 def _valid_block(x: torch.Tensor, b: int, n: int, square: bool) -> torch.Tensor:
@@ -212,7 +236,8 @@ def verify(loaded, eager=None, seed: int = 0) -> Verification:
     rows = mask.bool()
     got = capture(loaded, ids, mask, attention=True)
     att, z = got["attention"].double(), got["head_outputs"].double()  # [B, L, H, T, T], [B, L, H, T, d]
-    want = torch.stack(eager_attentions(loaded, eager, ids, mask), dim=1)
+    want, received = _eager_pass(loaded, eager, ids, mask)
+    want = torch.stack(want, dim=1)
     vals = values(loaded, ids, mask)
     err_att = err_z = 0.0
     for b in range(ids.shape[0]):
@@ -226,6 +251,12 @@ def verify(loaded, eager=None, seed: int = 0) -> Verification:
             err_z = max(err_z, float((z[b, li, :, :n] - ref[b, :, :n]).abs().max()))
     scale = max(1.0, float(z.abs().max()))
     err_z /= scale
+    err_proj = 0.0
+    for li, x in enumerate(received):
+        ref = _heads(x, loaded.n_heads)
+        for b in range(ids.shape[0]):
+            n = int(rows[b].sum())
+            err_proj = max(err_proj, float((z[b, li, :, :n] - ref[b, :, :n]).abs().max()) / scale)
     upper = torch.triu(torch.ones(ids.shape[1], ids.shape[1], dtype=torch.bool), 1) & rows[:, None, None, :, None]
     causal = [li for li, stack in enumerate(loaded.stacks) if loaded.arch.causal or stack == "decoder self"]
     causal_upper = float(att[:, causal].masked_select(upper).abs().max()) if causal else 0.0
@@ -245,13 +276,13 @@ def verify(loaded, eager=None, seed: int = 0) -> Verification:
         else:
             shifted, full = shifted[:, :, :n], full[:, :, :n]
         err_inv = max(err_inv, float((full - one).abs().max()) / unit, float((shifted - full).abs().max()) / unit)
-    return Verification(err_att, err_z, err_inv, causal_upper)
+    return Verification(err_att, err_z, err_inv, causal_upper, err_proj)
 
 
 def self_check(loaded, tol: float | None = None) -> Verification:
     """Check a model whose entry was read off its modules (:func:`headsim.model.arch.infer_arch`) on a
     few random tokens of its own weights, before anything is analysed: a clear refusal where the
-    tap does not reproduce its attention and head outputs (``tol``: 1e-4 in float32, 3e-2 in half
+    tap does not reproduce its attention and what its output projections receive (``tol``: 1e-4 in float32, 3e-2 in half
     precision)."""
     tol = (1e-4 if loaded.dtype == torch.float32 else 3e-2) if tol is None else tol
     try:
@@ -262,7 +293,7 @@ def self_check(loaded, tol: float | None = None) -> Verification:
         raise HeadsimError(f"not supported: {type(loaded.model).__name__} has no architecture entry, and the layout read off "
                            f"its modules does not run ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})",
                            "use a model of a supported family; `headsim models` lists them") from exc
-    worst = got.worst
+    worst = got.worst_at_projection
     if not worst <= tol:
         raise HeadsimError(f"not supported: {type(loaded.model).__name__} has no architecture entry, and the layout read off "
                            f"its modules does not reproduce its attention exactly (largest difference {worst:.1e})",
