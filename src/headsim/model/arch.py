@@ -222,7 +222,7 @@ def families() -> list[str]:
     return [a.family for a in ARCHS]
 
 
-_STACKS = ("layers", "encoder.layer", "encoder.layers", "h", "transformer.h", "transformer.layer", "decoder.layers",
+_STACKS = ("layers", "encoder.layer", "encoder.layers", "h", "transformer.h", "transformer.layer", "decoder.layers", "blocks",
            "model.layers", "block", "encoder.block")
 _PROJECTIONS = ("o_proj", "out_proj", "c_proj", "dense", "o", "Wo", "out_lin", "output.dense")
 
