@@ -163,33 +163,129 @@ def check_isolated(model_type: str, timeout: float) -> dict:
         return {"status": "not built", "reason": f"the check's process ended with exit code {child.exitcode}"}
 
 
+#: config names that say a model interleaves attention with other layer kinds
+_HYBRID_NAMES = ("layers_block_type", "hybrid_override_pattern", "attn_layer_indices", "attn_layer_period",
+                 "block_types", "full_attn_idxs", "linear_attn_config")
+_OTHER_LAYERS = ("linear", "mamba", "conv", "recurrent", "delta", "ssm", "rwkv", "lightning")
+
+
+def text_input(model_type: str) -> str | None:
+    """What the model reads, where it is not token ids (``input_features`` of a speech model ...)."""
+    from transformers import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING
+
+    try:
+        name = getattr(MODEL_MAPPING[CONFIG_MAPPING[model_type]], "main_input_name", "input_ids")
+    except Exception:  # noqa: BLE001 (no base model class: read as text)
+        return None
+    return None if name == "input_ids" else name
+
+
+def _get(config, name: str):
+    """``getattr(config, name, None)``, also where a config refuses names that vary per layer."""
+    try:
+        return getattr(config, name, None)
+    except Exception:  # noqa: BLE001 (a per-layer attribute read globally)
+        return None
+
+
+def _attends(kind: str) -> bool:
+    return "attention" in kind and not any(o in kind for o in _OTHER_LAYERS) or kind == "hybrid"
+
+
+def hybrid_layers(model_type: str) -> str | None:
+    """The other layer kinds of a model whose config says only some layers attend, or ``None``."""
+    from headsim.model.verify import _defaults
+
+    config = _defaults(model_type)
+    if config is None:
+        return None
+    kinds = {str(k).lower() for k in (_get(config, "layer_types") or [])}
+    others = sorted(k for k in kinds if not _attends(k))
+    if others and any(_attends(k) for k in kinds):
+        return ", ".join(others)
+    named = [n for n in _HYBRID_NAMES if _get(config, n) not in (None, [], "")]
+    return f"layers named by {named[0]}" if named and _get(config, "num_attention_heads") else None
+
+
+def no_attention(model_type: str, row: dict) -> bool:
+    """A state-space, recurrent or Fourier-mixing model: no attention module was built, and its config
+    names no attention heads (nor any layer kind that attends)."""
+    from headsim.model.verify import _defaults
+
+    config = _defaults(model_type)
+    kinds = {str(k).lower() for k in (_get(config, "layer_types") or [])}
+    heads = any(_get(config, n) for n in ("num_attention_heads", "n_head", "attention_heads"))
+    return (row.get("kind") == "no attention" and not heads) or bool(kinds and not any(_attends(k) for k in kinds))
+
+
+def category(model_type: str, row: dict) -> tuple[bool, str]:
+    """Whether a row counts (the model has a text self-attention stack) and its group in the table."""
+    if row["status"] == "exact":
+        return True, "exact"
+    reads = text_input(model_type)
+    if reads is not None:
+        return False, f"not counted: reads `{reads}`, not text (speech, vision or structure)"
+    hybrid = hybrid_layers(model_type)
+    if hybrid is not None:
+        return True, ("refused, hybrid: attention at some layers only, between other kinds "
+                      "(headsim reads stacks whose every layer attends)")
+    if no_attention(model_type, row):
+        return False, "not counted: no attention layers (state-space, recurrent or Fourier mixing)"
+    reason = row.get("reason", "")
+    if row["status"] == "not built":
+        return True, "not built on this machine (the exception is named)"
+    if "does not reproduce" in reason:
+        return True, "refused: the layout read off its modules is not exact (attention or Z differ)"
+    if "does not run" in reason:
+        return True, "refused: the layout read off its modules does not run"
+    if "could not be read" in reason:
+        return True, "refused: no entry and no layout headsim can read off its modules"
+    return True, f"{row['status']}: other"
+
+
 def write_doc(rows: dict[str, dict], path: Path, fingerprints: dict[str, str]) -> None:
-    exact = sum(r["status"] == "exact" for r in rows.values())
-    attending = [r for r in rows.values() if r.get("kind") != "no attention"]
+    cats = {t: category(t, r) for t, r in rows.items()}
+    counted = [t for t, (c, _) in cats.items() if c]
+    exact = sum(rows[t]["status"] == "exact" for t in counted)
+    groups: dict[str, list[str]] = {}
+    for t, (_, g) in cats.items():
+        groups.setdefault(g, []).append(t)
     lines = [
         "# Model coverage",
         "",
         f"Written by `python benchmarks/coverage.py` on {datetime.now(timezone.utc).date()} with transformers "
         f"{transformers.__version__}. Every text model type (a masked-LM, causal-LM or seq2seq head in "
-        "transformers' auto mappings) is built as a tiny random-weight model (the sweep's small sizes, with the "
-        "per-family overrides of `headsim/model/verify.py` where a family's own constraints need them) and read "
-        "through headsim's tap, each type in its own process; `exact` means attention = eager `output_attentions`, "
-        "head outputs = probabilities × values (float64) and batch / padding-side invariance, all within 1e-5. "
-        "Encoder-decoders are checked at all three stacks (encoder self, decoder self, decoder cross).",
+        "transformers' auto mappings) is built as a tiny random-weight model (sizes of `headsim/model/tiny.py`: "
+        "small defaults, sizes for what the family's own config class has, such as latent attention or experts, "
+        "and per-family overrides; a composite model gets a tiny text stack of its own family and scaled-down "
+        "vision or audio towers, and its text stack is read) and read through headsim's tap, each type in its own "
+        "process. `exact` means, all within 1e-5: attention = the eager model's `output_attentions`; the head "
+        "outputs Z = what the eager model's attention output projection receives, and = probabilities × values "
+        "(float64) unless the row notes a gate or norm the family applies in between; a window's numbers do not "
+        "depend on its batch or padding side; causal maps are triangular. Encoder-decoders are checked at all "
+        "three stacks (encoder self, decoder self, decoder cross).",
         "",
-        f"**{exact} of {len(rows)} text model types exact; {exact} of the {len(attending)} that are not known to "
-        f"have no attention module ({100 * exact / max(len(attending), 1):.0f} %)**. The others are refused with the "
-        "reason shown (no entry and no layout headsim can read, or an inferred layout that the load-time "
-        "self-check finds inexact), or `not built`: the tiny config did not build or run on this machine "
-        "(the exception is named; such a model is still checked when loaded). Families marked *(inferred)* "
-        "have no entry in `headsim/model/arch.py`: their layout is read off their modules, and every load runs "
-        "the same checks on a few random tokens of the real weights before anything is analysed. The "
-        "attention column is read off the built model: MHA / GQA / MQA (query heads per key/value head) / "
-        "MLA (latent key/value compression), ALiBi, relative positions, local/global (sliding-window layers), "
-        "cross (an encoder-decoder's cross-attention); `no attention` for state-space, recurrent and "
+        f"**Exact / counted types: {exact} / {len(counted)} = {100 * exact / max(len(counted), 1):.0f} %** "
+        f"({len(rows)} text model types; counted: those with a text self-attention stack, i.e. all but the "
+        f"{len(rows) - len(counted)} without attention layers or that do not read text).",
+        "",
+        "| group | types |",
+        "|---|---|",
+        *[f"| {g} | {len(ts)}: {', '.join(ts)} |" for g, ts in sorted(groups.items(), key=lambda kv: -len(kv[1]))
+          if g != "exact"],
+        f"| exact | {len(groups.get('exact', []))} |",
+        "",
+        "Families marked *(inferred)* have no entry in `headsim/model/arch.py`: their layout is read off their "
+        "modules, and every load runs the same checks on a few random tokens of the real weights before anything "
+        "is analysed (a refusal names the family and the reason). `not built` rows did not build or run at the "
+        "sweep's tiny sizes within its memory cap (4 GiB) and time limit; such a model is still checked when "
+        "loaded. The attention column is read off the built model: MHA / GQA / MQA (query heads per key/value "
+        "head) / MLA (latent key/value compression), ALiBi, relative positions, local/global (sliding-window "
+        "layers), cross (an encoder-decoder's cross-attention); `no attention` for state-space, recurrent and "
         "Fourier-mixing models.",
         "",
-        "| model_type | class | family | attention | status | reason / largest error |",
+        "| model_type | class | family | attention | status | reason / note / largest error |",
         "|---|---|---|---|---|---|",
     ]
     stale = [t for t, r in rows.items() if r.get("code") != fingerprints.get(t)]
@@ -198,10 +294,14 @@ def write_doc(rows: dict[str, dict], path: Path, fingerprints: dict[str, str]) -
                         f"transformers {transformers.__version__} and the current headsim; `python "
                         "benchmarks/coverage.py --resume` re-checks them.*", ""]
     for t, r in rows.items():
-        why = r.get("reason") or f"{max(r['errors'].values()):.1e}"
+        largest = r.get("largest", max(r["errors"].values()) if "errors" in r else None)
+        why = r.get("reason") or (f"{r['note']}; {largest:.1e}" if r.get("note") else f"{largest:.1e}")
+        status = r["status"] if cats[t][0] else "not counted"
+        if status != "exact" and cats[t][1].startswith(("refused, hybrid", "not counted")):
+            why = f"{cats[t][1]}; {why}"
         if t in stale:
-            r = dict(r, status=r["status"] + " †")
-        lines.append(f"| {t} | {r.get('class', '')} | {r.get('family', '')} | {r.get('kind', '')} | {r['status']} | "
+            status += " †"
+        lines.append(f"| {t} | {r.get('class', '')} | {r.get('family', '')} | {r.get('kind', '')} | {status} | "
                      f"{why.replace('|', '/')} |")
     path.write_text("\n".join(lines) + "\n")
 

@@ -56,6 +56,8 @@ OVERRIDES: dict[str, dict] = {
     "xlnet": {"max_position_embeddings": DROP, "d_model": 32, "n_layer": 2, "n_head": 4, "d_inner": 48},
     "gpt_neo": {"num_layers": 2, "attention_types": [[["global", "local"], 1]], "num_heads": 4, "window_size": 5},
     "esmc": {"num_key_value_heads": 4},
+    "xmod": {"default_language": "en_XX"},
+    "inkling_text": {"swa_num_attention_heads": 4, "swa_num_key_value_heads": 2, "swa_head_dim": 8, "sliding_window_size": 5},
     "mamba2": {"num_heads": 8, "head_dim": 8, "expand": 2, "n_groups": 1},
     "bamba": {"mamba_n_heads": 4, "mamba_d_head": 16}, "granitemoehybrid": {"mamba_n_heads": 4, "mamba_d_head": 16},
     "dbrx": {"d_model": 32, "n_heads": 4, "n_layers": 2, "attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0},
