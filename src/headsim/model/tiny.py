@@ -19,6 +19,9 @@ _BART = {"d_model": 32, "encoder_layers": 2, "decoder_layers": 2, "encoder_atten
 
 _T5 = {"d_model": 32, "d_kv": 8, "num_layers": 2, "num_heads": 4, "d_ff": 48}
 
+_GEMMA_MODULE = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                     num_key_value_heads=2, head_dim=8, vocab_size=96, sliding_window=5, query_pre_attn_scalar=8)
+
 #: an override that removes a name of :data:`SMALL` (the family computes it)
 DROP = object()
 
@@ -57,6 +60,7 @@ OVERRIDES: dict[str, dict] = {
     "gpt_neo": {"num_layers": 2, "attention_types": [[["global", "local"], 1]], "num_heads": 4, "window_size": 5},
     "esmc": {"num_key_value_heads": 4},
     "xmod": {"default_language": "en_XX"},
+    "t5gemma": {"encoder": dict(_GEMMA_MODULE), "decoder": dict(_GEMMA_MODULE), "vocab_size": VOCAB},
     "inkling_text": {"swa_num_attention_heads": 4, "swa_num_key_value_heads": 2, "swa_head_dim": 8, "sliding_window_size": 5},
     "mamba2": {"num_heads": 8, "head_dim": 8, "expand": 2, "n_groups": 1},
     "bamba": {"mamba_n_heads": 4, "mamba_d_head": 16}, "granitemoehybrid": {"mamba_n_heads": 4, "mamba_d_head": 16},
