@@ -169,9 +169,16 @@ _HYBRID_NAMES = ("layers_block_type", "hybrid_override_pattern", "attn_layer_ind
 _OTHER_LAYERS = ("linear", "mamba", "conv", "recurrent", "delta", "ssm", "rwkv", "lightning")
 
 
+#: model types whose token ids are not text (the base model of a text-to-audio model reads audio codes)
+NOT_TEXT = {"musicgen": "audio codebook tokens", "musicgen_melody": "audio codebook tokens"}
+
+
 def text_input(model_type: str) -> str | None:
     """What the model reads, where it is not token ids (``input_features`` of a speech model ...)."""
     from transformers import CONFIG_MAPPING
+
+    if model_type in NOT_TEXT:
+        return NOT_TEXT[model_type]
     from transformers.models.auto.modeling_auto import MODEL_MAPPING
 
     try:
@@ -264,7 +271,8 @@ def write_doc(rows: dict[str, dict], path: Path, fingerprints: dict[str, str]) -
         "outputs Z = what the eager model's attention output projection receives, and = probabilities × values "
         "(float64) unless the row notes a gate or norm the family applies in between; a window's numbers do not "
         "depend on its batch or padding side; causal maps are triangular. Encoder-decoders are checked at all "
-        "three stacks (encoder self, decoder self, decoder cross).",
+        "three stacks (encoder self, decoder self, decoder cross); an inferred encoder-decoder whose decoder is "
+        "not laid out like BART's is read at its encoder alone (no `cross` in its attention column).",
         "",
         f"**Exact / counted types: {exact} / {len(counted)} = {100 * exact / max(len(counted), 1):.0f} %** "
         f"({len(rows)} text model types; counted: those with a text self-attention stack, i.e. all but the "
