@@ -169,6 +169,9 @@ _HYBRID_NAMES = ("layers_block_type", "hybrid_override_pattern", "attn_layer_ind
 _OTHER_LAYERS = ("linear", "mamba", "conv", "recurrent", "delta", "ssm", "rwkv", "lightning")
 
 
+#: model types whose tiny build fails with an empty ImportError, and the package it needs (as found)
+NEEDS = {"gemma3n": "timm (its vision tower)"}
+
 #: model types whose token ids are not text (the base model of a text-to-audio model reads audio codes)
 NOT_TEXT = {"musicgen": "audio codebook tokens", "musicgen_melody": "audio codebook tokens"}
 
@@ -240,6 +243,8 @@ def category(model_type: str, row: dict) -> tuple[bool, str]:
     if no_attention(model_type, row):
         return False, "not counted: no attention layers (state-space, recurrent or Fourier mixing)"
     reason = row.get("reason", "")
+    if model_type in NEEDS:
+        return True, f"not built: needs {NEEDS[model_type]}, which is not installed here"
     if row["status"] == "not built":
         return True, "not built on this machine (the exception is named)"
     if "does not reproduce" in reason:

@@ -49,6 +49,7 @@ OVERRIDES: dict[str, dict] = {
     "mistral": {"sliding_window": 5},
     # families whose defaults do not scale down with the names above (their own config class's sizes)
     "gemma4_text": {"global_head_dim": 8, "sliding_window": 5},
+    "gemma4_unified_text": {"global_head_dim": 8, "sliding_window": 5},
     "gemma3n_text": {"num_kv_shared_layers": 0, "sliding_window": 5},
     "dots1": {"n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1, "n_group": 1, "topk_group": 1,
               "moe_intermediate_size": 16, "first_k_dense_replace": 1},
