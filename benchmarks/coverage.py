@@ -172,6 +172,9 @@ _OTHER_LAYERS = ("linear", "mamba", "conv", "recurrent", "delta", "ssm", "rwkv",
 #: model types whose tiny build fails with an empty ImportError, and the package it needs (as found)
 NEEDS = {"gemma3n": "timm (its vision tower)"}
 
+#: recurrent models whose "attention" modules are not softmax attention (no map to read)
+RECURRENT = {"rwkv"}
+
 #: model types whose token ids are not text (the base model of a text-to-audio model reads audio codes)
 NOT_TEXT = {"musicgen": "audio codebook tokens", "musicgen_melody": "audio codebook tokens"}
 
@@ -210,6 +213,7 @@ def hybrid_layers(model_type: str) -> str | None:
     config = _defaults(model_type)
     if config is None:
         return None
+    config = _get(config, "text_config") or config  # a composite model: its language model's layers
     kinds = {str(k).lower() for k in (_get(config, "layer_types") or [])}
     others = sorted(k for k in kinds if not _attends(k))
     if others and any(_attends(k) for k in kinds):
@@ -223,6 +227,8 @@ def no_attention(model_type: str, row: dict) -> bool:
     names no attention heads (nor any layer kind that attends)."""
     from headsim.model.verify import _defaults
 
+    if model_type in RECURRENT:
+        return True
     config = _defaults(model_type)
     kinds = {str(k).lower() for k in (_get(config, "layer_types") or [])}
     heads = any(_get(config, n) for n in ("num_attention_heads", "n_head", "attention_heads"))
