@@ -316,7 +316,7 @@ def write_doc(rows: dict[str, dict], path: Path, fingerprints: dict[str, str]) -
         largest = r.get("largest", max(r["errors"].values()) if "errors" in r else None)
         why = r.get("reason") or (f"{r['note']}; {largest:.1e}" if r.get("note") else f"{largest:.1e}")
         status = r["status"] if cats[t][0] else "not counted"
-        if status != "exact" and cats[t][1].startswith(("refused, hybrid", "not counted")):
+        if status != "exact" and cats[t][1].startswith(("refused, hybrid", "not counted", "not built: needs")):
             why = f"{cats[t][1]}; {why}"
         if t in stale:
             status += " †"
