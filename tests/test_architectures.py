@@ -190,3 +190,28 @@ def test_an_encoder_decoder_run_labels_every_layer_with_its_stack(tmp_path):
     attn = res.dataset["attn_sum"].sum("head").values  # [layer, query, key]
     upper = np.triu(np.ones(attn.shape[1:], dtype=bool), 1)
     assert attn[2][upper].max() == 0 and attn[3][upper].max() > 0  # decoder self causal, cross not
+
+
+def test_the_coverage_sweep_rechecks_a_changed_row_and_counts_only_text_attention(monkeypatch):
+    """``benchmarks/coverage.py``: a row's fingerprint follows its own tiny config (``--resume``
+    re-checks it alone), and the table counts the models that have a text self-attention stack."""
+    import importlib.util
+    from pathlib import Path
+
+    from headsim.model.tiny import OVERRIDES
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "coverage.py"
+    spec = importlib.util.spec_from_file_location("headsim_coverage_sweep", path)
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    code = sweep.code_fingerprint()
+    llama, bert = sweep.row_fingerprint(code, "llama"), sweep.row_fingerprint(code, "bert")
+    monkeypatch.setitem(OVERRIDES, "llama", {"sliding_window": 3})
+    assert sweep.row_fingerprint(code, "llama") != llama and sweep.row_fingerprint(code, "bert") == bert
+    refused = {"status": "refused", "reason": "could not be read off its modules"}
+    assert sweep.category("mamba", dict(refused, kind="no attention"))[0] is False
+    assert sweep.category("whisper", dict(refused, kind="MHA")) == (False, "not counted: reads `input_features`, not "
+                                                                           "text (speech, vision or structure)")
+    assert sweep.category("jamba", dict(refused, kind="no attention"))[1].startswith("refused, hybrid")
+    assert sweep.category("flaubert", dict(refused, kind="MHA")) == (
+        True, "refused: no entry and no layout headsim can read off its modules")
