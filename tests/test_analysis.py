@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -15,10 +16,10 @@ import pytest
 import xarray as xr
 
 from cli_processes import spawn, wait_for
-from headsim.analysis import analyze
+from headsim.runs.analyze import analyze
 from headsim.errors import HeadsimError
-from headsim.merging import merge_runs
-from headsim.rundir import load_run
+from headsim.runs.merge import merge_runs
+from headsim.runs.rundir import load_run
 
 pytestmark = pytest.mark.slow
 
@@ -73,8 +74,8 @@ def test_run_directory_contents(tmp_path):
     assert all(int(np.sum(m)) == 32 for m in windows["attention_mask"][:-1])
     assert res.heads.equals(run.heads)
     # the run's spec: what it was asked for, as run.json stores it, in this version's layout
-    from headsim.rundir import LAYOUT, MARKER
-    from headsim.runspec import RunSpec
+    from headsim.runs.layout import LAYOUT, MARKER
+    from headsim.runs.spec import RunSpec
 
     assert run.spec == RunSpec(run.meta["model"]["source"], run.meta["corpus"]["sha256"], 12, 32, 0.3, 3, 4, "float32", "pysbd")
     assert run.meta["layout"] == LAYOUT == json.loads((tmp_path / "run" / MARKER).read_text())["layout"]
@@ -137,7 +138,7 @@ def test_merge_equals_one_run(tmp_path):
 
 def _peak_rss(tmp_path: Path, model: str, corpus: Path, windows: int, tag: str) -> int:
     code = (
-        "import resource, sys; from headsim.analysis import analyze; "
+        "import resource, sys; from headsim.runs.analyze import analyze; "
         f"analyze({model!r}, {str(corpus)!r}, windows={windows}, out={str(tmp_path / tag)!r}, seq_len=32, batch_size=8, "
         "checkpoint_every=32, progress=False); print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
     )
@@ -184,13 +185,15 @@ def test_too_many_windows_flag(tmp_path):
 def test_windows_beyond_an_uncounted_corpus(tmp_path, tiny_dir):
     """With --allow-fewer and --windows the corpus is not tokenised twice: counting stops at one window,
     and a corpus that runs out is found by the windowing (same windows, same warning as counting first)."""
-    from headsim.analysis import count_windows
+    from headsim.runs.plan import count_windows
+    from headsim.windows import token_counts
     from headsim.corpus import load_corpus
     from headsim.models import load_model
 
     corpus = _corpus(tmp_path, 12)
     corp, tok = load_corpus(str(corpus)), load_model(tiny_dir).tokenizer
-    full, first = count_windows(corp, tok, 32), count_windows(corp, tok, 32, enough=1)
+    count = functools.partial(token_counts, tok)
+    full, first = count_windows(corp, count, 30), count_windows(corp, count, 30, enough=1)
     assert full.complete and not first.complete and 1 <= first.windows < full.windows
     seen: list[tuple[int, int]] = []
     with pytest.warns(UserWarning, match=f"gives only {full.windows} windows"):
@@ -234,7 +237,7 @@ def test_low_precision_run_reports_agreement_with_fp32(tmp_path):
 
 
 def test_run_spec_round_trip_and_differences():
-    from headsim.runspec import RunSpec, describe_changes, resume_flags
+    from headsim.runs.spec import RunSpec, describe_changes, resume_flags
 
     spec = RunSpec("/models/x", "ab" * 32, 100, 128, 0.3, 3, 32, "float32", "pysbd")
     meta = {"corpus": {"name": "wiki", "spec": "corpus.txt"}, **spec.as_meta()}
@@ -248,3 +251,37 @@ def test_run_spec_round_trip_and_differences():
     assert resume_flags(changed, meta) == "--corpus corpus.txt --seq-len 128 --dtype float32"
     with pytest.raises(HeadsimError, match="no complete run spec"):
         RunSpec.from_meta({"spec": {"seq_len": 128}})
+
+
+def test_resume_takes_every_setting_left_open_from_the_run(tmp_path):
+    """One rule for the API and the CLI (headsim.runs.spec.resume_defaults): what a resumed call leaves open
+    (None; in the CLI an option not typed) is the stored run's own setting; what it gives is compared."""
+    from headsim.runs.rundir import RunDir
+    from headsim.runs.spec import resume_defaults
+
+    corpus = _corpus(tmp_path, 4)
+    out = tmp_path / "run"
+    first = analyze(None, str(corpus), out=out, seq_len=32, batch_size=4, shard="2/3", backend="eager", progress=False)
+    stored = RunDir(out).settings()
+    assert (stored["shard"], stored["batch_size"], stored["backend"], stored["seq_len"]) == ("2/3", 4, "eager", 32)
+    assert "windows" not in stored  # a shard's windows are not the windows of the whole run
+    given = {"shard": None, "batch_size": 8, "seq_len": 128, "threshold": 0.3}
+    assert resume_defaults(stored, given) == {"shard": "2/3", "batch_size": 8, "seq_len": 128, "threshold": 0.3}
+    typed = {"batch_size"}  # the CLI: every option not typed takes the run's
+    assert resume_defaults(stored, given, lambda name, _: name not in typed) == {
+        "shard": "2/3", "batch_size": 8, "seq_len": 32, "threshold": 0.3}
+    with pytest.warns(UserWarning, match="already holds this run"):  # shard, batch size and backend from the run
+        again = analyze(None, str(corpus), out=out, seq_len=32, resume=True, progress=False)
+    assert again.meta["run_id"] == first.meta["run_id"] and again.meta["shard"]["index"] == 2
+    with pytest.raises(HeadsimError, match="--batch-size: run 4, now 8"):
+        analyze(None, str(corpus), out=out, seq_len=32, batch_size=8, resume=True, progress=False)
+
+
+def test_windows_file_is_the_same_bytes_with_or_without_checkpoints(tmp_path, tiny_dir):
+    """windows.parquet is written with one schema (headsim.windows.WINDOWS_SCHEMA), whether its rows come
+    from checkpoint parts read back from Parquet or from memory."""
+    corpus = _corpus(tmp_path, 4)
+    kw = dict(windows=16, seq_len=32, batch_size=4, progress=False)
+    analyze(tiny_dir, str(corpus), out=tmp_path / "saved", checkpoint_every=4, **kw)
+    analyze(tiny_dir, str(corpus), out=tmp_path / "direct", **kw)  # far below 30 s: no checkpoint
+    assert (tmp_path / "saved" / "windows.parquet").read_bytes() == (tmp_path / "direct" / "windows.parquet").read_bytes()

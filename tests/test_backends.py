@@ -159,11 +159,11 @@ def test_a_named_backend_that_cannot_run_is_refused_at_once(monkeypatch):
 
 
 def test_analyze_records_the_backend_and_refuses_one_that_cannot_run(tiny_bert, tmp_path, monkeypatch):
-    import headsim
-    from headsim.analysis import requested_backend
+    import headsim.runs.analyze
+    from headsim.runs.spec import requested_backend
     from headsim.stats.backends import kernels
 
-    meta = headsim.analysis.analyze(tiny_bert, "default", windows=4, seq_len=32, backend="eager", progress=False).meta
+    meta = headsim.runs.analyze.analyze(tiny_bert, "default", windows=4, seq_len=32, backend="eager", progress=False).meta
     assert meta["statistics_backend"] == {"requested": "eager", "chosen": "eager", "ran": "eager", "fallbacks": []}
     assert "fused" not in meta
     # --resume takes the backend the run asked for (older runs: fused → compiled)
@@ -171,7 +171,7 @@ def test_analyze_records_the_backend_and_refuses_one_that_cannot_run(tiny_bert, 
     assert requested_backend({"fused": True}) == "compiled" and requested_backend({}) == "auto"
     monkeypatch.setattr(kernels.Triton, "available", classmethod(lambda cls, device: (False, "no Triton")))
     with pytest.raises(HeadsimError, match="'triton' cannot run"):
-        headsim.analysis.analyze(tiny_bert, "default", windows=4, seq_len=32, backend="triton", out=tmp_path / "run",
+        headsim.runs.analyze.analyze(tiny_bert, "default", windows=4, seq_len=32, backend="triton", out=tmp_path / "run",
                                  progress=False)
     assert not (tmp_path / "run").exists()  # refused before anything was written
 
@@ -179,7 +179,7 @@ def test_analyze_records_the_backend_and_refuses_one_that_cannot_run(tiny_bert, 
 def test_resume_keeps_the_backend_the_run_asked_for(tiny_bert, tmp_path):
     import json
 
-    from headsim.analysis import analyze
+    from headsim.runs.analyze import analyze
     from headsim.corpus import lee_documents
 
     corpus = tmp_path / "corpus.txt"

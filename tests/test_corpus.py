@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from headsim import corpus as corpus_module
+from headsim.corpus import wikipedia as corpus_module
 from headsim.corpus import (
     Corpus,
     Document,

@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-import headsim.corpus_uri as corpus_uri
+import headsim.corpus.remote as corpus_uri
 from cli_processes import spawn
 from headsim.cli import run_app
 from headsim.corpus import lee_documents, load_corpus

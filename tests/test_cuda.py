@@ -46,7 +46,7 @@ def windows(models):
 
 def _engine(loaded, log: list, *, backoff: bool | None = None, backend: str = "auto"):
     """An engine whose statistics record the head outputs they use into ``log`` (for :func:`_assert_agree`)."""
-    from headsim.analysis import Engine
+    from headsim.runs.engine import Engine
 
     def fresh():
         return RecordingStats(loaded.n_layers, loaded.n_heads, SEQ, device=loaded.device, backend=backend, log=log)
@@ -110,7 +110,7 @@ def test_real_out_of_memory_halves_the_batch_and_loses_nothing(models, windows):
 
 def test_bf16_keeps_the_thresholded_elements(models, windows):
     """The issue's bar: ≥ 99.5 % identical thresholded elements in bf16 (CPU bf16 measured 99.77 %)."""
-    from headsim.analysis import mask_agreement
+    from headsim.runs.engine import mask_agreement
 
     _, gpu, low = models
     assert mask_agreement(low, gpu, windows.select(slice(0, 16)), 0.3) >= 0.995

@@ -1,4 +1,4 @@
-"""headsim.analysis.Engine: out-of-memory back-off keeps the numbers and learns the batch size that fits."""
+"""headsim.runs.engine.Engine: out-of-memory back-off keeps the numbers and learns the batch size that fits."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import pytest
 import torch
 from agreement import RecordingStats, assert_statistics_agree, undecided
 
-from headsim.analysis import Engine, is_out_of_memory
+from headsim.runs.engine import Engine
+from headsim.stats.backends import is_out_of_memory
 from headsim.corpus import lee_documents
 from headsim.errors import HeadsimError
 from headsim.stats import CorpusStats
@@ -108,7 +109,7 @@ def test_automatic_cuda_batch_follows_free_memory(monkeypatch, kernels):
     the kernels, 512 for the eager statistics, whose ``T×T`` tensors the estimate counts)."""
     from types import SimpleNamespace
 
-    from headsim.analysis import default_batch_size
+    from headsim.runs.engine import default_batch_size
 
     loaded = SimpleNamespace(device=torch.device("cuda"), n_heads=12)
     backend = "triton" if kernels else "eager"

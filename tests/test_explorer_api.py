@@ -342,6 +342,8 @@ def test_run_heads_profile_examples(run_client, tiny, tmp_path):
     assert heads["n_layers"] == 2 and heads["n_heads"] == 4 and len(heads["rows"]) == 8
     assert heads["rows"][0]["p_repeat"] is None  # NaN → null
     assert "p_same_sentence_excess" in heads["columns"]
+    for r in heads["rows"]:  # the heads-table column, as the ablation's same_sentence role reads it
+        assert r["p_same_sentence_excess"] == pytest.approx(r["p_same_sentence"] - 0.3)
     prof = run_client.get("/api/heads/2/3").json()
     table = pd.read_parquet(Path(run_client.app.state.explorer.run.path) / "heads.parquet")
     row = table[(table["layer"] == 2) & (table["head"] == 3)].iloc[0]
@@ -393,9 +395,13 @@ def test_page_is_offline(client):
     assert "default-src 'self'" in r.headers["content-security-policy"]
     assert r.headers["x-content-type-options"] == "nosniff"
     # no script, style or font from elsewhere anywhere in the shipped page code
-    for name in ("index.html", "app.js", "plots.js", "style.css"):
+    modules = sorted(p.name for p in STATIC.glob("*.js"))
+    assert "main.js" in modules and "plots.js" in modules, modules
+    for name in ("index.html", "style.css", *modules):
         text = (STATIC / name).read_text(encoding="utf-8")
         assert not re.search(r"(?:src=|href=|url\(|import\s.*from\s|@import)\s*['\"]?(?:https?:)?//", text), name
+        for dep in re.findall(r"from '\./([\w/.-]+)'", text):  # every module the page imports is served
+            assert client.get(f"/static/{dep}").status_code == 200, (name, dep)
     vendor = (STATIC / "VENDOR.md").read_text(encoding="utf-8")
     assert "plotly.js-dist-min" in vendor and "MIT" in vendor
     assert (STATIC / "vendor" / "plotly.min.js").stat().st_size > 1_000_000

@@ -25,7 +25,7 @@ import pytest
 import xarray as xr
 
 from cli_processes import spawn, wait_for
-from headsim.analysis import analyze
+from headsim.runs.analyze import analyze
 from headsim.cli import run_app
 from headsim.errors import HeadsimError
 
@@ -181,7 +181,7 @@ def test_2_merge_never_writes_over_its_inputs(env, halves, tmp_path, capsys):
     out = tmp_path / "merged"
     assert cli(capsys, "merge", a, b, "--out", out)[0] == 0
     old = tree(out)
-    import headsim.merging as merging
+    import headsim.runs.merge as merging
 
     real = merging.layers_table
     merging.layers_table = lambda ds: (_ for _ in ()).throw(OSError(28, "No space left on device"))
@@ -214,7 +214,8 @@ def test_3_concurrent_writer_refused_and_killed_run_resumes(env, reference, tmp_
 
 
 def test_3_locks_of_live_and_dead_processes(tmp_path):
-    from headsim.rundir import LOCK, RunDir
+    from headsim.runs.layout import LOCK
+    from headsim.runs.rundir import RunDir
 
     run = RunDir(tmp_path / "run")
     run.path.mkdir()
@@ -451,12 +452,12 @@ def damage(run: Path, how: str) -> None:
 @pytest.mark.parametrize("how", DAMAGES)
 def test_10_every_reader_refuses_a_broken_run_alike(env, reference, tmp_path, how):
     from headsim.ablation.study import ablation_study
-    from headsim.explorer.api import Run as ExplorerRun
-    from headsim.merging import merge_runs
+    from headsim.explorer.api import ExplorerRun
+    from headsim.runs.merge import merge_runs
     from headsim.report.build import build_report
     from headsim.report.compare import compare_runs
     from headsim.reproduction import reproduce
-    from headsim.rundir import RunDir
+    from headsim.runs.rundir import RunDir
 
     model, corpus, _ = env
     run, good = tmp_path / "base" / "run", reference[200]
@@ -616,7 +617,7 @@ def test_every_command_fails_in_one_line(env, reference, halves, tmp_path, capsy
 
 
 def test_an_unexpected_error_is_one_line_and_its_traceback_behind_debug(env, tmp_path, capsys, monkeypatch):
-    import headsim.merging as merging
+    import headsim.runs.merge as merging
 
     def broken(*args, **kwargs):
         raise KeyError("a library's own error")

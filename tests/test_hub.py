@@ -257,7 +257,7 @@ def test_a_local_path_takes_no_revision(tiny_bert_dir, hub_env):
 
 def test_cli_analyze_records_the_commit_and_resumes_at_it(hub, hub_env, tmp_path, capsys):
     from headsim.cli import run_app
-    from headsim.report.build import load_tokenizer
+    from headsim.report.build import load_report_run
     from headsim.report.html import model_description
 
     corpus = tmp_path / "corpus.txt"
@@ -275,7 +275,7 @@ def test_cli_analyze_records_the_commit_and_resumes_at_it(hub, hub_env, tmp_path
     # the report's tokenizer comes from the cache at the recorded commit, without a request
     hub.clear()
     hub_env.set(offline=True)
-    assert load_tokenizer(meta) is not None and hub.requests == []
+    assert load_report_run(out).shares["punct"] is not None and hub.requests == []  # punctuation: counted with it
     # the explorer serves the run's own commit (not main) and shows it for the model and the run
     from fastapi.testclient import TestClient
 
@@ -296,7 +296,7 @@ def test_cli_analyze_records_the_commit_and_resumes_at_it(hub, hub_env, tmp_path
 
 def test_run_spec_without_a_commit_still_reads():
     """Runs written before the commit was recorded keep their spec (model_commit None)."""
-    from headsim.runspec import RunSpec
+    from headsim.runs.spec import RunSpec
 
     spec = RunSpec("m", "abc", 4, 16, 0.3, 3, 2, "float32", "pysbd", model_commit="c0ffee")
     stored = spec.as_meta()

@@ -19,7 +19,7 @@ import xarray as xr  # noqa: E402
 from agreement import (RecordingStats, assert_statistics_agree, at_risk, rounding_interval,  # noqa: E402
                        undecided)
 
-from headsim.analysis import Engine  # noqa: E402
+from headsim.runs.engine import Engine  # noqa: E402
 from headsim.model.plain import attention_probs  # noqa: E402
 from headsim.corpus import lee_documents  # noqa: E402
 from headsim.stats import CorpusStats  # noqa: E402

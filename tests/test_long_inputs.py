@@ -127,7 +127,7 @@ def test_binned_state_round_trips_and_other_backends_are_refused():
 
 
 def test_a_budget_that_cannot_hold_one_window_stops_at_once(tiny_bert, tmp_path):
-    from headsim.analysis import analyze
+    from headsim.runs.analyze import analyze
     from headsim.errors import HeadsimError
 
     with pytest.raises(HeadsimError, match=r"^--max-memory 1 MiB cannot hold one window of 32 tokens"):
@@ -144,7 +144,7 @@ def test_2048_tokens_of_a_grouped_query_decoder_equal_a_float64_recomputation(to
     threshold, float32 against float64)."""
     import copy
 
-    from headsim.analysis import Engine
+    from headsim.runs.engine import Engine
     from headsim.model.verify import eager_attentions, values
     from headsim.windows import Windows
 

@@ -21,12 +21,13 @@ import xarray as xr
 
 import headsim
 from cli_processes import spawn, wait_for
-from headsim.analysis import analyze
+from headsim.runs.analyze import analyze
 from headsim.corpus import lee_documents, load_corpus
 from headsim.errors import HeadsimError
 from headsim.models import from_pretrained_objects, load_model
-from headsim.ray_engine import plan_shares, share_batches
-from headsim.rundir import CHECKPOINT, MANIFEST, load_run
+from headsim.runs.shares import plan_shares, share_batches
+from headsim.runs.layout import CHECKPOINT, MANIFEST
+from headsim.runs.rundir import load_run
 from headsim.windows import Framing, iter_windows, token_counts
 
 
@@ -148,7 +149,7 @@ def test_corpus_urls_read_like_local_paths(tmp_path, corpus):
 
 
 def test_an_unreachable_cluster_is_refused_at_once():
-    from headsim.ray_engine import _check_reachable
+    from headsim.runs.ray import _check_reachable
 
     for address in ("127.0.0.1:1", "ray://127.0.0.1:1"):
         with pytest.raises(HeadsimError, match="cannot reach a Ray cluster"):
@@ -218,6 +219,31 @@ def test_ray_run_equals_the_single_process_run(cluster, tmp_path, reference, tin
 
 
 @on_ray
+def test_a_url_corpus_gives_the_same_run_on_both_engines(cluster, tmp_path, tiny_bert_dir, corpus):
+    """Both engines read corpora through the one reader: an http URL (a server on 127.0.0.1) gives one run."""
+    import http.server
+    import threading
+
+    pytest.importorskip("aiohttp")  # fsspec's http file system
+    handler = functools.partial(type("Quiet", (http.server.SimpleHTTPRequestHandler,), {"log_message": lambda *a: None}),
+                                directory=str(corpus.parent))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/{corpus.name}"
+    try:
+        for engine, extra in (("local", {}), ("ray", {"actors": 2, "share_windows": 8})):
+            analyze(str(tiny_bert_dir), url, out=tmp_path / engine, windows=24, engine=engine, **extra, **RUN)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert_same_run(tmp_path / "local", tmp_path / "ray")
+    assert_same_meta(tmp_path / "local", tmp_path / "ray")
+    for engine in ("local", "ray"):  # the corpus as read from the URL is the file's, and --resume reads the URL again
+        held = load_run(tmp_path / engine).meta["corpus"]
+        assert (held["spec"], held["sha256"]) == (url, load_corpus(str(corpus)).sha256)
+
+
+@on_ray
 def test_a_killed_worker_process_costs_no_window(cluster, tmp_path, reference, tiny_bert_dir, corpus):
     hook = functools.partial(_kill_own_process_once, str(tmp_path / "killed"), [0])
     res = analyze(_hooked(tiny_bert_dir, hook), str(corpus), out=tmp_path / "run", engine="ray", workers=2,
@@ -230,7 +256,7 @@ def test_a_killed_worker_process_costs_no_window(cluster, tmp_path, reference, t
 
 @on_ray
 def test_shards_on_either_engine_merge_into_the_single_process_run(cluster, tmp_path, reference, tiny_bert_dir, corpus):
-    from headsim.merging import merge_runs
+    from headsim.runs.merge import merge_runs
 
     analyze(str(tiny_bert_dir), str(corpus), out=tmp_path / "one", shard="1/2", **RUN)
     analyze(str(tiny_bert_dir), str(corpus), out=tmp_path / "two", shard=(2, 2), engine="ray", workers=2,
@@ -243,20 +269,32 @@ def test_shards_on_either_engine_merge_into_the_single_process_run(cluster, tmp_
     assert merged.windows["input_ids"].map(list).tolist() == whole  # the same windows, in order
 
 
-def test_workers_are_checked_against_the_cluster_before_any_starts():
-    from headsim.ray_engine import Resources
+def test_actors_are_checked_against_the_cluster_before_any_starts():
+    from headsim.runs.options import RayOptions, RunOptions
 
     two = {"CPU": 2.0, "memory": 1e9}
-    assert Resources(None, 1.0, 0.0).check().count(two) == 2 and Resources(2, 1.0, 0.0).count(two) == 2
-    assert Resources(None, 0.5, 0.0).count(two) == 4 and Resources(None, 1.0, 1.0).count({"CPU": 8, "GPU": 3}) == 3
-    with pytest.raises(HeadsimError, match="--workers 100000 asked for, but the Ray cluster has 2 CPUs, 0 GPUs: room for 2 workers") as e:
-        Resources(100000, 1.0, 0.0).count(two)
-    assert "--workers 2 or fewer" in e.value.fix
+
+    def ray(actors, cpus=1.0, gpus=0.0):
+        return RayOptions(actors, cpus_per_actor=cpus, gpus_per_actor=gpus)
+
+    assert ray(None).check().count(two) == 2 and ray(2).count(two) == 2
+    assert ray(None, 0.5).count(two) == 4 and ray(None, 1.0, 1.0).count({"CPU": 8, "GPU": 3}) == 3
+    with pytest.raises(HeadsimError, match="--actors 100000 asked for, but the Ray cluster has 2 CPUs, 0 GPUs: room for 2 workers") as e:
+        ray(100000).count(two)
+    assert "--actors 2 or fewer" in e.value.fix
     with pytest.raises(HeadsimError, match="not enough for one worker of 1 CPU, 1 GPU"):
-        Resources(None, 1.0, 1.0).count(two)
+        ray(None, 1.0, 1.0).count(two)
     with pytest.raises(HeadsimError, match="with the Ray engine") as e:
-        Resources(-1, 1.0, 0.0).check()
+        ray(-1).check()
     assert "windowing" not in e.value.fix
+    # analyze's arguments: workers under the Ray engine is the old spelling of actors, the old resource names too
+    old = RunOptions.from_arguments(engine="ray", workers=3, cpus_per_worker=2.0, gpus_per_worker=0.5)
+    assert old.ray == RayOptions(3, 2.0, 0.5) and old.workers is None
+    assert RunOptions.from_arguments(workers=3).workers == 3 and RunOptions.from_arguments(workers=3).ray.actors is None
+    with pytest.raises(HeadsimError, match="both given"):
+        RunOptions.from_arguments(engine="ray", workers=3, actors=2)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'windws'"):
+        RunOptions.from_arguments(windws=3)
 
 
 @on_ray
@@ -273,7 +311,7 @@ def test_ray_start_up_is_refused_or_ends_by_its_deadline_leaving_no_actor(cluste
             "--seq-len", "32", "--out", tmp_path / "run"]
     code = run_app([str(a) for a in args + ["--workers", "100000"]])
     err = capsys.readouterr().err.strip()
-    assert code == 2 and len(err.splitlines()) == 1 and "--workers 100000 asked for" in err and "room for 2" in err
+    assert code == 2 and len(err.splitlines()) == 1 and "--actors 100000 asked for" in err and "room for 2" in err
     code = run_app([str(a) for a in args + ["--workers", "-1", "--overwrite"]])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "Ray workers" in err and "windowing" not in err
@@ -368,7 +406,8 @@ def test_a_decoder_family_on_ray_equals_the_single_process_run(cluster, tmp_path
 
 def test_a_checkpoint_of_shares_finished_out_of_order_is_verified_and_written_in_order(tmp_path):
     """The Ray engine's checkpoint: window parts of finished shares in any order, checked on resume."""
-    from headsim.rundir import RunDir, windows_table
+    from headsim.runs.rundir import RunDir
+    from headsim.windows import windows_table
 
     rng = np.random.default_rng(0)
     ids = rng.integers(0, 90, size=(12, 8))

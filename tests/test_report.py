@@ -33,9 +33,10 @@ from fake_run import (
 )
 from headsim.errors import HeadsimError
 from headsim.plots.style import save
-from headsim.report.build import build_report, figure_specs, load_run_data
+from headsim.report.build import build_report, load_report_run
 from headsim.report.claims import FAILS, HOLDS, NA, VERDICTS, compute_claims
 from headsim.report.compare import compare_runs
+from headsim.report.contents import FIGURES
 
 DPI = 40  # small PNGs keep the tests fast; the layout does not depend on it
 CONTRACT_VARS = [
@@ -178,7 +179,7 @@ def test_fake_run_is_schema_exact(run_a: Path) -> None:
 
 def test_every_figure_is_a_valid_png_and_svg(report_a: Path) -> None:
     out = report_a.parent
-    stems = [s.stem for s in figure_specs()]
+    stems = [f.stem for f in FIGURES]
     for number in ("02", "03", "06", "07", "08", "10", "11", "12", "13"):
         assert any(s.startswith(f"fig{number}_") for s in stems), number
     for stem in stems:
@@ -283,7 +284,7 @@ def _verdicts(ds, heads, layers, meta, shares=None) -> dict[str, str]:
 
 def test_each_verdict_flips_when_the_table_contradicts_it(run_a: Path) -> None:
     ds, heads, layers, meta = _tables(run_a)
-    shares = load_run_data(run_a).shares
+    shares = load_report_run(run_a).shares
     assert set(_verdicts(ds, heads, layers, meta, shares).values()) == {HOLDS}
     L = ds.sizes["layer"]
 
@@ -351,7 +352,7 @@ def test_not_applicable_without_pairs(run_a: Path) -> None:
 
 
 def test_shares_without_tokenizer_fall_back_to_one_cls_and_sep_per_window(run_a: Path) -> None:
-    run = load_run_data(run_a, use_tokenizer=False)
+    run = load_report_run(run_a, use_tokenizer=False)
     assert run.shares["punct"] is None
     assert run.shares["sep"] == pytest.approx(8 / run.shares["tokens"])
     c1 = next(c for c in compute_claims(run.dataset, run.heads, run.layers, run.meta, shares=run.shares)
@@ -381,9 +382,9 @@ def _assert_links_exist(index: Path) -> None:
 def test_report_page(report_a: Path) -> None:
     html = report_a.read_text()
     _assert_links_exist(report_a)
-    for spec in figure_specs():
+    for spec in FIGURES:
         assert f'src="{spec.stem}.png"' in html and f'href="{spec.stem}.svg"' in html
-    assert html.count("<figcaption>") == len(figure_specs()) + 4  # + the example's four figures
+    assert html.count("<figcaption>") == len(FIGURES) + 4  # + the example's four figures
     assert "fake-a" in html and "BERT-base" in html and "not expected to carry over" in html
     assert "6 layers \u00d7 12 heads" in html  # the embedded MiniLM named plainly
     assert "synthetic" in html and "0.3" in html  # corpus and threshold
@@ -440,9 +441,62 @@ def test_report_of_a_missing_run_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_labels_do_not_collide(tmp_path: Path) -> None:
     from headsim.report.compare import _labels
-    from headsim.rundir import Run
+    from headsim.runs.run import Run
 
     runs = [Run(tmp_path / "a" / "run", {}, pd.DataFrame(), pd.DataFrame()),
             Run(tmp_path / "b" / "run", {}, pd.DataFrame(), pd.DataFrame())]
     labels = _labels(runs)
     assert labels == ["a/run", "b/run"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The figures package: one module per figure, the report only lists them
+# ---------------------------------------------------------------------------------------------
+
+
+def test_each_claim_comes_from_one_figure_in_id_order(run_a: Path) -> None:
+    from headsim.figures import Statistics
+    from headsim.report.claims import token_shares
+
+    ds = xr.open_dataset(run_a / "stats.nc").load()
+    heads, layers = summary_tables(ds)
+    stats = Statistics(ds, heads, layers, token_shares(None, None, ds))
+    owners = {c.id: f.stem for f in FIGURES for c in f.claims(stats)}
+    assert len({f.stem for f in FIGURES}) == len(FIGURES)
+    assert len(owners) == sum(len(f.claims(stats)) for f in FIGURES) == 8  # no claim in two figures
+    assert owners["c3_same_sentence"] == "fig08_same_sentence" and owners["c8_diagonal"] == "fig03_zeroed_attention"
+    ids = [c.id for c in compute_claims(ds, heads, layers, {})]
+    assert ids == sorted(owners) and ids[0].startswith("c1_") and ids[-1].startswith("c8_")
+
+
+def test_figures_of_a_binned_run_speak_in_token_positions(run_a: Path) -> None:
+    """On a run binned above its resolution (query/key/distance = each bin's first position), the matrix
+    figures label their axes with positions, the distance bars span their bins and the tables' mean
+    distance is in tokens, as the histogram's."""
+    from matplotlib.patches import Rectangle
+
+    from headsim.figures import fig02_summed_attention, fig07_distance_histograms, fig10_locations
+    from headsim.stats.tables import distance_summary
+
+    ds = xr.open_dataset(run_a / "stats.nc").load()
+    t = ds.sizes["query"]
+    binned = ds.assign_coords(query=3 * np.arange(t), key=3 * np.arange(t), distance=3 * np.arange(t))
+    binned.attrs.update(position_binned=1, seq_len=3 * t)
+    heads, _ = summary_tables(binned)
+    mean, _ = distance_summary(binned["distance_hist"].values, np.arange(t))
+    assert np.allclose(heads["mean_distance"].to_numpy(), 3 * mean.ravel(), equal_nan=True)
+    fig = fig02_summed_attention(binned, model="m")
+    ax = fig.axes[0]
+    labels = [x.get_text() for x in ax.get_xticklabels()]
+    assert labels[0] == "0" and labels[-1] == str(3 * (t - 1)) and "bins of 3)" in fig._suptitle.get_text()
+    plt.close(fig)
+    fig = fig07_distance_histograms(binned, heads, model="m")
+    widths = {round(p.get_width(), 6) for p in fig.axes[0].patches if isinstance(p, Rectangle)}
+    assert widths == {3.0}
+    plt.close(fig)
+    fig = fig10_locations(binned, model="m")
+    assert f"0..{3 * t - 1} in {t} bins of 3 tokens" in fig._supxlabel.get_text()
+    plt.close(fig)
+    unbinned = fig02_summed_attention(ds, model="m")  # a run kept per position: matrix indices are positions
+    assert "bins" not in unbinned._suptitle.get_text() and unbinned.axes[0].get_xticklabels()[-1].get_text() != str(3 * (t - 1))
+    plt.close(unbinned)

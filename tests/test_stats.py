@@ -127,6 +127,16 @@ def test_histogram_helpers():
     assert histogram_share(np.array([1, 1, 1, 1]), edges, 0.25, 0.375) == pytest.approx(0.125)
     mean, median = distance_summary(np.array([0, 1, 1, 2]))
     assert mean == pytest.approx(2.25) and median == 2
+    # a binned run: each bin counts at its first distance (the Dataset's distance coordinate), not its index
+    mean, median = distance_summary(np.array([0, 1, 1, 2]), np.array([0, 4, 8, 12]))
+    assert mean == pytest.approx(9.0) and median == 8
+
+
+def test_ratio_is_nan_only_where_the_denominator_is_zero():
+    from headsim.stats.tables import ratio
+
+    out = ratio([1, 2, 3, 0], [2, 0, -3, 0])
+    assert out[0] == 0.5 and out[2] == -1.0 and np.isnan(out[1]) and np.isnan(out[3])
 
 
 # ---------------------------------------------------------------------------------------------

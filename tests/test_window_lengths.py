@@ -19,7 +19,7 @@ from PIL import Image
 
 from fake_run import _windows, build_dataset, make_fake_run, run_meta, write_run
 from headsim.errors import HeadsimError
-from headsim.report.build import build_report, load_run_data
+from headsim.report.build import build_report, load_report_run
 from headsim.report.claims import FAILS, HOLDS, compute_claims
 from headsim.report.window_lengths import STATISTICS, compare_window_lengths
 from headsim.reproduction import matched_windows, parse_lengths
@@ -51,7 +51,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def loaded(runs) -> dict[str, object]:
-    return {k: load_run_data(p) for k, p in runs.items()}
+    return {k: load_report_run(p) for k, p in runs.items()}
 
 
 def test_table_values_are_each_runs_own_statistics(loaded) -> None:
@@ -129,7 +129,7 @@ def test_runs_that_differ_in_more_than_length_are_refused(loaded, tmp_path, flag
     path = (make_fake_run(tmp_path / "other", seq_len=32, threshold=0.4) if edit is None
             else _run_with(tmp_path / "other", 32, meta_edit=edit))
     with pytest.raises(HeadsimError) as err:
-        compare_window_lengths([loaded["16"], load_run_data(path)])
+        compare_window_lengths([loaded["16"], load_report_run(path)])
     text = str(err.value)
     assert "\n" not in text and flag in text and "differ in more than the window length" in text and "--seq-len" in text
 

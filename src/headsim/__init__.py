@@ -24,8 +24,11 @@ warnings.filterwarnings("ignore", message="IProgress not found")
 _LAZY = {
     "HeadsimError": "headsim.errors",
     "load_model": "headsim.models",
-    "analyze": "headsim.analysis",
-    "load_run": "headsim.rundir",
+    "analyze": "headsim.runs.analyze",
+    "load_run": "headsim.runs.rundir",
+    "Run": "headsim.runs.run",
+    "RunOptions": "headsim.runs.options",
+    "RayOptions": "headsim.runs.options",
     "LoadedModel": "headsim.models",
     "extract": "headsim.extraction",
     "Extraction": "headsim.extraction",

@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from . import rundir
-from .analysis import analyze
+from .runs.rundir import RunDir
+from .runs.analyze import analyze
 from .corpus import Corpus, load_corpus
 from .errors import require
 from .inspection import Inspection, inspect_text
 from .models import as_loaded
-from .runspec import RunSpec
+from .runs.spec import RunSpec
 from .windows import MIN_SEQ_LEN
 
 #: windows analysed by default: a few minutes on 2 CPU cores with the embedded model (the paper: 20,000)
@@ -54,7 +54,7 @@ def matched_windows(windows: int | None, seq_len: int, length: int, framing) -> 
 def _ensure_run(loaded, corp: Corpus, run_dir: Path, *, windows: int | None, seq_len: int, threshold: float,
                 batch_size: int | None, progress: bool) -> None:
     """Analyse into ``run_dir`` unless a finished run with these settings is there (an unfinished one is resumed)."""
-    meta = rundir.RunDir(run_dir).stored_meta()
+    meta = RunDir(run_dir).stored_meta()
     finished = meta is not None and meta.get("complete") is True
     if finished and _same_run(meta, loaded.source, corp.sha256, windows, seq_len, threshold, loaded.commit):
         return

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
 
 from .errors import HeadsimError, require
 from .sentences import check_splitter, sentence_index, sentence_starts
@@ -370,7 +371,7 @@ def pack_windows(streams: Iterable[TokenStream], seq_len: int, tokenizer, framin
     ``skip`` and ``take`` cut the running text first: the ``take`` tokens (``None``: all) after the
     first ``skip``. With ``pack=True`` and ``skip`` a multiple of ``framing.content(seq_len)``, the
     windows are exactly those of the whole stream from window ``skip // content`` on (how a share of a
-    packed corpus is windowed on its own, :mod:`headsim.ray_engine`).
+    packed corpus is windowed on its own, :mod:`headsim.runs.ray`).
     """
     batch: list = []
     for window in _chunks(_clip(streams, skip, take), framing.content(seq_len), pack):
@@ -390,3 +391,26 @@ def make_windows(texts: str | Iterable[str], tokenizer, seq_len: int = 128, *, p
                               sentence_splitter=sentence_splitter, framing=framing))
     require(len(parts) > 0, "the text produced no tokens", "pass text the tokenizer can read")
     return Windows.concat(parts)
+
+
+#: the rows of a run's ``windows.parquet`` (:func:`windows_table`); every part of the file is written with it,
+#: so the file's bytes do not depend on whether its rows went through a checkpoint (read back from Parquet,
+#: a list column's item is named ``element``)
+WINDOWS_SCHEMA = pa.schema([("window", pa.int64()), ("input_ids", pa.list_(pa.int32())),
+                            ("attention_mask", pa.list_(pa.int8())), ("sentence_ids", pa.list_(pa.int32()))])
+
+
+def windows_table(start: int, input_ids: np.ndarray, attention_mask: np.ndarray, sentence_ids: np.ndarray) -> pa.Table:
+    """Rows for a run's ``windows.parquet`` (:data:`WINDOWS_SCHEMA`), numbered from ``start``."""
+    n = input_ids.shape[0]
+
+    def lists(a: np.ndarray, t: type) -> pa.ListArray:  # one list per row, over the array's own buffer
+        a = np.ascontiguousarray(a, dtype=t)
+        return pa.ListArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32) * a.shape[1]), pa.array(a.reshape(-1)))
+
+    return pa.table({
+        "window": pa.array(np.arange(start, start + n, dtype=np.int64)),
+        "input_ids": lists(input_ids, np.int32),
+        "attention_mask": lists(attention_mask, np.int8),
+        "sentence_ids": lists(sentence_ids, np.int32),
+    }, schema=WINDOWS_SCHEMA)

@@ -28,12 +28,13 @@ import torch
 
 from ..errors import require
 from ..models import LoadedModel
+from ..stats.tables import same_sentence_excess
 from .intervention import gates
 from .tasks import Task
 
 ROLES = {
     "repetition": lambda h: h["p_repeat"],
-    "same_sentence": lambda h: h["p_same_sentence"] - h["p_same_sentence_chance"],
+    "same_sentence": same_sentence_excess,
     "long_range": lambda h: h["mean_distance"],
     "anchor": lambda h: h["anchor_fraction_mean"],
 }

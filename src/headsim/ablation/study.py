@@ -25,7 +25,8 @@ import pandas as pd
 from ..display import HtmlDisplay
 from ..errors import require
 from ..models import LoadedModel, as_loaded
-from ..rundir import Run, load_run
+from ..runs.run import Run
+from ..runs.rundir import load_run
 from .curves import curve_points, removable
 from .importance import (ROLES, as_pairs, ascending, descending, gradient_importance, label, random_orders,
                          rank_correlation, role_scores)
@@ -123,7 +124,7 @@ def ablated_stacks(loaded: LoadedModel) -> tuple[LoadedModel, str | None]:
 
 
 def _run_roles(run: Run, loaded: LoadedModel) -> tuple[dict[str, np.ndarray], str]:
-    """Role scores of every head from a finished run (:class:`headsim.rundir.Run`) of ``loaded``
+    """Role scores of every head from a finished run (:class:`headsim.runs.run.Run`) of ``loaded``
     (an encoder-decoder's run: the rows of its encoder, when the study ablates that alone)."""
     source = run.meta.get("model", {}).get("source")
     require(source is not None and os.path.realpath(str(source)) == os.path.realpath(loaded.source),
@@ -242,7 +243,7 @@ class AblationResult(HtmlDisplay):
 
 def load_ablation(folder: str | os.PathLike) -> AblationResult:
     """Read a finished ablation study (the ``--out`` folder of ``headsim ablate``)."""
-    from ..rundir import read_json, read_table
+    from ..io import read_json, read_table
 
     folder = Path(folder)
     require((folder / ABLATION_JSON).is_file(), f"{str(folder)!r} holds no finished ablation study (no {ABLATION_JSON})",
@@ -254,7 +255,7 @@ def load_ablation(folder: str | os.PathLike) -> AblationResult:
 
 def resummarize(folder: str | os.PathLike) -> Path:
     """Recompute ``ablation.json``'s summary and the figures from a saved study's tables (no model run)."""
-    from ..rundir import write_json
+    from ..io import write_json
     from .plots import draw_figures
 
     study = load_ablation(folder)
@@ -311,7 +312,7 @@ def _summary(full: dict, groups: pd.DataFrame, curves: pd.DataFrame, heads: pd.D
 
 
 def _write(out: Path, meta: dict, heads: pd.DataFrame, groups: pd.DataFrame, curves: pd.DataFrame) -> Path:
-    from ..rundir import write_json
+    from ..io import write_json
     from .plots import draw_figures
 
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -30,7 +30,7 @@ def ablate(
     """Score each head alone, each layer, each measured role and random groups; pruning curves by every criterion."""
     from ..ablation.study import StudyConfig, ablation_study
     from ..report.html import model_label
-    from ..rundir import check_writable, read_json
+    from ..io import check_writable, read_json
 
     check_writable(out)  # before minutes of scoring
     config = StudyConfig(tasks=tuple(t.strip() for t in tasks.split(",") if t.strip()), group_fraction=group_fraction,

@@ -46,7 +46,7 @@ def inspect(
     """Per-text views of one window: Figs 4, 5, 9, 12 and the similarity matrix of one head."""
     from ..errors import require
     from ..inspection import example_text, inspect_text
-    from ..rundir import check_writable
+    from ..io import check_writable
 
     require(rows >= 0, f"--rows {rows} is negative", "pass how many rows to print (0 or more)")
     require(not out.exists() or out.is_dir(), f"--out {str(out)!r} is a file, not a directory",

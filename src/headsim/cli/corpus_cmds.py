@@ -14,18 +14,11 @@ from .options import Device, DeviceMap, DeviceMemory, Model, OffloadFolder, Revi
 
 def _from_run(ctx: typer.Context, out: Path, given: dict) -> dict:
     """``--resume``: every option left at its default takes the run's own setting."""
-    from ..rundir import RunDir
+    from ..runs.rundir import RunDir
+    from ..runs.spec import resume_defaults
 
-    stored = RunDir(out).settings()
-    if not stored:
-        return given
-    stored["sentences"] = stored.pop("sentence_splitter", None)
-    result = dict(given)
-    for name, value in stored.items():
-        source = ctx.get_parameter_source(name)
-        if value is not None and getattr(source, "name", "") == "DEFAULT":
-            result[name] = value
-    return result
+    return resume_defaults(RunDir(out).settings(), given,
+                           lambda name, _: getattr(ctx.get_parameter_source(name), "name", "") == "DEFAULT")
 
 
 @app.command()
@@ -52,47 +45,37 @@ def analyze(
     dtype: Optional[str] = typer.Option(None, "--dtype", help="fp32 (default) or bf16/fp16 (CUDA)."),
     text_field: str = typer.Option("text", "--text-field", help="Field holding the text in a .jsonl corpus."),
     text_column: str = typer.Option("text", "--text-column", help="Column holding the text in a .parquet corpus."),
-    sentences: str = typer.Option("pysbd", "--sentences", help="Sentence splitter for sentence ids: pysbd, punkt (fast) or newline."),
+    sentence_splitter: str = typer.Option("pysbd", "--sentences", help="Sentence splitter for sentence ids: pysbd, punkt (fast) or newline."),
     backend: Optional[str] = typer.Option(None, "--backend", help="Statistics backend: auto (Triton kernels on CUDA where Triton runs, else eager), eager, compiled (torch.compile) or triton. Default: auto, or the run's own with --resume."),
     fused: Optional[bool] = typer.Option(None, "--fused/--eager", hidden=True, help="Old spelling of --backend compiled / --backend eager."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Processes that tokenize and split sentences; 0 = in-process thread (default: automatic). With --engine ray: Ray workers, one model copy each (default: one per CPU/GPU of the cluster)."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Processes that tokenize and split sentences; 0 = in-process thread (default: automatic). With --engine ray: the old spelling of --actors."),
+    actors: Optional[int] = typer.Option(None, "--actors", help="Ray actors (--engine ray), one model copy each (default: one per CPU/GPU of the cluster)."),
     engine: str = typer.Option("local", "--engine", help="local (this process) or ray (a Ray cluster; needs the Ray extra: pip install \"headsim\\[ray]\"). Same results."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster: auto, ray://HOST:10001 (default: start a local one)."),
-    gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="GPUs each Ray worker reserves."),
-    cpus_per_worker: float = typer.Option(1.0, "--cpus-per-worker", help="CPUs each Ray worker reserves (and its torch threads)."),
+    gpus_per_actor: float = typer.Option(0.0, "--gpus-per-actor", "--gpus-per-worker", help="GPUs each Ray actor reserves."),
+    cpus_per_actor: float = typer.Option(1.0, "--cpus-per-actor", "--cpus-per-worker", help="CPUs each Ray actor reserves (and its torch threads)."),
     share_windows: Optional[int] = typer.Option(None, "--share-windows", help="Windows per Ray work unit, whole batches (default: about 4 per worker)."),
     shard: Optional[str] = typer.Option(None, "--shard", help="I/N: analyse only part I (from 1) of N disjoint, equal parts of the windows; `headsim merge` of all N runs equals one run over all windows."),
     resolution: int = typer.Option(512, "--resolution", help="Longest window whose position-pair statistics are kept per position; longer windows keep them on this many position bins (memory independent of --seq-len)."),
     max_memory: Optional[str] = typer.Option(None, "--max-memory", help="Memory the run may take, e.g. 3GB (default: half the free RAM, or of the GPU's memory); batch and block sizes are chosen within it."),
 ) -> None:
     """Corpus statistics of every head (Figs 2, 3, 6–8, 10–13) into a run directory."""
-    from ..analysis import analyze as run_analysis
     from ..errors import require
+    from ..runs.analyze import analyze as run_analysis
 
     if fused is not None:
         alias = "compiled" if fused else "eager"
         require(backend in (None, alias), f"--{'fused' if fused else 'eager'} contradicts --backend {backend}",
                 "pass --backend alone")
         backend = alias
+    arguments = {**{k: v for k, v in ctx.params.items() if k != "fused"}, "backend": backend,
+                 "offload_folder": None if offload_folder is None else str(offload_folder)}
     if resume:
-        settings = _from_run(ctx, out, {"model": model, "corpus": corpus, "windows": windows, "seq_len": seq_len,
-                                        "threshold": threshold, "top_k_columns": top_k_columns, "batch_size": batch_size,
-                                        "dtype": dtype, "sentences": sentences, "shard": shard, "revision": revision})
-        model, corpus, windows, seq_len, threshold = (settings[k] for k in ("model", "corpus", "windows", "seq_len", "threshold"))
-        top_k_columns, batch_size, dtype, sentences, shard = (settings[k] for k in ("top_k_columns", "batch_size", "dtype",
-                                                                                   "sentences", "shard"))
-        revision = settings["revision"]
+        arguments = _from_run(ctx, out, arguments)
+    model, corpus = arguments.pop("model"), arguments.pop("corpus")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = run_analysis(model, corpus, windows=windows, out=out, seq_len=seq_len, threshold=threshold,
-                              top_k_columns=top_k_columns, batch_size=batch_size, checkpoint_every=checkpoint_every,
-                              resume=resume, overwrite=overwrite, allow_fewer=allow_fewer, device=device, dtype=dtype,
-                              text_field=text_field, text_column=text_column, sentence_splitter=sentences,
-                              workers=workers, backend=backend, engine=engine, address=address, gpus_per_worker=gpus_per_worker,
-                              cpus_per_worker=cpus_per_worker, share_windows=share_windows, shard=shard,
-                              resolution=resolution, max_memory=max_memory,
-                              revision=revision, device_map=device_map, device_memory=device_memory,
-                              offload_folder=None if offload_folder is None else str(offload_folder))
+        result = run_analysis(model, corpus, **arguments)
     for w in caught:
         if issubclass(w.category, UserWarning):
             err_console.print(f"[yellow]warning:[/] {w.message}", highlight=False)
@@ -109,7 +92,7 @@ def merge(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a run already in --out (refused if the directory holds files headsim did not write)."),
 ) -> None:
     """Combine run shards exactly (sums and counts add)."""
-    from ..merging import merge_runs
+    from ..runs.merge import merge_runs
 
     path = merge_runs(runs, out, overwrite=overwrite)
     console.print(f"merged {len(runs)} runs → {path}/")

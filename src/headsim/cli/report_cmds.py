@@ -28,7 +28,7 @@ def reproduce(
 ) -> None:
     """Every figure of the paper (2–13) and every claim as a measured check, in OUT/index.html."""
     from ..reproduction import DEFAULT_WINDOWS, parse_lengths, reproduce as run
-    from ..rundir import check_writable
+    from ..io import check_writable
 
     lengths = parse_lengths(window_lengths) if window_lengths is not None else None
     check_writable(out)  # before the analysis
@@ -50,7 +50,8 @@ def report(
     from ..corpus import load_corpus
     from ..report.build import build_report
     from ..reproduction import example_inspection
-    from ..rundir import check_writable, load_run
+    from ..io import check_writable
+    from ..runs.rundir import load_run
 
     run_dir, window_runs = run_dirs[0], run_dirs[1:]
     run = load_run(run_dir)
@@ -78,7 +79,7 @@ def compare(
     """Put several runs side by side: per-layer curves on shared axes and the claims table."""
     from ..errors import require
     from ..report.compare import compare_runs
-    from ..rundir import check_writable
+    from ..io import check_writable
 
     require(len(runs) >= 2, "compare needs at least two run directories", "pass RUN_A RUN_B …")
     check_writable(out)

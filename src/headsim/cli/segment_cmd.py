@@ -35,14 +35,14 @@ def segment(
     require(out is None or not out.is_dir(), f"--out {str(out)!r} is a directory", "pass a file path, e.g. segments.jsonl")
     text = read_text_arg(None, file)
     if out is not None:
-        from ..rundir import check_writable
+        from ..io import check_writable
 
         check_writable(out)  # before the model runs
     with console.status("running the model…"):
         segments = run_segment(text, model, level=level, n_segments=n_segments, units=units,
                                config=None if config is None else str(config), device=device)
     if out is not None:
-        from ..rundir import write_bytes
+        from ..io import write_bytes
 
         lines = "".join(json.dumps({"start": s.start, "end": s.end, "text": s.text}, ensure_ascii=False) + "\n" for s in segments)
         write_bytes(out, lines.encode("utf-8"))

@@ -8,7 +8,7 @@ focus by the corpus statistics' own function), block averages come from :mod:`he
 Layers and heads are 1-based in every payload (as in every figure and table); token positions are
 0-based ([CLS] = 0).
 
-A run directory is read-only input, read through :meth:`headsim.rundir.RunDir.load` (only a
+A run directory is read-only input, read through :meth:`headsim.runs.rundir.RunDir.load` (only a
 finished run): its head table once, one head's distance histogram and the first few windows (for the
 example menu) on request.
 """
@@ -27,7 +27,8 @@ import pandas as pd
 from ..errors import HeadsimError, require
 from ..inspection import EXAMPLES, check_index, example_text
 from ..models import LoadedModel
-from ..rundir import RunDir
+from ..runs.rundir import RunDir
+from ..stats.tables import same_sentence_excess
 from ..context_similarity import check_threshold
 from ..views import TextView, cut_text, separators_from_scores, window_view
 from ..views.text_view import PAIR_LIMIT, VIEW_RESOLUTION, ZOOM_LIMIT
@@ -323,8 +324,8 @@ def zoom_payload(prepared: Prepared, wd: TextView, layer: int, head: int, rows: 
 # examples and runs
 
 
-class Run:
-    """A finished run as the explorer shows it (:meth:`headsim.rundir.RunDir.load`: a directory that is
+class ExplorerRun:
+    """A finished run as the explorer shows it (:meth:`headsim.runs.rundir.RunDir.load`: a directory that is
     not one, or an unfinished, damaged or older-layout run, is refused as by every other command):
     head statistics read once, one head's distance histogram and the first windows read on request."""
 
@@ -332,7 +333,7 @@ class Run:
         self.run = RunDir(Path(path).expanduser()).load()
         heads = self.run.heads.copy()
         if {"p_same_sentence", "p_same_sentence_chance"} <= set(heads.columns):
-            heads["p_same_sentence_excess"] = heads["p_same_sentence"] - heads["p_same_sentence_chance"]
+            heads["p_same_sentence_excess"] = same_sentence_excess(heads)
         self.path = self.run.path
         self.warnings: list[str] = []
         self.heads = heads.sort_values(["layer", "head"]).reset_index(drop=True)
@@ -386,7 +387,7 @@ class Run:
         }
 
 
-def info_payload(loaded: LoadedModel, run: Run | None, max_text_bytes: int) -> dict:
+def info_payload(loaded: LoadedModel, run: ExplorerRun | None, max_text_bytes: int) -> dict:
     """What the page needs before the first analysis."""
     return {
         "model": model_info(loaded),
@@ -400,7 +401,7 @@ def info_payload(loaded: LoadedModel, run: Run | None, max_text_bytes: int) -> d
     }
 
 
-def heads_payload(run: Run | None) -> dict:
+def heads_payload(run: ExplorerRun | None) -> dict:
     """Every head's statistics from the run (404 when no run is loaded)."""
     require(run is not None, "no run is loaded, so there are no corpus head statistics",
             "start the server with --run DIR (a run directory written by headsim analyze)", status=404)
@@ -417,7 +418,7 @@ def heads_payload(run: Run | None) -> dict:
     }
 
 
-def distance_histogram(run: Run, layer: int, head: int) -> dict:
+def distance_histogram(run: ExplorerRun, layer: int, head: int) -> dict:
     """``distance_hist[layer, head, :]`` of the run's statistics (1-based; read lazily, that head only)."""
     with run._io, run.run.open_dataset() as ds:
         da = ds["distance_hist"].sel(layer=layer, head=head)
@@ -427,7 +428,7 @@ def distance_histogram(run: Run, layer: int, head: int) -> dict:
             "count": [_json_value(x) for x in counts.tolist()]}
 
 
-def profile_payload(run: Run | None, layer: int, head: int) -> dict:
+def profile_payload(run: ExplorerRun | None, layer: int, head: int) -> dict:
     """One head's corpus profile: its statistics, their rank among heads, layer means, distance histogram."""
     require(run is not None, "no run is loaded, so there is no corpus profile",
             "start the server with --run DIR (a run directory written by headsim analyze)", status=404)
@@ -455,7 +456,7 @@ def profile_payload(run: Run | None, layer: int, head: int) -> dict:
     }
 
 
-def run_windows(run: Run, tokenizer, k: int = RUN_WINDOWS) -> list[dict]:
+def run_windows(run: ExplorerRun, tokenizer, k: int = RUN_WINDOWS) -> list[dict]:
     """The first ``k`` windows of the run, decoded back to text."""
     with run._io:
         data = run.run.window_table(rows=k, columns=["input_ids", "attention_mask"]).to_pydict()
@@ -469,7 +470,7 @@ def run_windows(run: Run, tokenizer, k: int = RUN_WINDOWS) -> list[dict]:
     return out
 
 
-def examples_payload(loaded: LoadedModel, run: Run | None) -> dict:
+def examples_payload(loaded: LoadedModel, run: ExplorerRun | None) -> dict:
     """Built-in paragraphs (paper Figs 4 and 9) and, with a run, a few of its windows."""
     items = [{"id": f"example:{name}", "title": EXAMPLE_TITLES.get(name, name), "source": "built-in",
               "text": example_text(name)} for name in EXAMPLES]

@@ -29,6 +29,7 @@ from starlette.middleware.gzip import GZipMiddleware
 from starlette.datastructures import Headers
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from .. import __version__
 from ..errors import HeadsimError, require
 from ..models import LoadedModel, as_loaded
 from ..views import TextView, check_window
@@ -114,7 +115,7 @@ ERRORS = {
 class Explorer:
     """Model, run, limits and the extraction cache of one server."""
 
-    def __init__(self, loaded: LoadedModel, run: api.Run | None, max_text_bytes: int,
+    def __init__(self, loaded: LoadedModel, run: api.ExplorerRun | None, max_text_bytes: int,
                  cache_windows: int = 8, cache_bytes: int = 1 << 30, resolution: int = VIEW_RESOLUTION) -> None:
         self.loaded = loaded
         self.resolution = int(resolution)
@@ -322,7 +323,7 @@ def create_app(model: LoadedModel | str = "default", run_dir: str | Path | None 
     """
     require(isinstance(max_text_bytes, int) and max_text_bytes >= 1, f"max_text_bytes {max_text_bytes!r} is not positive",
             "pass a size limit of at least 1 byte (e.g. 100000)")
-    run = api.Run(run_dir) if run_dir is not None else None  # check the run before the slow model load
+    run = api.ExplorerRun(run_dir) if run_dir is not None else None  # check the run before the slow model load
     if revision is None and run is not None and run.commit and str(model) == run.model_name:
         revision = run.commit
     loaded = as_loaded(model, device=device, **({"revision": revision} if revision else {}))
@@ -332,7 +333,7 @@ def create_app(model: LoadedModel | str = "default", run_dir: str | Path | None 
 
     app = FastAPI(
         title="headsim explorer",
-        version=_version(),
+        version=__version__,
         summary="Browse attention heads by their attention maps and context similarity of their output vectors.",
         description=(
             "JSON API behind the headsim explorer page (`/`). The model is fixed at server start "
@@ -482,9 +483,3 @@ def create_app(model: LoadedModel | str = "default", run_dir: str | Path | None 
     if allowed_hosts is not None:
         app.add_middleware(HostCheck, allowed_hosts=list(allowed_hosts))
     return app
-
-
-def _version() -> str:
-    from .. import __version__
-
-    return __version__

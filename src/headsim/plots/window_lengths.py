@@ -6,7 +6,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from .corpus import _layer_colours, figure
+from .style import figure, layer_colours
 
 #: (statistic, panel title, y label, reference statistic drawn dotted or None)
 PANELS = [
@@ -30,7 +30,7 @@ def window_length_figure(statistics, *, model: str, windows: dict[int, int], cor
     fig, axes = figure(2, 4, (17.0, 8.6), suptitle=f"{model}: key statistics against window length "
                        f"({counts}; corpus {corpus})")
     layers = sorted(int(x) for x in statistics["layer"].dropna().unique())
-    colours = dict(zip(layers, _layer_colours(len(layers))))
+    colours = dict(zip(layers, layer_colours(len(layers))))
     for ax, (name, title, ylabel, reference) in zip(axes.ravel(), PANELS):
         rows = statistics[statistics["statistic"] == name]
         for layer in layers:

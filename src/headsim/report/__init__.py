@@ -13,8 +13,8 @@ from importlib import import_module
 
 _LAZY = {
     "build_report": "headsim.report.build",
-    "load_run_data": "headsim.report.build",
-    "RunData": "headsim.report.build",
+    "load_report_run": "headsim.report.build",
+    "ReportRun": "headsim.report.build",
     "compare_runs": "headsim.report.compare",
     "compare": "headsim.report.compare",
     "Comparison": "headsim.report.compare",

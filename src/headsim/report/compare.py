@@ -19,15 +19,18 @@ import pandas as pd
 
 from ..display import HtmlDisplay
 from ..errors import require
-from ..plots import corpus as cf
-from .build import RunData, _version, load_run_data, save_once
-from .claims import _jsonable, compute_claims
+from .. import __version__
+from ..plots.comparison import layer_comparison
+from ..plots.style import save_once
+from ..stats.tables import random_pair_distance
+from .build import ReportRun, load_report_run
+from .claims import compute_claims, jsonable
 from .html import PAPER_MODEL, is_default_model, minilm_note, model_description, render
 
 STEM = "compare_layers"
 
 
-def _labels(runs: list[RunData]) -> list[str]:
+def _labels(runs: list[ReportRun]) -> list[str]:
     """Unique short labels: the directory name, with its parent where names repeat."""
     names = [r.path.resolve().name or str(r.path) for r in runs]
     out = []
@@ -49,14 +52,14 @@ class Comparison(HtmlDisplay):
     """Finished runs read for comparison (:func:`compare`), each with its unique short label; in a
     notebook it displays the runs and their per-layer figure, :meth:`to_html` writes it as one page."""
 
-    runs: list[RunData]
+    runs: list[ReportRun]
     labels: list[str]
 
     def figure(self):
-        """The per-layer statistics of every run on shared axes (:func:`headsim.plots.corpus.layer_comparison`)."""
-        return cf.layer_comparison([{"label": label, "legend": f"{label}: {r.label}", "heads": r.heads, "layers": r.layers,
+        """The per-layer statistics of every run on shared axes (:func:`headsim.plots.comparison.layer_comparison`)."""
+        return layer_comparison([{"label": label, "legend": f"{label}: {r.label}", "heads": r.heads, "layers": r.layers,
                                      "n_heads": int(r.dataset.sizes["head"]), "shares": r.shares,
-                                     "random_distance": cf.random_pair_distance(r.dataset)} for label, r in zip(self.labels, self.runs)])
+                                     "random_distance": random_pair_distance(r.dataset)} for label, r in zip(self.labels, self.runs)])
 
     def warnings(self) -> list[str]:
         """What makes the runs' numbers not directly comparable (depths, thresholds, window lengths)."""
@@ -96,7 +99,7 @@ def compare(run_dirs: list[str | os.PathLike]) -> Comparison:
     """Read two or more finished runs for comparison (a one-line error names a run that cannot be read)."""
     run_dirs = list(run_dirs)
     require(len(run_dirs) >= 2, f"compare needs at least two run directories, got {len(run_dirs)}", "pass RUN_A RUN_B …")
-    runs = [load_run_data(d) for d in run_dirs]
+    runs = [load_report_run(d) for d in run_dirs]
     return Comparison(runs, _labels(runs))
 
 
@@ -135,14 +138,14 @@ def compare_runs(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         payload = {"runs": [{"label": label, "path": str(r.path), "model": r.model, "windows": r.n_windows,
                              "threshold": r.threshold, "token_shares": r.shares} for label, r in zip(labels, runs)],
                    "claims": {label: [c.to_dict() for c in cs] for label, cs in claims.items()}}
-        (tmp / "claims_compare.json").write_text(json.dumps(_jsonable(payload), indent=2, ensure_ascii=False))
+        (tmp / "claims_compare.json").write_text(json.dumps(jsonable(payload), indent=2, ensure_ascii=False))
         run_rows = comparison.run_rows()
         default_run = next((r.model for r in runs if is_default_model(r.model)), None)
         note = f"The paper analysed {PAPER_MODEL}. " + minilm_note(None)
         if default_run is not None:
             note += " Runs of the embedded model show whether the paper's qualitative pattern appears in it."
         html = render("compare.html.j2", runs=run_rows, figures=figures, claim_rows=rows, warnings=warnings, note=note,
-                      headsim_version=_version(), generated=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+                      headsim_version=__version__, generated=datetime.now(timezone.utc).isoformat(timespec="seconds"))
         (tmp / "index.html").write_text(html, encoding="utf-8")
         for item in sorted(tmp.iterdir(), key=lambda f: (f.name == "index.html", f.name)):
             os.replace(item, out / item.name)

@@ -19,10 +19,11 @@ import numpy as np
 import pandas as pd
 
 from ..errors import HeadsimError, require
-from ..rundir import Run
-from ..runspec import RunSpec, describe_changes
-from ..stats.tables import HIGH_CUT, LOW_CUT, distance_summary, histogram_median, histogram_share, ratio
-from .build import RunData
+from ..runs.run import Run
+from ..runs.spec import RunSpec, describe_changes
+from ..stats.tables import (HIGH_CUT, LOW_CUT, distance_summary, histogram_median, histogram_share, random_pair_distance,
+                            ratio, same_sentence_chance)
+from .build import ReportRun
 from .claims import compute_claims
 from .html import model_label
 
@@ -117,16 +118,14 @@ def check_window_runs(runs: Sequence[Run]) -> None:
         seen[length] = run
 
 
-def _pooled(run: RunData) -> dict[str, float]:
+def _pooled(run: ReportRun) -> dict[str, float]:
     """The statistics with all layers and heads pooled."""
-    from ..plots.corpus import random_pair_distance
-
     ds, heads, shares = run.dataset, run.heads, run.shares
     v = lambda name: ds[name].values.astype(np.float64)  # noqa: E731
     n_pairs = v("n_pairs").sum()
-    chance = float(ratio(v("valid_pairs_same_sentence"), v("valid_pairs")))
+    chance = same_sentence_chance(ds)
     ok = heads["p_same_sentence"].notna()
-    mean_d = float(distance_summary(v("distance_hist").sum(axis=(0, 1)))[0])
+    mean_d = float(distance_summary(v("distance_hist").sum(axis=(0, 1)), ds["distance"].values)[0])
     random_d = random_pair_distance(ds)
     distinct = v("anchor_distinct_hist").sum(axis=0)
     sim = v("sim_value_hist").sum(axis=(0, 1))
@@ -150,10 +149,8 @@ def _pooled(run: RunData) -> dict[str, float]:
     }
 
 
-def _per_layer(run: RunData) -> pd.DataFrame:
+def _per_layer(run: ReportRun) -> pd.DataFrame:
     """The statistics of each layer (index: layer), from the run's own ``layers`` and ``heads`` tables."""
-    from ..plots.corpus import random_pair_distance
-
     layers, heads = run.layers.set_index("layer"), run.heads
     chance = layers["p_same_sentence_chance"]
     above = (heads["p_same_sentence"] > heads["p_same_sentence_chance"]).where(heads["p_same_sentence"].notna())
@@ -174,7 +171,7 @@ def _per_layer(run: RunData) -> pd.DataFrame:
     })
 
 
-def statistics_table(run: RunData) -> pd.DataFrame:
+def statistics_table(run: ReportRun) -> pd.DataFrame:
     """One run's key statistics as tidy rows (:data:`COLUMNS`): per layer, and pooled (layer ``<NA>``)."""
     length = int(run.spec.seq_len)
     per = _per_layer(run).reset_index(names="layer").melt(id_vars="layer", var_name="statistic", value_name="value")
@@ -185,7 +182,7 @@ def statistics_table(run: RunData) -> pd.DataFrame:
     return out[COLUMNS]
 
 
-def compare_window_lengths(runs: Sequence[RunData]) -> WindowLengths:
+def compare_window_lengths(runs: Sequence[ReportRun]) -> WindowLengths:
     """Compare finished runs that differ only in window length (:func:`check_window_runs` refuses
     others); returns their statistics and claims, ordered by window length."""
     runs = list(runs)

@@ -42,7 +42,7 @@ def summary(cmp: WindowLengths) -> str:
 
 def write_section(cmp: WindowLengths, out: Path, *, dpi: int = 200) -> dict:
     """Draw and write the comparison into ``out``; returns the template's ``window`` context."""
-    from .build import save_once
+    from ..plots.style import save_once
 
     fig = window_length_figure(cmp.statistics, model=cmp.model, windows=cmp.windows, corpus=cmp.corpus)
     save_once(fig, out, STEM, dpi=dpi)

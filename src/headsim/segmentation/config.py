@@ -62,8 +62,8 @@ def load_config(config: dict[str, Any] | str | Path | None) -> dict[str, Any]:
 
 
 def write_config(config: dict[str, Any], path: str | Path) -> Path:
-    """Write ``config`` as indented JSON (atomically: :func:`headsim.rundir.write_bytes`)."""
-    from ..rundir import write_bytes
+    """Write ``config`` as indented JSON (atomically: :func:`headsim.io.write_bytes`)."""
+    from ..io import write_bytes
 
     return write_bytes(Path(path), (json.dumps(check_config(config), indent=1) + "\n").encode("utf-8"))
 

@@ -5,6 +5,8 @@ Every ratio is NaN where its denominator is 0. Layers and heads are 1-based, as 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import xarray as xr
@@ -27,25 +29,31 @@ LOW_CUT, HIGH_CUT = 0.1, 0.6  # §3: most normalised values lie below 0.1, few i
 
 
 def ratio(num, den) -> np.ndarray:
-    """``num / den`` as float64, NaN where ``den`` is 0."""
+    """``num / den`` elementwise as float64 (broadcast), NaN where ``den`` is 0.
+
+    The one ratio of the package: a zero denominator (no pairs, no windows) gives NaN, never 0 or
+    inf; any other denominator divides, negative ones included (counts are never negative, so a
+    negative one would be a defect that must show, not hide as NaN). NaN inputs give NaN."""
     num = np.asarray(num, dtype=np.float64)
     den = np.asarray(den, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(den != 0, num / np.where(den != 0, den, 1.0), np.nan)
 
 
-def distance_summary(hist: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and median distance of histograms ``[..., distance]`` (distance = index).
+def distance_summary(hist: np.ndarray, distances: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and median distance of histograms ``[..., distance]``.
 
+    ``distances``: the distance of each entry, the Dataset's ``distance`` coordinate (0, 1, 2 …; on a
+    binned run each bin's first distance, so a bin counts at its first distance); default the index.
     The median is the smallest distance whose cumulative share reaches 0.5.
     """
     hist = np.asarray(hist, dtype=np.float64)
-    d = np.arange(hist.shape[-1], dtype=np.float64)
+    d = np.arange(hist.shape[-1], dtype=np.float64) if distances is None else np.asarray(distances, dtype=np.float64)
     total = hist.sum(axis=-1)
     mean = ratio((hist * d).sum(axis=-1), total)
     cum = np.cumsum(hist, axis=-1)
     reached = cum >= 0.5 * total[..., None]
-    median = np.where(total > 0, reached.argmax(axis=-1).astype(np.float64), np.nan)
+    median = np.where(total > 0, d[reached.argmax(axis=-1)], np.nan)
     return mean, median
 
 
@@ -93,11 +101,11 @@ def heads_table(ds: xr.Dataset) -> pd.DataFrame:
     L, H = ds.sizes["layer"], ds.sizes["head"]
     v = lambda name: ds[name].values
     n_pairs = v("n_pairs")
-    mean_d, median_d = distance_summary(v("distance_hist"))
+    mean_d, median_d = distance_summary(v("distance_hist"), ds["distance"].values)
     focus = v("attn_focus") / np.where(_queries(ds) > 0, _queries(ds), np.nan)[:, None, None]
     target = {t: i for i, t in enumerate(ds["target"].values.tolist())}
     kinds = {t: i for i, t in enumerate(ds["anchor_kind"].values.tolist())}
-    chance = float(ratio(v("valid_pairs_same_sentence"), v("valid_pairs")))
+    chance = same_sentence_chance(ds)
     edges = np.asarray(ds.attrs["sim_bin_edges"], dtype=np.float64)
     hist = v("sim_value_hist")
     cols = {
@@ -142,7 +150,7 @@ def layers_table(ds: xr.Dataset) -> pd.DataFrame:
     """One row per layer, 1-based; columns :data:`LAYERS_COLUMNS` (see ``docs/statistics.md``)."""
     v = lambda name: ds[name].values
     n_pairs = v("n_pairs").sum(axis=1)
-    mean_d, median_d = distance_summary(v("distance_hist").sum(axis=1))
+    mean_d, median_d = distance_summary(v("distance_hist").sum(axis=1), ds["distance"].values)
     distinct = v("anchor_distinct_hist").astype(np.float64)
     n = np.arange(distinct.shape[-1], dtype=np.float64)
     edges = np.asarray(ds.attrs["sim_bin_edges"], dtype=np.float64)
@@ -153,7 +161,7 @@ def layers_table(ds: xr.Dataset) -> pd.DataFrame:
         "mean_distance": mean_d,
         "median_distance": median_d,
         "p_same_sentence": ratio(v("n_same_sentence").sum(axis=1), n_pairs),
-        "p_same_sentence_chance": np.full(n_pairs.shape, float(ratio(v("valid_pairs_same_sentence"), v("valid_pairs")))),
+        "p_same_sentence_chance": np.full(n_pairs.shape, same_sentence_chance(ds)),
         "mean_distinct_anchors": ratio((distinct * n).sum(axis=-1), distinct.sum(axis=-1)),
         "median_anchor_fraction": histogram_median(v("anchor_fraction_hist").sum(axis=1),
                                                    np.asarray(ds.attrs["fraction_bin_edges"], dtype=np.float64)),
@@ -166,3 +174,61 @@ def layers_table(ds: xr.Dataset) -> pd.DataFrame:
     for name in ("layer", "n_pairs"):
         out[name] = out[name].astype(np.int64)
     return _with_stack(out, ds, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Chance levels and histogram axes (what figures and claims read beside the tables)
+# ---------------------------------------------------------------------------------------------
+
+
+def same_sentence_chance(ds: xr.Dataset) -> float:
+    """Share of valid pairs whose two tokens lie in one sentence (Fig 8's chance level; NaN without pairs)."""
+    return float(ratio(ds["valid_pairs_same_sentence"].values, ds["valid_pairs"].values))
+
+
+def chance_distances(ds: xr.Dataset) -> np.ndarray:
+    """Distribution of |i − j| over all valid pairs i ≠ j (what random pairs would give), per ``distance``
+    entry (sums to 1; all zeros without pairs). On a binned run: per distance bin, from the binned
+    ``pair_count_valid``."""
+    pcv = ds["pair_count_valid"].values.astype(np.float64)
+    t = pcv.shape[0]
+    out = np.zeros(ds.sizes["distance"])
+    for d in range(1, min(t, len(out))):
+        out[d] = 2 * np.trace(pcv, offset=d)
+    s = out.sum()
+    return out / s if s > 0 else out
+
+
+def random_pair_distance(ds: xr.Dataset) -> float:
+    """Mean |i − j| of all valid pairs i ≠ j (what random pairs would give); NaN without pairs."""
+    chance = chance_distances(ds)
+    return float((chance * ds["distance"].values).sum()) if chance.sum() > 0 else math.nan
+
+
+def hist_stats(counts: np.ndarray, values: np.ndarray) -> tuple[float, float, int]:
+    """Mean, median and total of a histogram ``counts`` over bin ``values`` (NaN, NaN, 0 when empty);
+    the median is the first value whose cumulative count reaches half the total."""
+    counts = np.asarray(counts, dtype=np.float64)
+    total = counts.sum()
+    if total <= 0:
+        return math.nan, math.nan, 0
+    mean = float((counts * values).sum() / total)
+    median = float(values[int(np.searchsorted(np.cumsum(counts), total / 2.0))])
+    return mean, median, int(round(total))
+
+
+def sim_bin_edges(ds: xr.Dataset) -> np.ndarray:
+    """Edges of the ``sim_bin`` histogram (attribute ``sim_bin_edges``; else rebuilt from the centres)."""
+    edges = ds["sim_bin"].attrs.get("sim_bin_edges", ds.attrs.get("sim_bin_edges"))
+    if edges is not None:
+        return np.asarray(edges, dtype=np.float64)
+    c = ds["sim_bin"].values.astype(np.float64)
+    half = np.diff(c).mean() / 2 if len(c) > 1 else 0.5
+    return np.concatenate([[c[0] - half], (c[:-1] + c[1:]) / 2, [c[-1] + half]])
+
+
+def same_sentence_excess(heads: pd.DataFrame) -> pd.Series:
+    """The heads-table column ``p_same_sentence_excess``: ``p_same_sentence − p_same_sentence_chance`` per
+    row, how much more often a head's pairs share a sentence than random pairs of the same windows (Fig 8b;
+    NaN where the head has no pairs). ``heads`` is :func:`heads_table`'s frame or a run's ``heads.parquet``."""
+    return heads["p_same_sentence"] - heads["p_same_sentence_chance"]

@@ -1,7 +1,7 @@
 """Self-contained HTML of headsim's objects: notebook displays (``_repr_html_``) and standalone pages.
 
-Everything a display needs travels inside it: the drawing code (``assets/draw.js``, shared with the
-explorer, which loads it as ``/static/shared/draw.js``) and the head explorer (``assets/widget.js``)
+Everything a display needs travels inside it: the drawing code (``assets/common.js`` and ``assets/draw.js``,
+shared with the explorer, which loads them under ``/static/shared/``) and the head explorer (``assets/widget.js``)
 inlined as one script, the style sheet, the data, and a static PNG or SVG that shows where scripts do
 not run (untrusted notebooks, e-mail). Nothing is fetched from anywhere.
 """

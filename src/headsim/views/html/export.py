@@ -13,7 +13,7 @@ FORMATS = ("html", "svg", "png")
 
 def load_source(source: str, *, model=None, seq_len: int = 128, window: int = 0, layer: int | None = None, head: int = 1,
                 threshold: float = 0.3, device: str | None = None):
-    """What ``source`` names: a run directory (``run.json``) → :class:`~headsim.rundir.Run`; an
+    """What ``source`` names: a run directory (``run.json``) → :class:`~headsim.runs.run.Run`; an
     ablation folder (``ablation.json``) → :class:`~headsim.ablation.study.AblationResult`; a text
     file or the text itself → :class:`~headsim.inspection.Inspection` of window ``window`` (0-based)
     with head (``layer``, ``head``, 1-based) selected."""
@@ -30,7 +30,7 @@ def load_source(source: str, *, model=None, seq_len: int = 128, window: int = 0,
             from ...ablation.study import load_ablation
 
             return load_ablation(path)
-        from ...rundir import load_run
+        from ...runs.rundir import load_run
 
         return load_run(path)
     from ...cli.options import read_text_arg
@@ -53,10 +53,10 @@ def key_figure(obj):
         from ...ablation.plots import heads_figure
 
         return heads_figure(obj.meta, obj.heads)
-    from ...plots import corpus as cf
-    from ...report.build import RunData
+    from ... import figures as cf
+    from ...report.build import ReportRun
 
-    data = RunData(obj.path, obj.meta, obj.heads, obj.layers)
+    data = ReportRun(obj.path, obj.meta, obj.heads, obj.layers)
     return cf.fig08_same_sentence(data.dataset, data.heads, data.layers, model=data.label)
 
 
@@ -72,7 +72,7 @@ def export(obj, out: str | os.PathLike, fmt: str = "html") -> Path:
 
     import matplotlib.pyplot as plt
 
-    from ...rundir import write_bytes
+    from ...io import write_bytes
 
     fig = key_figure(obj)
     buf = io.BytesIO()

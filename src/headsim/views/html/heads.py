@@ -143,7 +143,7 @@ def run_stats(heads, n_layers: int, n_heads: int, columns: tuple[str, ...] = ("p
 
 def text_view_html(view, *, layer: int | None = None, head: int = 0, threshold: float = 0.3, run=None) -> str:
     """The head explorer of a :class:`~headsim.views.TextView` (0-based ``layer``, default the last;
-    ``run``: a :class:`~headsim.rundir.Run` whose head statistics can colour the grid)."""
+    ``run``: a :class:`~headsim.runs.run.Run` whose head statistics can colour the grid)."""
     layer = view.n_layers - 1 if layer is None else layer
     from ...report.html import model_label
 

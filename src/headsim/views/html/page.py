@@ -25,25 +25,31 @@ def asset(name: str) -> str:
 
 def _as_namespace(source: str, imports: dict[str, str]) -> str:
     """An ES module's source as an expression returning an object of its exports: ``export`` dropped,
-    each ``import * as X from './m.js'`` bound to the already built namespace ``imports[m]``."""
+    each ``import * as X from './m.js'`` (or ``import { a, b } from './m.js'``) bound to the already built
+    namespace ``imports[m]``."""
     names = _EXPORT.findall(source)
 
     def bind(m: re.Match) -> str:
         return f"const {m.group(1)} = {imports[m.group(2)]};"
 
+    def pick(m: re.Match) -> str:
+        return f"const {{ {m.group(1)} }} = {imports[m.group(2)]};"
+
     body = re.sub(r"^import \* as (\w+) from '\./(\w+)\.js';$", bind, source, flags=re.MULTILINE)
+    body = re.sub(r"^import \{ ([\w, ]+) \} from '\./(\w+)\.js';$", pick, body, flags=re.MULTILINE)
     body = re.sub(r"^export ", "", body, flags=re.MULTILINE)
     return f"(function () {{\n{body}\nreturn {{ {', '.join(names)} }};\n}})()"
 
 
 @lru_cache(maxsize=1)
 def script_bundle() -> str:
-    """The drawing code and the head explorer as one classic script defining ``window.headsimViews``
-    once (a page or notebook may hold many displays)."""
-    draw = _as_namespace(asset("draw.js"), {})
-    widget = _as_namespace(asset("widget.js"), {"draw": "draw"})
+    """The drawing code (common.js, draw.js: ``headsimViews.draw`` holds both) and the head explorer as one
+    classic script defining ``window.headsimViews`` once (a page or notebook may hold many displays)."""
+    common = _as_namespace(asset("common.js"), {})
+    draw = _as_namespace(asset("draw.js"), {"common": "common"})
+    widget = _as_namespace(asset("widget.js"), {"common": "common", "draw": "draw"})
     return ("(function () {\nif (window.headsimViews) return;\n"
-            f"const draw = {draw};\nconst widget = {widget};\n"
+            f"const common = {common};\nconst draw = Object.assign({{}}, common, {draw});\nconst widget = {widget};\n"
             "window.headsimViews = Object.assign({ draw }, widget);\n})();")
 
 
@@ -65,7 +71,7 @@ def page(title: str, body: str) -> str:
 
 def write_page(path: str | os.PathLike, title: str, body: str) -> Path:
     """Write :func:`page` to ``path`` (replaced whole; a one-line error when it cannot be written)."""
-    from ...rundir import write_bytes
+    from ...io import write_bytes
 
     path = Path(path)
     if path.is_dir():

@@ -45,12 +45,12 @@ def figures(*figs) -> str:
 
 
 def run_html(run) -> tuple[str, str]:
-    """Title and body of a finished run (:class:`~headsim.rundir.Run`): its settings (model with its
+    """Title and body of a finished run (:class:`~headsim.runs.run.Run`): its settings (model with its
     exact revision where ``run.json`` has one), the heads with the most same-sentence pairs, Figs 6 and 8."""
-    from ...plots import corpus as cf
-    from ...report.build import RunData, run_rows
+    from ... import figures as cf
+    from ...report.build import ReportRun, run_rows
 
-    data = run if hasattr(run, "label") else RunData(run.path, run.meta, run.heads, run.layers)
+    data = run if hasattr(run, "label") else ReportRun(run.path, run.meta, run.heads, run.layers)
     heads = data.heads
     cols = [c for c in HEAD_COLUMNS if c in heads]
     top = heads.sort_values("p_same_sentence", ascending=False).head(8)[cols] if "p_same_sentence" in heads else heads[cols].head(8)

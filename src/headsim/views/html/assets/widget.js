@@ -2,9 +2,10 @@
 // head shows its attention, its similarity matrix S, the high-similarity mask at the threshold slider,
 // its token pairs and the tokens shaded by similarity. Reads the payload headsim.views.html writes
 // (quantised matrices, zlib-compressed, base64). Shared by notebook displays and exported pages.
+import * as C from './common.js';
 import * as D from './draw.js';
 
-const { esc, fmt } = D;
+const { esc, fmt } = C;
 
 /** Bytes of a base64 string, inflated when ``zlib`` (the browser's own DecompressionStream: nothing loaded). */
 export async function decodeBytes(b64, zlib = true) {
@@ -46,7 +47,7 @@ export function matrices(data, attn, sim) {
     },
     similarityLevel: q,
     similarity: (l, h, i, j) => { const k = q(l, h, i, j); return k < 0 ? 0 : k / steps; },
-    above: (l, h, i, j, t) => q(l, h, i, j) >= Math.round(t * steps),
+    above: (l, h, i, j, t) => q(l, h, i, j) >= Math.round(t * steps),  // common.js isHigh (S > t) on the levels
     pairCount: (l, h, t) => counts[l][h][Math.max(0, Math.min(steps + 1, Math.round(t * steps)))],
   };
 }
@@ -159,17 +160,10 @@ export async function mount(root) {
   }
 
   function drawGrid() {
-    const g = statGrid();
-    let lo = Infinity, hi = -Infinity;
-    if (g) for (const row of g) for (const v of row) if (v != null && Number.isFinite(v)) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
-    const frame = g ? (l, h) => D.colorAt(D.VIRIDIS, hi > lo ? (g[l][h] - lo) / (hi - lo) : 0.5) : null;
     const tile = Math.max(26, Math.min(46, Math.floor(560 / H)));
-    S.grid = D.drawGrid($('hsv-grid'), { L, H, tile, thumb: (l, h) => thumbs[S.kind][l][h],
-      scale: S.kind === 'attention' ? D.BLUES : D.MAGMA, frame, selected: { l: S.l, h: S.h } });
+    S.grid = D.drawModelView($('hsv-grid'), $('hsv-colorbar'), { L, H, tile, thumb: (l, h) => thumbs[S.kind][l][h],
+      kind: S.kind, stat: statGrid(), label: statLabel(), selected: { l: S.l, h: S.h } });
     GRIDS.set($('hsv-grid'), S.grid);
-    const bar = $('hsv-colorbar');
-    bar.hidden = !g;
-    if (g) D.drawColorbar(bar, D.VIRIDIS, Number.isFinite(lo) ? lo : 0, Number.isFinite(hi) ? hi : 1, `frame: ${statLabel()}`);
   }
 
   function drawHead() {
@@ -180,10 +174,10 @@ export async function mount(root) {
     let peak = 0;
     for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) peak = Math.max(peak, M.attention(l, h, i, j));
     const as = peak > 0 ? 1 / Math.sqrt(peak) : 0;
-    maps.attn.draw({ n, side, labels: labelled, scale: D.BLUES, cross,
+    maps.attn.draw({ n, side, labels: labelled, scale: C.BLUES, cross,
       value: (i, j) => Math.sqrt(M.attention(l, h, i, j)) * as });
-    maps.sim.draw({ n, side, labels: labelled, scale: D.MAGMA, cross, value: (i, j) => M.similarity(l, h, i, j) });
-    maps.mask.draw({ n, side, labels: labelled, scale: D.MASK, cross, value: (i, j) => (M.above(l, h, i, j, t) ? 1 : 0) });
+    maps.sim.draw({ n, side, labels: labelled, scale: C.MAGMA, cross, value: (i, j) => M.similarity(l, h, i, j) });
+    maps.mask.draw({ n, side, labels: labelled, scale: C.MASK, cross, value: (i, j) => (M.above(l, h, i, j, t) ? 1 : 0) });
     const count = M.pairCount(l, h, t);
     $('hsv-title').innerHTML = `<b>Layer ${l + 1}, head ${h + 1}</b> <span class="hsv-muted">· ${n} ${data.unit} · ${count} pair${count === 1 ? '' : 's'} with S &gt; ${t.toFixed(2)}</span>`;
     $('hsv-count').textContent = `${count} pairs (i < j)`;
@@ -228,7 +222,7 @@ export async function mount(root) {
     for (let k = 0; k < n; k++) {
       if (k === hv.i) continue;
       const v = M.similarity(S.l, S.h, hv.i, k);
-      const a = M.above(S.l, S.h, hv.i, k, S.t) ? 0.3 + 0.6 * v : 0.22 * v;
+      const a = C.similarityShade(v, M.above(S.l, S.h, hv.i, k, S.t));
       if (a > 0.02) tokenEls[k].style.backgroundColor = `rgba(222,73,104,${a.toFixed(3)})`;
     }
     $('hsv-hover').textContent = hv.j == null ? `${hv.i}: ${labels[hv.i]}`

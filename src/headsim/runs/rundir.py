@@ -1,21 +1,9 @@
-"""A run directory on disk: the one place that knows its layout. `headsim analyze` and `merge` write
+"""A run directory on disk, written and checked (:class:`RunDir`). `headsim analyze` and `merge` write
 runs through :class:`RunDir`; `report`, `compare`, `reproduce`, `merge`, `ablate` and the explorer
 read them only through :meth:`RunDir.load` (a :class:`Run`).
 
-Layout (:data:`LAYOUT`, recorded in the marker and in ``run.json``)::
-
-    .headsim          marker, written before anything else: {"kind", "layout", "run_id", "created"}
-    .headsim.lock     while a process writes the run: {"pid", "host", "start", "since"}
-    run.json          "layout"; "spec" (:class:`~headsim.runspec.RunSpec`: the settings that decide
-                      the numbers) and the settings shown at the top level; model, corpus (name,
-                      sha256), device, package versions, git commit, timings, run_id; once finished
-                      "files" (size and sha256 of every result file) and "complete": true
-    stats.nc          labelled arrays (xarray Dataset, netCDF4 via h5netcdf)
-    heads.parquet     one row per (layer, head), 1-based
-    layers.parquet    one row per layer
-    windows.parquet   one row per analysed window: window, input_ids, attention_mask, sentence_ids
-    checkpoint/       while running: manifest.json (windows done; state and window parts with sizes
-                      and sha256), state-NNNNNNNNN.npz, windows-NNNNNNNNN.parquet (removed when complete)
+The names in it and which of them headsim owns: :mod:`headsim.runs.layout`; the reader:
+:class:`headsim.runs.run.Run`; the lock: :class:`headsim.runs.lock.RunLock`.
 
 :class:`RunDir` keeps these promises (each has a test in ``tests/test_faults.py``):
 
@@ -34,22 +22,14 @@ Layout (:data:`LAYOUT`, recorded in the marker and in ``run.json``)::
 
 from __future__ import annotations
 
-import errno
-import hashlib
 import json
 import os
-import re
 import shutil
-import socket
-import subprocess
 import tempfile
 import uuid
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from functools import cached_property
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -58,429 +38,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import xarray as xr
 
-from .display import HtmlDisplay
-from .errors import HeadsimError, require
-from .runspec import RunSpec
-
-RUN_JSON, STATS_NC, HEADS, LAYERS, WINDOWS = "run.json", "stats.nc", "heads.parquet", "layers.parquet", "windows.parquet"
-RESULT_FILES = (STATS_NC, HEADS, LAYERS, WINDOWS)
-CHECKPOINT, MANIFEST = "checkpoint", "manifest.json"
-MARKER, LOCK = ".headsim", ".headsim.lock"
-MARKER_KIND = "headsim run"
-#: the layout this version writes and reads; a run with another (or none: older headsim) is refused
-LAYOUT = "headsim.run/2"
-
-# What headsim itself writes into a run directory (anything else is the user's): the run's files,
-# the report's outputs (`headsim report RUN` writes into the run by default), the checkpoint, and the
-# temporary names of atomic writes (``.NAME.tmp-XXXX``) a killed process can leave behind.
-_REPORT = r"index\.html|claims\.(json|csv)|fig\d\d\w*\.(png|svg)"
-_EXAMPLE = r"fig\d\d\w*\.(png|svg|csv|parquet)|similarity\.(png|svg)|tokens\.(csv|parquet)|inspect\.json"
-_CHECKPOINT_FILES = r"manifest\.json|state(-\d+)?\.npz|progress\.json|windows-\d+\.parquet"
-_RUN_FILES = "|".join(re.escape(name) for name in (RUN_JSON, *RESULT_FILES, MARKER, LOCK))
-
-
-@dataclass(frozen=True)
-class _Own:
-    files: re.Pattern
-    dirs: tuple[tuple[re.Pattern, "_Own"], ...] = ()
-
-
-_EXAMPLE_OWN = _Own(re.compile(f"^({_EXAMPLE})$"))
-_REPORT_TMP_OWN = _Own(re.compile(f"^({_REPORT}|{_EXAMPLE})$"), ((re.compile(r"^example$"), _EXAMPLE_OWN),))
-_CHECKPOINT_OWN = _Own(re.compile(f"^({_CHECKPOINT_FILES})$"))
-_RUN_OWN = _Own(re.compile(f"^({_RUN_FILES}|{_REPORT})$"), (
-    (re.compile(f"^{CHECKPOINT}$"), _CHECKPOINT_OWN),
-    (re.compile(r"^example$"), _EXAMPLE_OWN),
-    (re.compile(r"^\.report-\w+$"), _REPORT_TMP_OWN),
-))
-_TEMP = re.compile(r"^\.(?P<name>.+)\.tmp-\w+$")
-
-
-def _own_file(name: str, own: _Own) -> bool:
-    temp = _TEMP.match(name)
-    return bool(own.files.match(temp["name"] if temp else name))
-
-
-def _foreign(directory: Path, own: _Own, prefix: str = "") -> list[str]:
-    """Entries under ``directory`` that headsim does not write (directories end in ``/``)."""
-    found = []
-    for entry in sorted(directory.iterdir()):
-        name = entry.name
-        if entry.is_symlink():
-            found.append(prefix + name)
-        elif entry.is_dir():
-            sub = next((rule for pattern, rule in own.dirs if pattern.match(name)), None)
-            found += [f"{prefix}{name}/"] if sub is None else _foreign(entry, sub, f"{prefix}{name}/")
-        elif not (entry.is_file() and _own_file(name, own)):
-            found.append(prefix + name)
-    return found
-
-
-def _describe(names: list[str], limit: int = 5) -> str:
-    shown = ", ".join(names[:limit])
-    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-# ---------------------------------------------------------------------------------------------
-# atomic files
-
-
-def _write_failed(path: Path, exc: OSError) -> HeadsimError:
-    what = exc.strerror or str(exc)
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT) or "No space left" in what:  # pyarrow's errors carry no errno
-        fix = "free space on that disk (or pass another --out), then run the command again (analyze: with --resume)"
-    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        fix = "pass an output path you may write to"
-    else:
-        fix = "pass another output path"
-    return HeadsimError(f"cannot write {str(path)!r}: {what}", fix)
-
-
-@contextmanager
-def writing(path: Path) -> Iterator[None]:
-    """OS errors in the block (full disk, read-only file system, no permission) become the one-line
-    error that names ``path``, the output being written."""
-    try:
-        yield
-    except OSError as exc:
-        raise _write_failed(Path(path), exc) from exc
-
-
-def check_writable(path: str | os.PathLike) -> None:
-    """Refuse, before any slow work, an output ``path`` whose nearest existing folder cannot be
-    written (a probe folder is made there and removed; nothing else is created)."""
-    folder = Path(path).absolute()
-    while not folder.exists() and folder.parent != folder:
-        folder = folder.parent
-    if not folder.is_dir():
-        return  # a file in the way: the command's own check names it
-    with writing(Path(path)):
-        os.rmdir(tempfile.mkdtemp(prefix=".headsim-probe-", dir=folder))
-
-
-def atomic_write(path: Path, write: Callable[[Path], object]) -> Path:
-    """Call ``write(tmp_path)`` and move the result onto ``path``; an OS error (full disk, no
-    permission) becomes a :class:`HeadsimError` and leaves ``path`` as it was."""
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
-        os.close(fd)
-        write(Path(tmp))
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise _write_failed(path, exc) from exc
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
-
-
-def write_bytes(path: Path, data: bytes) -> Path:
-    def write(p: Path) -> None:
-        with open(p, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-
-    return atomic_write(path, write)
-
-
-def write_json(path: Path, data: dict) -> Path:
-    return write_bytes(path, json.dumps(data, indent=2, default=_json_default).encode("utf-8"))
-
-
-def _json_default(value):
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating,)):
-        return float(value)
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    return str(value)
-
-
-def read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise HeadsimError(f"cannot read {str(path)!r}: {exc}", "point to a directory written by headsim analyze") from exc
-    require(isinstance(data, dict), f"{str(path)!r} is not a headsim run.json (not a JSON object)",
-            "point to a directory written by headsim analyze")
-    return data
-
-
-def write_dataset(path: Path, ds: xr.Dataset) -> Path:
-    """``stats.nc``, serialised in memory first: the file itself is then written by Python, whose
-    errors (a full disk) are clean, where the HDF5 library writing straight to disk could crash."""
-    return write_bytes(path, bytes(ds.to_netcdf(engine="h5netcdf")))
-
-
-def _damaged(path: Path, exc: Exception) -> HeadsimError:
-    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return HeadsimError(f"cannot read {str(path)!r}: {first}",
-                        "the file is damaged: run the analysis again (headsim analyze --overwrite) or restore the file")
-
-
-@contextmanager
-def _reading(path: Path) -> Iterator[None]:
-    """Any error reading ``path`` in the block (h5py, xarray, pyarrow and OS errors for a damaged
-    file) becomes one :func:`_damaged` line."""
-    try:
-        yield
-    except Exception as exc:  # noqa: BLE001 - several libraries, several types
-        raise _damaged(path, exc) from exc
-
-
-def _open_dataset(path: Path) -> xr.Dataset:
-    with _reading(path):
-        return xr.open_dataset(path, engine="h5netcdf")
-
-
-def read_table(path: Path) -> pd.DataFrame:
-    with _reading(path):
-        return pd.read_parquet(path)
-
-
-def write_table(path: Path, df: pd.DataFrame) -> Path:
-    return atomic_write(path, lambda p: df.to_parquet(p, index=False))
-
-
-def file_record(path: Path) -> dict:
-    """Size and sha256 of a file, as manifests store them."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return {"size": path.stat().st_size, "sha256": digest.hexdigest()}
-
-
-def check_file(path: Path, record: dict, what: str, fix: str) -> None:
-    """Refuse a file that is missing or whose size or checksum differs from ``record``."""
-    require(path.is_file(), f"{what} {str(path)!r} is missing", fix)
-    got = file_record(path)
-    require(got["size"] == record.get("size"), f"{what} {str(path)!r} is damaged ({got['size']} bytes, "
-            f"{record.get('size')} written)", fix)
-    require(got["sha256"] == record.get("sha256"), f"{what} {str(path)!r} is damaged (its checksum changed)", fix)
-
-
-def windows_table(start: int, input_ids: np.ndarray, attention_mask: np.ndarray, sentence_ids: np.ndarray) -> pa.Table:
-    """Rows for ``windows.parquet``: integer lists per window, numbered from ``start``."""
-    n = input_ids.shape[0]
-
-    def lists(a: np.ndarray, t: type) -> pa.ListArray:  # one list per row, over the array's own buffer
-        a = np.ascontiguousarray(a, dtype=t)
-        return pa.ListArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32) * a.shape[1]), pa.array(a.reshape(-1)))
-
-    return pa.table({
-        "window": pa.array(np.arange(start, start + n, dtype=np.int64)),
-        "input_ids": lists(input_ids, np.int32),
-        "attention_mask": lists(attention_mask, np.int8),
-        "sentence_ids": lists(sentence_ids, np.int32),
-    })
-
-
-def git_commit() -> str | None:
-    """The commit of the headsim checkout, if it is one."""
-    here = Path(__file__).resolve().parent
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
-def package_versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    names = ("headsim", "torch", "transformers", "tokenizers", "numpy", "xarray", "pandas", "pyarrow", "pysbd")
-    out = {}
-    for name in names:
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            continue
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# the lock
-
-
-def _process_start(pid: int) -> str | None:
-    """When process ``pid`` started (clock ticks since boot, from /proc), to tell a reused PID apart."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat[stat.rfind(")") + 2:].split()[19]
-
-
-def _alive(pid: int, start: str | None) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    now = _process_start(pid)
-    return start is None or now is None or now == start
-
-
-class RunLock:
-    """``DIR/.headsim.lock``: one writing process per run directory.
-
-    Taken by hard-linking a fully written file onto the lock's name (atomic, fails if it exists);
-    a lock left by a process that is gone from this host (its PID not alive, or reused by a process
-    started later) is taken over; one from another host is reported with the way to remove it by
-    hand. (Two processes taking over the same stale lock within microseconds could both succeed.)
-    """
-
-    def __init__(self, directory: Path) -> None:
-        self.path = Path(directory) / LOCK
-        self.held = False
-
-    def holder(self) -> dict | None:
-        """The lock's contents; ``None`` when there is no lock, ``{}`` when it cannot be read."""
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return None
-        except (OSError, UnicodeDecodeError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
-
-    def stale(self, holder: dict) -> bool:
-        """Held by a process of this host that no longer runs."""
-        pid = holder.get("pid")
-        return (holder.get("host") == socket.gethostname() and isinstance(pid, int)
-                and pid != os.getpid() and not _alive(pid, holder.get("start")))
-
-    def check_free(self) -> None:
-        """Refuse when a live process holds the lock."""
-        holder = self.holder()
-        if holder is None or self.held or (holder and self.stale(holder)):
-            return
-        directory = str(self.path.parent)
-        if not holder:
-            raise HeadsimError(f"run directory {directory!r} has an unreadable lock file {LOCK}",
-                               f"if no headsim process is writing there, delete {str(self.path)!r}")
-        raise HeadsimError(
-            f"run directory {directory!r} is in use by headsim process {holder.get('pid')} on {holder.get('host')} "
-            f"(since {holder.get('since')})",
-            f"wait for that run to finish (or stop it), or pass another --out; if that process is gone, delete {str(self.path)!r}")
-
-    def acquire(self) -> None:
-        me = os.getpid()
-        info = {"pid": me, "host": socket.gethostname(), "start": _process_start(me), "since": _now()}
-        for _ in range(3):
-            self.check_free()
-            holder = self.holder()
-            if holder:  # stale: take it over
-                self.path.unlink(missing_ok=True)
-            try:
-                fd, tmp = tempfile.mkstemp(prefix=f".{LOCK}.tmp-", dir=self.path.parent)
-            except OSError as exc:
-                raise _write_failed(self.path.parent, exc) from exc
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    json.dump(info, fh)
-                os.link(tmp, self.path)
-                self.held = True
-                return
-            except FileExistsError:
-                continue
-            except OSError as exc:
-                raise _write_failed(self.path, exc) from exc
-            finally:
-                os.unlink(tmp)
-        self.check_free()
-        raise HeadsimError(f"cannot lock run directory {str(self.path.parent)!r}: another process keeps taking it",
-                           "run one headsim process per run directory")
-
-    def release(self) -> None:
-        if self.held:
-            self.held = False
-            holder = self.holder()
-            if holder and holder.get("pid") == os.getpid():
-                self.path.unlink(missing_ok=True)
-
-
-# ---------------------------------------------------------------------------------------------
-# the run directory
-
-
-@dataclass
-class Run(HtmlDisplay):
-    """A finished run, read by :meth:`RunDir.load`: ``run.json`` (:attr:`meta`), its :attr:`spec` and
-    the two summary tables at once; the statistics (:attr:`dataset`) and the windows when first used.
-    :meth:`open_dataset` and :meth:`window_table` read lazily (one head of the statistics, the first
-    rows of the windows) for readers such as the explorer that never need the whole files."""
-
-    path: Path
-    meta: dict
-    heads: pd.DataFrame
-    layers: pd.DataFrame
-
-    @property
-    def spec(self) -> RunSpec:
-        return RunSpec.from_meta(self.meta, str(self.path / RUN_JSON))
-
-    @property
-    def model(self) -> dict:
-        model = self.meta.get("model")
-        return model if isinstance(model, dict) else {}
-
-    @cached_property
-    def dataset(self) -> xr.Dataset:
-        """The statistics (``stats.nc``), read whole on first use."""
-        path = self.path / STATS_NC
-        with _open_dataset(path) as ds, _reading(path):
-            return ds.load()
-
-    @contextmanager
-    def open_dataset(self) -> Iterator[xr.Dataset]:
-        """The statistics opened lazily: only what is selected is read (closed when the block ends)."""
-        with _open_dataset(self.path / STATS_NC) as ds:
-            yield ds
-
-    @cached_property
-    def windows(self) -> pd.DataFrame:
-        """The analysed windows (window, input_ids, attention_mask, sentence_ids per row)."""
-        return read_table(self.path / WINDOWS)
-
-    def window_table(self, rows: int | None = None, columns: list[str] | None = None) -> pa.Table:
-        """The windows as an Arrow table: the first ``rows`` only (all by default), ``columns`` only."""
-        path = self.path / WINDOWS
-        with _reading(path):
-            if rows is None:
-                return pq.read_table(path, columns=columns)
-            batch = next(pq.ParquetFile(path).iter_batches(batch_size=rows, columns=columns), None)
-            return pa.Table.from_batches([batch]) if batch is not None else pq.read_schema(path).empty_table()
-
-    @property
-    def n_windows(self) -> int:
-        return int(self.meta.get("windows", 0))
-
-    @property
-    def threshold(self) -> float:
-        return float(self.meta["threshold"])
-
-    def _html_body(self) -> tuple[str, str]:
-        """Settings, model (with its revision), the top heads and Figs 6 and 8 (see :meth:`to_html`)."""
-        from .views.html.summaries import run_html
-
-        return run_html(self)
-
-    def sentences_per_window(self) -> float:
-        """Mean number of sentences in a window (NaN for a run without windows)."""
-        if not len(self.windows):
-            return float("nan")
-        return float(np.mean([len({s for s in np.asarray(ids).tolist() if s >= 0}) for ids in self.windows["sentence_ids"]]))
+from ..errors import HeadsimError, require
+from ..io import (atomic_write, check_file, file_record, now, read_json, read_table, write_dataset, write_failed, write_json,
+                  write_table)
+from ..windows import WINDOWS_SCHEMA
+from .layout import (CHECKPOINT, CHECKPOINT_OWN, HEADS, LAYERS, LAYOUT, LOCK, MANIFEST, MARKER, MARKER_KIND, RESULT_FILES,
+                     RUN_JSON, RUN_OWN, STATS_NC, WINDOWS, describe_names, foreign, own_file)
+from .lock import RunLock
+from .run import Run
+from .spec import RunSpec, requested_backend
 
 
 def _headsim_meta(meta: object) -> bool:
@@ -540,7 +106,7 @@ class RunDir:
 
     def foreign(self) -> list[str]:
         """What is in the directory that headsim does not write (empty for a clean run directory)."""
-        return _foreign(self.path, _RUN_OWN)
+        return foreign(self.path, RUN_OWN)
 
     @property
     def run_id(self) -> str:
@@ -564,8 +130,10 @@ class RunDir:
         if spec is not None:
             out["corpus"] = spec
         shard = meta.get("shard")
-        if isinstance(shard, dict):
+        if isinstance(shard, dict):  # a part of the windows: its count is not the windows of the whole, so left open
             out["shard"] = f"{shard['index']}/{shard['count']}"
+            out.pop("windows", None)
+        out["backend"] = requested_backend(meta)
         return out
 
     def check_layout(self, meta: dict) -> None:
@@ -610,16 +178,16 @@ class RunDir:
         headsim = self.is_headsim()
         if not headsim:
             if resume:
-                raise HeadsimError(f"nothing to resume in {shown!r}: it holds no headsim run ({_describe(entries)})",
+                raise HeadsimError(f"nothing to resume in {shown!r}: it holds no headsim run ({describe_names(entries)})",
                                    "start the run without --resume, in an empty or new directory")
             if overwrite:
-                raise HeadsimError(f"--overwrite refused: {shown!r} holds files that are not a headsim run ({_describe(entries)})",
+                raise HeadsimError(f"--overwrite refused: {shown!r} holds files that are not a headsim run ({describe_names(entries)})",
                                    "choose an empty or new directory (headsim deletes only its own runs)")
-            raise HeadsimError(f"output directory {shown!r} already holds other files ({_describe(entries)})",
+            raise HeadsimError(f"output directory {shown!r} already holds other files ({describe_names(entries)})",
                                "pass an empty or new directory for --out")
         if overwrite:
             foreign = self.foreign()
-            require(not foreign, f"--overwrite refused: {shown!r} also holds files headsim did not write ({_describe(foreign)})",
+            require(not foreign, f"--overwrite refused: {shown!r} also holds files headsim did not write ({describe_names(foreign)})",
                     "move them out of the run directory, or pass another --out (headsim deletes only its own files)")
             return
         if resume:
@@ -629,13 +197,13 @@ class RunDir:
             raise HeadsimError(f"output directory {shown!r} already holds another run",
                                "pass --resume to continue it, --overwrite to replace it, or another --out")
         foreign = self.foreign()
-        require(not foreign, f"output directory {shown!r} already holds other files ({_describe(foreign)})",
+        require(not foreign, f"output directory {shown!r} already holds other files ({describe_names(foreign)})",
                 "pass an empty or new directory for --out")
 
     # -- writing ------------------------------------------------------------------------------
 
     def _write_marker(self) -> None:
-        write_json(self.path / MARKER, {"kind": MARKER_KIND, "layout": LAYOUT, "run_id": uuid.uuid4().hex, "created": _now()})
+        write_json(self.path / MARKER, {"kind": MARKER_KIND, "layout": LAYOUT, "run_id": uuid.uuid4().hex, "created": now()})
 
     def _clear(self) -> None:
         """Delete the previous run (only headsim's files: :meth:`check_target` checked)."""
@@ -660,7 +228,7 @@ class RunDir:
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise _write_failed(self.path, exc) from exc
+            raise write_failed(self.path, exc) from exc
         self.lock.acquire()
         try:
             self.check_target(resume=resume, overwrite=overwrite)  # again, now that no one else can write
@@ -721,7 +289,7 @@ class RunDir:
         if man is not None:
             keep |= {man["state"]["name"]} | {p["name"] for p in man["parts"]}
         for entry in self.checkpoint.iterdir():
-            if entry.name not in keep and entry.is_file() and not entry.is_symlink() and _own_file(entry.name, _CHECKPOINT_OWN):
+            if entry.name not in keep and entry.is_file() and not entry.is_symlink() and own_file(entry.name, CHECKPOINT_OWN):
                 entry.unlink()
 
     def load_checkpoint(self, *, contiguous: bool = True) -> tuple[dict, int] | None:
@@ -757,7 +325,7 @@ class RunDir:
     def save_checkpoint(self, state: dict, done: int, parts: list[pa.Table], *, one_part: bool = False) -> None:
         """Commit a checkpoint: new window parts and state first, then the manifest that names them.
 
-        ``parts`` are :func:`windows_table` rows, each stored as a part of its own from its first
+        ``parts`` are :func:`~headsim.windows.windows_table` rows, each stored as a part of its own from its first
         ``window``; with ``one_part`` they are consecutive and stored as one part.
         """
         man = self._manifest() or {"parts": []}
@@ -786,20 +354,19 @@ class RunDir:
     # -- finishing ----------------------------------------------------------------------------
 
     def _write_windows(self, parts: list[pa.Table]) -> None:
-        """``windows.parquet``: the checkpoint's verified parts and ``parts`` (:func:`windows_table`
+        """``windows.parquet``: the checkpoint's verified parts and ``parts`` (:func:`~headsim.windows.windows_table`
         rows) in window order, which must run from window 0 without a gap (memory: one part)."""
         man = self._manifest()
         files = self._verified_parts(man, contiguous=False) if man is not None else []
         sources = sorted([(start, f) for start, f in files] +
                          [(int(t["window"][0].as_py()), t) for t in parts if t.num_rows], key=lambda item: item[0])
         require(sources, f"no windows to write into {str(self.path)!r}", "analyse at least one window")
-        schema = sources[0][1].schema if isinstance(sources[0][1], pa.Table) else pq.read_schema(sources[0][1])
 
         def write(path: Path) -> None:
             end = 0
-            with pq.ParquetWriter(path, schema) as writer:
+            with pq.ParquetWriter(path, WINDOWS_SCHEMA) as writer:
                 for start, source in sources:
-                    table = source if isinstance(source, pa.Table) else pq.read_table(source)
+                    table = (source if isinstance(source, pa.Table) else pq.read_table(source)).cast(WINDOWS_SCHEMA)
                     require(start == end, f"the windows of {str(self.path)!r} have a gap or overlap at window {min(start, end)}",
                             "start the run again with --overwrite")
                     writer.write_table(table)
@@ -817,7 +384,7 @@ class RunDir:
         self._write_windows(parts)
         meta = self.write_meta({**meta, "run_id": self.run_id, "complete": True,
                                 "files": {name: file_record(self.path / name) for name in RESULT_FILES}})
-        if self.checkpoint.is_dir() and not _foreign(self.checkpoint, _CHECKPOINT_OWN):
+        if self.checkpoint.is_dir() and not foreign(self.checkpoint, CHECKPOINT_OWN):
             shutil.rmtree(self.checkpoint, ignore_errors=True)
         return meta
 
@@ -865,7 +432,7 @@ def staged(out: str | os.PathLike, *, overwrite: bool) -> Iterator[RunDir]:
         parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.path.name}.tmp-", dir=parent))
     except OSError as exc:
-        raise _write_failed(target.path, exc) from exc
+        raise write_failed(target.path, exc) from exc
     stage = RunDir(tmp)
     held = target.path.is_dir()
     try:
@@ -885,7 +452,7 @@ def staged(out: str | os.PathLike, *, overwrite: bool) -> Iterator[RunDir]:
                 target.path.rmdir()
             os.replace(tmp, target.path)
     except OSError as exc:
-        raise _write_failed(target.path, exc) from exc
+        raise write_failed(target.path, exc) from exc
     finally:
         target.lock.release()  # a no-op when its file went away with the old directory
         if tmp.exists():

@@ -1,9 +1,10 @@
 """Corpora at URLs (``s3://``, ``gs://``, ``http(s)://``, ``hdfs://``, ``file://``, any fsspec protocol
-whose package is installed): read by :func:`headsim.corpus.load_corpus`, the one reader of both engines.
+whose package is installed): fetched here, read by :func:`headsim.corpus.load_corpus`, the one reader of
+both engines.
 
-:func:`load_url` copies the file (or a folder's ``*.txt`` files) into a temporary directory under its
-own name and reads that, so a corpus gives the same documents, ``doc_id`` values and ``sha256``
-wherever it lies; the :class:`~headsim.corpus.Corpus` is named by its URL.
+:func:`~headsim.corpus.readers.load_url` copies the file (or a folder's ``*.txt`` files) into a temporary
+directory under its own name (:func:`fetch`) and reads that, so a corpus gives the same documents,
+``doc_id`` values and ``sha256`` wherever it lies; the :class:`~headsim.corpus.Corpus` is named by its URL.
 
 Every remote call runs under a deadline (:func:`timeout`: ``$HEADSIM_URL_TIMEOUT``, 30 s by default,
 for each call: listing, opening, every 1 MiB read) in a helper thread while this thread waits in
@@ -15,7 +16,6 @@ not found) and the fix.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import shutil
@@ -26,8 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from .corpus import Corpus, load_corpus
-from .errors import HeadsimError, require
+from headsim.errors import HeadsimError, require
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 TIMEOUT_ENV = "HEADSIM_URL_TIMEOUT"
@@ -240,20 +239,3 @@ def fetch(url: str, into: Path) -> Path:
                 raise url_error(url, exc) from None
             time.sleep(2 ** attempt)
     raise AssertionError("unreachable")
-
-
-def load_url(url: str, *, text_field: str = "text", text_column: str = "text") -> Corpus:
-    """The :class:`Corpus` at ``url`` (see the module), named by the URL, its documents' ``source``
-    the URL (a folder: the URL of each file)."""
-    with tempfile.TemporaryDirectory(prefix="headsim-corpus-") as tmp:
-        local = fetch(url, Path(tmp))
-        try:
-            corpus = load_corpus(local, text_field=text_field, text_column=text_column)
-        except HeadsimError as exc:  # name the URL, not the temporary copy
-            raise HeadsimError(exc.problem.replace(str(local), url), exc.fix.replace(str(local), url)) from None
-    base = url.rstrip("/")
-
-    def source(doc) -> str:
-        return base if doc.source == str(local) else f"{base}/{Path(doc.source).name}"
-
-    return Corpus(url, [dataclasses.replace(d, source=source(d)) for d in corpus])

@@ -16,17 +16,19 @@ from pathlib import Path
 import pyarrow as pa
 import xarray as xr
 
-from . import rundir
-from .errors import require
-from .runspec import RunSpec
-from .stats import heads_table, layers_table
+from ..errors import require
+from ..stats import heads_table, layers_table
+from .run import Run
+from .rundir import RunDir, load_run, staged
+from .spec import RunSpec
 
-def run_ids(run: rundir.Run) -> list[str]:
+
+def run_ids(run: Run) -> list[str]:
     """The ids of the analyze runs whose windows ``run`` holds (a merged run holds several)."""
-    return list(run.meta.get("run_ids") or [rundir.RunDir(run.path).run_id])
+    return list(run.meta.get("run_ids") or [RunDir(run.path).run_id])
 
 
-def holdings(run: rundir.Run) -> list[dict]:
+def holdings(run: Run) -> list[dict]:
     """The windows of which corpora ``run`` holds (``run.json``'s ``holds``: corpus sha256 and name,
     ``[first, stop)`` ranges); a run written before they were recorded holds windows ``[0, windows)``
     of its corpus (every run then started at the first window)."""
@@ -37,7 +39,7 @@ def holdings(run: rundir.Run) -> list[dict]:
              "windows": [[0, int(run.meta.get("windows", 0))]]}]
 
 
-def check_disjoint(runs: list[rundir.Run]) -> None:
+def check_disjoint(runs: list[Run]) -> None:
     """Refuse runs that hold one window of one corpus twice, naming both runs and the windows."""
     ranges: dict[str, list[tuple[int, int, Path, str]]] = {}
     for run in runs:
@@ -52,7 +54,7 @@ def check_disjoint(runs: list[rundir.Run]) -> None:
                     "merge runs of disjoint windows: analyse one corpus in parts with headsim analyze --shard I/N")
 
 
-def check_mergeable(runs: list[rundir.Run]) -> None:
+def check_mergeable(runs: list[Run]) -> None:
     """Refuse runs that would be counted twice (the same run, or overlapping windows of one corpus)
     or were made with settings that change the numbers."""
     seen: dict[str, Path] = {}
@@ -99,11 +101,11 @@ def merge_runs(run_dirs: list[str | os.PathLike], out: str | os.PathLike, *, ove
                 f"--out {str(out_path)!r} overlaps the input run {str(d)!r}",
                 "write the merge to a new directory (merge never writes over its inputs)")
     for d in run_dirs:
-        rundir.RunDir(d).lock.check_free()
-    runs = [rundir.load_run(d) for d in run_dirs]
+        RunDir(d).lock.check_free()
+    runs = [load_run(d) for d in run_dirs]
     check_mergeable(runs)
     ds = merge_datasets([r.dataset for r in runs])
-    with rundir.staged(out_path, overwrite=overwrite) as stage:
+    with staged(out_path, overwrite=overwrite) as stage:
         tables, offset = [], 0
         for run in runs:
             t = run.window_table()
@@ -115,7 +117,7 @@ def merge_runs(run_dirs: list[str | os.PathLike], out: str | os.PathLike, *, ove
     return out_path
 
 
-def merged_meta(runs: list[rundir.Run]) -> dict:
+def merged_meta(runs: list[Run]) -> dict:
     """``run.json`` of the merge: the first run's model and spec, the corpora and windows of all."""
     first = runs[0].meta
     windows = int(sum(r.meta["windows"] for r in runs))

@@ -5,27 +5,28 @@ Plan → shares → exact merge:
 1. The driver reads the corpus (:func:`headsim.corpus.load_corpus`: local specs and URLs)
    and starts the workers, Ray actors (:class:`Worker`) that each hold one copy of the model.
 2. The workers count every text's tokens (blocks of texts, in parallel). From the counts the driver
-   numbers the packed windows once, as the single process cuts them, and splits ``[0, windows)``
-   into shares: ranges of whole batches (:func:`plan_shares`).
-3. A worker windows its share itself (:func:`share_batches`: tokenises and splits the sentences of
+   plans the run with the single process's own step (:func:`headsim.runs.plan.plan`): the packed
+   windows numbered once, as the single process cuts them, and ``[0, windows)`` split into shares:
+   ranges of whole batches (:func:`headsim.runs.shares.plan_shares`).
+3. A worker windows its share itself (:func:`headsim.runs.shares.share_batches`: tokenises and splits the sentences of
    only the texts the share touches, packing from the share's first token), feeds the same batches
-   as the single process through :class:`headsim.analysis.Engine` into a zeroed
+   as the single process through :class:`headsim.runs.engine.Engine` into a zeroed
    :class:`~headsim.stats.CorpusStats` and returns its state and the share's ``windows.parquet`` rows.
 4. The driver adds the states (:meth:`CorpusStats.merge`: counts exact, float sums equal to a
    single-process run's up to addition order) and writes the same run directory through
-   :class:`headsim.rundir.RunDir` and the single process's own steps (:func:`headsim.analysis.start_run`,
-   :func:`~headsim.analysis.finish_run`): marker, a lock the driver holds for the whole run, a
+   :class:`headsim.runs.rundir.RunDir` and the single process's own steps (:func:`headsim.runs.lifecycle.start_run`,
+   :func:`~headsim.runs.lifecycle.finish_run`): marker, a lock the driver holds for the whole run, a
    checksummed checkpoint manifest, the atomic final commit. A checkpoint holds the sum of the shares
    finished so far and each one's windows as a part from its first window; ``resume`` runs only the
    shares the verified parts do not hold.
 
 The workers asked for are checked against the cluster's resources before any actor starts
-(:meth:`Resources.count`: refused in one line when the cluster cannot hold them), and every wait on
+(:meth:`headsim.runs.options.RayOptions.count`: refused in one line when the cluster cannot hold them), and every wait on
 the actors has a deadline (:func:`timeout`): the start-up, the token count, and any stretch of the
 run in which no worker reports progress. An actor that dies is restarted by Ray and its share runs
 again (``max_restarts`` and ``max_task_retries``: :data:`RESTARTS`); an exception inside a worker, or
 the deadline, stops the run with one line after checkpointing the finished shares (resumable).
-``--shard I/N`` (:func:`headsim.analysis.shard_range`) cuts shares from the part's first window.
+``--shard I/N`` (:func:`headsim.runs.plan.shard_range`) cuts shares from the part's first window.
 """
 
 from __future__ import annotations
@@ -41,12 +42,25 @@ from pathlib import Path
 
 import numpy as np
 
-from . import rundir
-from .errors import HeadsimError, require
-from .windows import Framing, Windows
+import torch
+
+from ..corpus import Corpus, load_corpus
+from ..errors import HeadsimError, require
+from ..interrupts import StopRequests
+from ..memory import peak_memory
+from ..stats import CorpusStats
+from ..models import as_loaded
+from ..stats.backends import choose_backend
+from ..windows import check_seq_len, token_counts, windows_table
+from .engine import Engine, default_batch_size, prefetch
+from .lifecycle import CHECKPOINT_SECONDS, Result, finish_run, start_run, stopped
+from .options import RayOptions, RunOptions
+from .plan import ModelFacts, StatsRecipe, plan
+from .progress import ProgressBar, ShareProgress
+from .rundir import RunDir
+from .shares import Share, plan_shares, share_batches
 
 INSTALL = 'pip install "headsim[ray]"'
-ENGINES = ("local", "ray")
 RESTARTS = 3  # restarts of a dead actor (and retries of its share) before the run stops
 COUNT_CHARS = 1 << 20  # characters of text per token-counting call
 MAX_SHARE_BATCHES = 64  # a share's state and windows travel to the driver once per share
@@ -68,7 +82,6 @@ def timeout() -> float:
     require(seconds > 0, f"{TIMEOUT_ENV}={value!r} is not a positive number of seconds",
             f"set {TIMEOUT_ENV} to the seconds to wait, e.g. 600, or unset it")
     return seconds
-TOKENIZE_TEXTS = 32  # texts tokenised and sentence-split together inside a share
 
 
 def import_ray():
@@ -80,81 +93,17 @@ def import_ray():
     return ray
 
 
-# ------------------------------------------------------------------ shares: plan and windows
-
-
-@dataclass(frozen=True)
-class Share:
-    """Windows ``[start, stop)`` of the packed corpus, and the texts they come from.
-
-    ``texts`` are ``[first_text, last_text)``; the share's tokens begin ``skip`` tokens into the
-    first text and number ``tokens``.
-    """
-
-    index: int
-    start: int
-    stop: int
-    first_text: int
-    last_text: int
-    skip: int
-    tokens: int
-
-    @property
-    def windows(self) -> int:
-        return self.stop - self.start
-
-
-def plan_shares(counts: np.ndarray, content: int, windows: int, share_windows: int, *, start: int = 0) -> list[Share]:
-    """Cut packed windows ``[start, windows)`` of ``content`` text tokens each (:meth:`Framing.content`),
-    of texts with ``counts`` tokens, into shares of ``share_windows`` (the last may be shorter)."""
-    counts = np.asarray(counts, dtype=np.int64)
-    ends = np.cumsum(counts)
-    total = int(ends[-1]) if len(ends) else 0
-    require(0 <= start < windows <= -(-total // content), f"windows {start}..{windows} asked of {total} tokens",
-            "ask for at most the windows the corpus gives")
-    require(share_windows >= 1, f"share_windows {share_windows} must be at least 1", "pass a positive number of windows")
-    shares = []
-    for index, start in enumerate(range(start, windows, share_windows)):
-        stop = min(start + share_windows, windows)
-        a, b = start * content, min(stop * content, total)
-        first = int(np.searchsorted(ends, a, side="right"))
-        last = int(np.searchsorted(ends, b, side="left")) + 1
-        shares.append(Share(index, start, stop, first, last, a - int(ends[first] - counts[first]), b - a))
-    return shares
-
-
-def share_batches(texts: list[str], share: Share, tokenizer, seq_len: int, batch_size: int,
-                  sentence_splitter: str, framing: Framing) -> Iterator[Windows]:
-    """The share's windows in batches of ``batch_size``: exactly windows ``[start, stop)`` of
-    :func:`headsim.windows.iter_windows` over the whole corpus with ``pack=True`` and ``framing``,
-    ``texts`` being the corpus texts ``[first_text, last_text)``."""
-    from .windows import pack_windows, tokenize
-
-    streams = (s for i in range(0, len(texts), TOKENIZE_TEXTS)  # a few texts at a time: the model starts early
-               for s in tokenize(texts[i:i + TOKENIZE_TEXTS], tokenizer, first_index=share.first_text + i,
-                                 sentence_splitter=sentence_splitter))
-    made = 0
-    for w in pack_windows(streams, seq_len, tokenizer, framing, batch_windows=batch_size, skip=share.skip,
-                          take=share.tokens, token_strings=False):
-        made += len(w)
-        yield w
-    require(made == share.windows, f"share {share.index} gave {made} windows, not {share.windows}",
-            "the corpus changed while it was read; start the run again")
-
-
 # ------------------------------------------------------------------ the actors
 
 
 @dataclass(frozen=True)
-class Settings:
-    """What a worker needs to accumulate a share (all of it decides the numbers)."""
+class ShareSettings:
+    """What a worker needs to accumulate a share (all of it decides the numbers): the run's statistics
+    (:class:`~headsim.runs.plan.StatsRecipe`) and how its windows are cut."""
 
-    seq_len: int
-    threshold: float
-    top_k_columns: int
+    stats: StatsRecipe
     batch_size: int
     sentence_splitter: str
-    backend: str
     first_window: int = 0  # the run's first window of the corpus (a --shard): its windows.parquet counts from there
 
 
@@ -164,19 +113,15 @@ class Worker:
     Args:
         model: a model name or path for :func:`~headsim.load_model` (must resolve on the worker's
             node), or a :class:`~headsim.models.LoadedModel` shipped by value.
-        progress: the name of the run's :class:`Progress` actor; every batch reports the windows done
+        progress: the name of the run's :class:`~headsim.runs.progress.ShareProgress` actor; every batch reports the windows done
             in its share there.
     """
 
     def __init__(self, model, device: str | None, dtype: str | None, threads: int, progress: str) -> None:
-        import torch
-
-        from .models import as_loaded
-
         torch.set_num_threads(max(1, threads))
         self.progress = progress
         self.engine = None
-        self.settings: Settings | None = None
+        self.settings: ShareSettings | None = None
         try:  # a failure here would kill the actor with its traceback as the message: keep it for describe()
             self.loaded = as_loaded(model, device=device, dtype=dtype)
         except Exception as exc:
@@ -188,43 +133,31 @@ class Worker:
         """The model as the run records it, the statistics ``backend`` chosen for its device and the
         batch size it would pick at ``seq_len``; raises what loading the model raised, or the refusal
         of a named backend that cannot run here."""
-        from .analysis import default_batch_size
-        from .stats import choose_backend
-
         if self.failure is not None:
             raise self.failure
         m = self.loaded
         choice = choose_backend(backend, m.device)
         return {"backend": choice.record(), "model": m.describe(), "name": m.name, "source": m.source, "max_seq_len": m.max_seq_len,
                 "extrapolates": m.extrapolates, "dtype": str(m.dtype).replace("torch.", ""), "device": str(m.device), "specials": m.framing.specials,
-                "batch_size": default_batch_size(m, min(seq_len, m.max_seq_len), choice.chosen)}
+                "commit": m.commit, "batch_size": default_batch_size(m, min(seq_len, m.max_seq_len), choice.chosen)}
 
     def count(self, texts: list[str]) -> np.ndarray:
         """Tokens of each text, without special tokens."""
-        from .windows import token_counts
-
         return np.asarray(token_counts(self.loaded.tokenizer, texts), dtype=np.int64)
 
-    def _engine(self, s: Settings):
+    def _engine(self, s: ShareSettings) -> Engine:
         if self.engine is None or self.settings != s:
-            from .analysis import Engine
-            from .stats import CorpusStats
-
             def fresh() -> CorpusStats:
-                return CorpusStats(self.loaded.n_layers, self.loaded.n_heads, s.seq_len, threshold=s.threshold,
-                                   top_k_columns=s.top_k_columns, device=self.loaded.device, backend=s.backend)
+                return s.stats.build(self.loaded.device)
 
             self.engine, self.settings = Engine(self.loaded, fresh(), fresh), s
         self.engine.stats.reset()
         return self.engine
 
-    def run(self, share: Share, texts: list[str], settings: Settings) -> dict:
+    def run(self, share: Share, texts: list[str], settings: ShareSettings) -> dict:
         """Accumulate ``share`` from zero; returns its ``index``, the ``state`` (state_dict), its
         ``windows`` table and the engine's ``attention`` and ``backend`` records (as run.json has them)."""
         import pyarrow as pa
-
-        from .analysis import prefetch
-
         import ray
 
         engine = self._engine(settings)
@@ -233,30 +166,17 @@ class Worker:
         # the attempt is registered before any work (and waited for): an actor killed mid-share may drop
         # its later, unawaited reports, but its attempt is already counted (run.json: shares_redone)
         ray.get(tracker.report.remote(share.index, attempt, 0))
-        source = share_batches(texts, share, self.loaded.tokenizer, settings.seq_len, settings.batch_size,
+        source = share_batches(texts, share, self.loaded.tokenizer, settings.stats.seq_len, settings.batch_size,
                                settings.sentence_splitter, self.loaded.framing)
         with closing(prefetch(source)) as batches:
             for w in batches:
                 engine.process_safely(w)
-                tables.append(rundir.windows_table(share.start - settings.first_window + done, w.input_ids, w.attention_mask,
-                                                   w.sentence_ids))
+                tables.append(windows_table(share.start - settings.first_window + done, w.input_ids, w.attention_mask,
+                                            w.sentence_ids))
                 done += len(w)
                 tracker.report.remote(share.index, attempt, done)
         return {"index": share.index, "state": engine.stats.state_dict(), "windows": pa.concat_tables(tables),
                 "attention": engine.attention_source(), "backend": engine.backend_record()}
-
-
-class Progress:
-    """Windows done per share and attempt (a Ray actor the workers report to and the driver polls)."""
-
-    def __init__(self) -> None:
-        self.done: dict[int, dict[str, int]] = {}
-
-    def report(self, share: int, attempt: str, done: int) -> None:
-        self.done.setdefault(share, {})[attempt] = done
-
-    def snapshot(self) -> dict[int, dict[str, int]]:
-        return self.done
 
 
 # ------------------------------------------------------------------ the driver
@@ -272,52 +192,11 @@ def _worker_error(exc: BaseException) -> HeadsimError:
                         "fix the cause and run again; with --resume a run directory keeps its finished shares")
 
 
-@dataclass(frozen=True)
-class Resources:
-    """Ray workers and what each reserves."""
-
-    workers: int | None
-    cpus: float
-    gpus: float
-
-    def check(self) -> "Resources":
-        for name, value in (("gpus_per_worker", self.gpus), ("cpus_per_worker", self.cpus)):
-            require(isinstance(value, (int, float)) and value >= 0, f"{name} {value!r} must be 0 or more",
-                    "pass a number of CPUs/GPUs")
-        require(self.gpus > 0 or self.cpus > 0, "a Ray worker must reserve some CPU or GPU",
-                "pass --cpus-per-worker or --gpus-per-worker above 0")
-        require(self.workers is None or (isinstance(self.workers, int) and self.workers >= 1),
-                f"workers {self.workers!r} must be at least 1 with the Ray engine",
-                "pass a positive number of Ray workers, or leave it unset for one per CPU/GPU of the cluster")
-        return self
-
-    def fit(self, have: dict) -> int:
-        """How many workers the cluster's resources ``have`` (``ray.cluster_resources()``) hold at once."""
-        fits = [int(have.get(kind, 0) // need + 1e-9) for kind, need in (("CPU", self.cpus), ("GPU", self.gpus)) if need > 0]
-        return min(fits)
-
-    def count(self, have: dict) -> int:
-        """The workers asked for, else as many as the cluster's GPUs and CPUs hold; refused in one line,
-        before any actor starts, when the cluster cannot hold them all at once (a worker that can never
-        be placed would wait for ever)."""
-        fit = self.fit(have)
-        per = ", ".join(f"{need:g} {kind}" for kind, need in (("CPU", self.cpus), ("GPU", self.gpus)) if need > 0)
-        total = ", ".join(f"{have.get(kind, 0):g} {kind}s" for kind in ("CPU", "GPU"))
-        require(fit >= 1, f"the Ray cluster has {total}: not enough for one worker of {per}",
-                "add nodes to the cluster, or lower --cpus-per-worker / --gpus-per-worker")
-        if self.workers is None:
-            return fit
-        require(self.workers <= fit, f"--workers {self.workers} asked for, but the Ray cluster has {total}: room for {fit} "
-                f"worker{'s' if fit != 1 else ''} of {per}", f"pass --workers {fit} or fewer (or leave it unset), "
-                "lower --cpus-per-worker / --gpus-per-worker, or add nodes to the cluster")
-        return self.workers
-
-
 class Cluster:
     """The run's workers and progress actor on a Ray cluster (joined, or started for the run), all
     ended on exit; :attr:`startup_seconds`: joining, spawning the workers and loading the model."""
 
-    def __init__(self, address: str | None, model, device: str | None, dtype: str | None, resources: Resources,
+    def __init__(self, address: str | None, model, device: str | None, dtype: str | None, resources: RayOptions,
                  seq_len: int, backend: str = "auto") -> None:
         self.ray = import_ray()
         self.address, self.model, self.device, self.dtype = address, model, device, dtype
@@ -340,14 +219,14 @@ class Cluster:
         _connect(ray, self.address)
         run_id = uuid.uuid4().hex[:8]
         progress = f"headsim-progress-{run_id}"
-        self.tracker = ray.remote(num_cpus=0)(Progress).options(name=progress).remote()
+        self.tracker = ray.remote(num_cpus=0)(ShareProgress).options(name=progress).remote()
         # an object is put once and referenced here for the whole run: a restarted actor reads it again
         self.model_ref = self.model if self.model is None or isinstance(self.model, str) else ray.put(self.model)
         count = r.count(ray.cluster_resources())  # refused here, before any actor, if the cluster cannot hold them
         worker = ray.remote(Worker)
-        self.actors = [worker.options(num_cpus=r.cpus, num_gpus=r.gpus, max_restarts=RESTARTS, max_task_retries=RESTARTS,
+        self.actors = [worker.options(num_cpus=r.cpus_per_actor, num_gpus=r.gpus_per_actor, max_restarts=RESTARTS, max_task_retries=RESTARTS,
                                       name=f"headsim-worker-{i}-{run_id}")
-                       .remote(self.model_ref, self.device, self.dtype, max(1, int(r.cpus)), progress)
+                       .remote(self.model_ref, self.device, self.dtype, max(1, int(r.cpus_per_actor)), progress)
                        for i in range(count)]
         refs = [a.describe.remote(self.seq_len, self.backend) for a in self.actors]
         self.info = self.get(refs, "start", lambda ready: f"{ready} of {len(refs)} Ray workers started (each loads the model)")[0]
@@ -469,116 +348,87 @@ def _finished_shares(parts: list[tuple[int, int]], shares: list[Share], out: Pat
 
 
 @contextmanager
-def _writing(out_path: Path | None, resume: bool, overwrite: bool) -> Iterator[rundir.RunDir | None]:
+def _writing(out_path: Path | None, resume: bool, overwrite: bool) -> Iterator[RunDir | None]:
     """The run directory held for writing for the whole run (``None``: a run in memory)."""
     if out_path is None:
         yield None
         return
-    with rundir.RunDir(out_path).writer(resume=resume, overwrite=overwrite) as run_dir:
+    with RunDir(out_path).writer(resume=resume, overwrite=overwrite) as run_dir:
         yield run_dir
 
 
-def run_engine(engine: str = "ray", **params):
-    """Run :func:`headsim.analysis.analyze` on ``engine`` (``"ray"``); ``params`` are analyze's, already
-    checked there (threshold, windows, top_k_columns, checkpoint_every, resume, the output directory)."""
-    require(engine in ENGINES, f"unknown engine {engine!r}", f"use one of {', '.join(ENGINES)}")
-    return analyze_on_ray(**params)
-
-
-def analyze_on_ray(model=None, corpus="default", *, windows: int | None = None, out=None, seq_len: int = 128,
-                   threshold: float = 0.3, top_k_columns: int = 3, batch_size: int | None = None,
-                   checkpoint_every: int | None = None, resume: bool = False, overwrite: bool = False,
-                   allow_fewer: bool = True, device: str | None = None, dtype: str | None = None,
-                   text_field: str = "text", text_column: str = "text", sentence_splitter: str = "pysbd",
-                   workers: int | None = None, backend: str = "auto", progress: bool | Callable[[int, int], None] = True,
-                   address: str | None = None, gpus_per_worker: float = 0.0, cpus_per_worker: float = 1.0,
-                   share_windows: int | None = None, shard: tuple[int, int] | None = None):
-    """:func:`headsim.analysis.analyze` on a Ray cluster (see the module); the same arguments, and:
-
-    Args:
-        workers: Ray workers (actors, one model copy each); default: as many as the cluster's CPUs
-            (or GPUs, with ``gpus_per_worker``) allow.
-        address: ``None`` starts a local cluster (or uses the one this process joined already);
-            ``"auto"`` joins the cluster this node belongs to; ``"ray://HOST:10001"`` connects a client.
-        gpus_per_worker, cpus_per_worker: resources each worker reserves (fractions share a device);
-            a CPU worker runs ``int(cpus_per_worker)`` torch threads.
-        share_windows: windows per share, rounded up to whole batches (default: about four shares per
-            worker, at most 64 batches each).
-    """
-    import torch
-
-    from .analysis import CorpusCount, Result, check_shard, finish_run, new_meta, shard_range, start_run, window_target
-    from .memory import peak_memory
-    from .corpus import Corpus, load_corpus
-    from .interrupts import StopRequests
-    from .runspec import RunSpec
-    from .stats import CorpusStats
-    from .windows import check_seq_len
-
+def analyze_ray(model, corpus: Corpus | str, options: RunOptions) -> Result:
+    """Analyse ``corpus`` on a Ray cluster (see the module; ``options`` checked and settled by
+    :func:`headsim.runs.analyze.analyze`, :attr:`~headsim.runs.options.RunOptions.ray` its own)."""
     import_ray()
-    shard = check_shard(shard)
-    resources = Resources(workers, cpus_per_worker, gpus_per_worker).check()
-    require(share_windows is None or (isinstance(share_windows, int) and share_windows >= 1),
-            f"share_windows {share_windows!r} must be at least 1", "pass a positive number of windows")
-    out_path = Path(out) if out is not None else None
-    corp = corpus if isinstance(corpus, Corpus) else load_corpus(corpus, text_field=text_field, text_column=text_column)
+    ray_options = options.ray
+    out_path = Path(options.out) if options.out is not None else None
+    corp = corpus if isinstance(corpus, Corpus) else load_corpus(corpus, text_field=options.text_field,
+                                                                 text_column=options.text_column)
     texts = [d.text for d in corp]
     # the run directory is checked and held before the cluster starts; a signal during the start-up stops it at
     # once (the cluster's exit ends every actor); from then on a first SIGINT/SIGTERM stops the run after the
     # share in hand, with a checkpoint
-    with _writing(out_path, resume, overwrite) as run_dir, \
-            Cluster(address, model, device, dtype, resources, seq_len, backend) as cluster, StopRequests() as stop:
+    with _writing(out_path, options.resume, options.overwrite) as run_dir, \
+            Cluster(ray_options.address, model, options.device, options.dtype, ray_options, options.seq_len,
+                    options.backend) as cluster, StopRequests() as stop:
         info, n = cluster.info, len(cluster.actors)
-        seq_len = check_seq_len(seq_len, info["max_seq_len"], info.get("extrapolates", False))
-        content = seq_len - info["specials"]
-        t = time.perf_counter()
-        counts = cluster.count_tokens(texts)
-        counting = time.perf_counter() - t
-        tokens = int(counts.sum())
-        count = CorpusCount(-(-tokens // content), tokens, True)
-        first, end = 0, window_target(corp, count, windows, seq_len, info["specials"], allow_fewer)
-        if shard is not None:
-            first, end = shard_range(end, shard)
-        target = end - first
-        bs = int(batch_size) if batch_size else int(info["batch_size"])
-        spec = RunSpec(info["source"], corp.sha256, target, seq_len, threshold, top_k_columns, bs, info["dtype"],
-                       sentence_splitter, first)
-        meta = new_meta(info["model"], corp, corpus, count, spec, device=info["device"], backend=info["backend"],
-                        engine="ray", shard=shard)
-        share = _share_size(share_windows, target, bs, n)
+        seq_len = check_seq_len(options.seq_len, info["max_seq_len"], info.get("extrapolates", False))
+        facts = ModelFacts(info["source"], info["model"], info["dtype"], info["device"], info["specials"],
+                           info["model"]["n_layers"], info["model"]["n_heads"], info.get("commit"))
+        bs = int(options.batch_size) if options.batch_size else int(info["batch_size"])
+        counting = _Timed(cluster.count_tokens)
+        settled = plan(options, corp, corpus, facts, counting, seq_len=seq_len, batch_size=bs, backend=options.backend,
+                       backend_record=info["backend"], shares=True)
+        first, end, target = settled.spec.first_window, settled.stop, settled.spec.windows
+        share = _share_size(ray_options.share_windows, target, bs, n)
+        meta = settled.meta
         meta["ray"] = {"share_windows": share}
-        total = CorpusStats(info["model"]["n_layers"], info["model"]["n_heads"], seq_len, threshold=threshold,
-                            top_k_columns=top_k_columns)
+        total = settled.stats.build("cpu", backend="auto")
         done: set[int] = set()
         if run_dir is not None:
-            meta = start_run(run_dir, meta, resume=resume)
+            meta = start_run(run_dir, meta, resume=options.resume)
             if isinstance(meta, Result):
                 return meta
             before = int(meta["ray"]["share_windows"])
-            require(share_windows is None or share == before,
+            require(ray_options.share_windows is None or share == before,
                     f"--resume refused: {str(out_path)!r} was cut into shares of {before} windows",
                     "resume with the same --share-windows, or without it")
-        shares = plan_shares(counts, content, end, meta["ray"]["share_windows"], start=first)
+        shares = plan_shares(settled.counts, seq_len - facts.specials, end, meta["ray"]["share_windows"], start=first)
         saved = run_dir.load_checkpoint(contiguous=False) if run_dir is not None else None
         if saved is not None:
             total = CorpusStats.from_state_dict(saved[0])
             done = _finished_shares(run_dir.checkpoint_parts(), shares, out_path, first)
-        settings = Settings(seq_len, threshold, top_k_columns, bs, sentence_splitter, backend, first)
+        settings = ShareSettings(settled.stats, bs, options.sentence_splitter, first)
         resumed = sum(s.windows for s in shares if s.index in done)
         started = time.perf_counter()
-        driven = _drive(cluster, shares, texts, settings, total, done, run_dir, checkpoint_every, progress, target,
-                        resumed, stop)
+        driven = _drive(cluster, shares, texts, settings, total, done, run_dir, options.checkpoint_every, options.progress,
+                        target, resumed, stop)
         elapsed = time.perf_counter() - started
-        meta["ray"].update({"address": address, "workers": n, "cpus_per_worker": cpus_per_worker,
-                            "gpus_per_worker": gpus_per_worker, "ray_version": cluster.ray.__version__,
+        meta["ray"].update({"address": ray_options.address, "workers": n, "cpus_per_worker": ray_options.cpus_per_actor,
+                            "gpus_per_worker": ray_options.gpus_per_actor, "ray_version": cluster.ray.__version__,
                             "shares": len(shares), "startup_seconds": round(cluster.startup_seconds, 3),
-                            "count_seconds": round(counting, 3), "shares_redone": driven.redone,
+                            "count_seconds": round(counting.seconds, 3), "shares_redone": driven.redone,
                             "resumed_windows": resumed})
         if driven.attention is not None:
             meta.setdefault("attention", driven.attention)
         meta["statistics_backend"] = driven.backend()
         meta["memory"] = {"driver": peak_memory(torch.device("cpu"))}  # the workers' own peaks stay on their nodes
         return finish_run(meta, total, (info["name"], corp.name), elapsed, target - resumed, run_dir, driven.parts)
+
+
+class _Timed:
+    """``count`` with the seconds its calls took (run.json's ``count_seconds``)."""
+
+    def __init__(self, count: Callable[[list[str]], np.ndarray]) -> None:
+        self.count, self.seconds = count, 0.0
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        t = time.perf_counter()
+        try:
+            return self.count(texts)
+        finally:
+            self.seconds += time.perf_counter() - t
 
 
 @dataclass
@@ -592,7 +442,7 @@ class _Driven:
     backends: list[dict]
 
     def backend(self) -> dict:
-        """The workers' records as one, as :meth:`headsim.analysis.Engine.backend_record` has it (a key
+        """The workers' records as one, as :meth:`headsim.runs.engine.Engine.backend_record` has it (a key
         on which workers differ lists their values)."""
         record = {}
         for key in ("requested", "chosen", "ran"):
@@ -601,15 +451,12 @@ class _Driven:
         return {**record, "fallbacks": [f for b in self.backends for f in b["fallbacks"]]}
 
 
-def _drive(cluster: Cluster, shares: list[Share], texts: list[str], settings: Settings, total, done: set[int],
-           run_dir: rundir.RunDir | None, checkpoint_every: int | None, progress, target: int, resumed: int,
+def _drive(cluster: Cluster, shares: list[Share], texts: list[str], settings: ShareSettings, total, done: set[int],
+           run_dir: RunDir | None, checkpoint_every: int | None, progress, target: int, resumed: int,
            stop) -> _Driven:
     """Run every share not in ``done`` on the workers, adding each state into ``total`` as it arrives
     and checkpointing into ``run_dir`` when due, or when ``stop`` (:class:`~headsim.interrupts.StopRequests`)
     records a signal: then it raises :class:`~headsim.interrupts.Interrupted`. Shows one progress bar."""
-    from .analysis import CHECKPOINT_SECONDS, _progress, _stopped
-    from .stats import CorpusStats
-
     ray = cluster.ray
     pool = ray.util.ActorPool(cluster.actors)
     for s in shares:
@@ -625,7 +472,7 @@ def _drive(cluster: Cluster, shares: list[Share], texts: list[str], settings: Se
         run_dir.save_checkpoint(total.state_dict(), finished, driven.parts)
         driven.parts, since_save, last_save = [], 0, time.perf_counter()
 
-    with _progress(progress, target, resumed) as advance:
+    with ProgressBar(progress, target, resumed) as advance:
 
         def refresh() -> None:
             nonlocal shown, seen, moved
@@ -673,6 +520,6 @@ def _drive(cluster: Cluster, shares: list[Share], texts: list[str], settings: Se
             if run_dir is not None and (due or stop.signum is not None) and pool.has_next() and driven.parts:
                 save()
             if stop.signum is not None and pool.has_next():
-                raise _stopped(stop.signum, finished, target, run_dir, "ray")
+                raise stopped(stop.signum, finished, target, run_dir, "ray")
     driven.redone = sum(1 for n in attempts.values() if n > 1)
     return driven

@@ -8,10 +8,11 @@ window adds), and the refusals name the ``headsim analyze`` option of every fiel
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, fields
 
-from .errors import HeadsimError
-from .stats.schema import DEFAULT_RESOLUTION
+from ..errors import HeadsimError
+from ..stats.schema import DEFAULT_RESOLUTION
 
 #: the run.json key that holds the spec
 KEY = "spec"
@@ -100,3 +101,19 @@ def resume_flags(changed: dict[str, tuple], meta: dict) -> str:
             value = corpus.get("spec") or f"<the corpus {corpus.get('name')!r} the run was made from>"
         parts.append(f"{RunSpec.FLAGS.get(key, '--' + key)} {value}")
     return " ".join(parts)
+
+
+def requested_backend(meta: dict | None) -> str:
+    """The statistics backend a run asked for (runs written before the choice was recorded: ``"compiled"``
+    where they ran with ``fused``, else ``"auto"``)."""
+    meta = meta or {}
+    return (meta.get("statistics_backend") or {}).get("requested") or ("compiled" if meta.get("fused") else "auto")
+
+
+def resume_defaults(stored: dict, given: dict, unset: Callable[[str, object], bool] = lambda name, value: value is None) -> dict:
+    """The settings of a resumed run: ``given`` (:func:`headsim.analyze` arguments by name) with each one
+    the call left open (``unset(name, value)``; by default ``None``; the CLI: an option not typed)
+    replaced by the stored run's own (``stored``: :meth:`headsim.runs.rundir.RunDir.settings`). The one
+    rule of ``--resume``, for the API and the CLI alike."""
+    return {name: stored[name] if stored.get(name) is not None and unset(name, value) else value
+            for name, value in given.items()}
