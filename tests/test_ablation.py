@@ -377,6 +377,29 @@ def test_ablation_acts_at_its_own_layer_in_any_family(model_type):
     assert not torch.allclose(changed, hidden_states(loaded, ids, mask))
 
 
+def test_an_encoder_decoders_study_ablates_its_encoder_and_says_why():
+    """The tasks score the encoder's output, which no decoder head reaches (ablating every decoder
+    head leaves it bit for bit): the study ablates the encoder's heads alone and names what it left out."""
+    from headsim.ablation.study import ablated_stacks
+    from headsim.model.tap import hidden_states
+    from headsim.model.verify import random_batch, tiny_model
+    from headsim.models import from_pretrained_objects
+
+    with pytest.warns(UserWarning, match="encoder-decoder"):
+        loaded = from_pretrained_objects(tiny_model("bart")[0], None, "bart")
+    view, why = ablated_stacks(loaded)
+    assert loaded.n_layers == 6 and view.n_layers == 2 and view.analysed.startswith("the encoder of")
+    assert why.startswith("BartModel (bart) is an encoder-decoder") and "2 decoder layers are left out" in why
+    ids, mask = random_batch()
+    base = hidden_states(view, ids, mask)
+    with ablate(loaded, [(layer, h) for layer in range(2, 6) for h in range(4)]):
+        assert torch.equal(hidden_states(loaded, ids, mask), base)
+    with ablate(view, [(1, 2)]):
+        assert float((hidden_states(view, ids, mask) - base).abs().max()) > 1e-4
+    bert = from_pretrained_objects(tiny_model("bert")[0], None, "bert")
+    assert ablated_stacks(bert) == (bert, None)
+
+
 def test_same_sentence_role_is_the_heads_table_excess():
     """The same_sentence role ranks heads by the one heads-table column the explorer shows too
     (p_same_sentence - p_same_sentence_chance), NaN kept where a head has no pairs."""
