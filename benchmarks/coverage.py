@@ -26,7 +26,7 @@ import transformers
 from headsim.errors import HeadsimError
 from headsim.model.arch import arch_for
 from headsim.model.verify import tiny_config, tiny_model, verify
-from headsim.models import from_pretrained_objects
+from headsim.model.load import from_pretrained_objects
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "headsim"

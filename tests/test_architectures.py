@@ -16,7 +16,7 @@ from headsim.model.plain import attention_probs
 from headsim.model.tap import Tap
 from headsim.model.verify import random_batch as make_batch
 from headsim.model.verify import tiny_config_kwargs, tiny_model, verify
-from headsim.models import from_pretrained_objects
+from headsim.model.load import from_pretrained_objects
 
 #: the model types users run most (issue 31), every family of the table among them; some are read
 #: through an inferred entry, so each of them is checked here and not only by the coverage sweep

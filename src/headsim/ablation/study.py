@@ -24,7 +24,7 @@ import pandas as pd
 
 from ..display import HtmlDisplay
 from ..errors import require
-from ..models import LoadedModel, as_loaded
+from ..model.load import LoadedModel, as_loaded
 from ..runs.run import Run
 from ..runs.rundir import load_run
 from .curves import curve_points, removable
@@ -141,7 +141,7 @@ def ablation_study(model=None, out: str | os.PathLike = "ablation-out", *, run_d
     """Run the study and write its results into ``out``; returns the path of ``ablation.json``.
 
     Args:
-        model: a :class:`~headsim.models.LoadedModel` or a name for :func:`~headsim.load_model`.
+        model: a :class:`~headsim.model.load.LoadedModel` or a name for :func:`~headsim.load_model`.
         out: results folder (replaced as a whole when the study finishes; nothing is written before).
         run_dir: a finished ``headsim analyze`` run of the same model, for the role groups (optional).
         config: :class:`StudyConfig`.

@@ -318,7 +318,7 @@ class Tap:
     """Capture of chosen layers of one loaded model (see the module docstring).
 
     Args:
-        loaded: the model (:class:`headsim.models.LoadedModel`).
+        loaded: the model (:class:`headsim.model.load.LoadedModel`).
         layers: 0-based layers to capture (default: all).
         attention: capture attention probabilities.
         head_outputs: capture each head's output vectors.
