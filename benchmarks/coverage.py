@@ -39,7 +39,7 @@ def code_fingerprint() -> str:
     import inspect
 
     h = hashlib.sha256(transformers.__version__.encode())
-    for f in sorted((SRC / "model").glob("*.py")) + [SRC / "models.py"]:
+    for f in sorted((SRC / "model").glob("*.py")):
         if f.name != "tiny.py":
             h.update(f.name.encode() + f.read_bytes())
     for fn in (check, attention_kind):
