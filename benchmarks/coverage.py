@@ -13,20 +13,50 @@ float64, batch and padding-side invariance. Writes the table (family → exact /
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import resource
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
+import torch
 import transformers
 
 from headsim.errors import HeadsimError
 from headsim.model.arch import arch_for
-from headsim.model.verify import tiny_model, verify
-from headsim.models import from_pretrained_objects
+from headsim.model.verify import tiny_config, tiny_model, verify
+from headsim.model.load import from_pretrained_objects
 
 ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "headsim"
+
+
+def code_fingerprint() -> str:
+    """A hash of the code every row depends on: the installed transformers, headsim's model package
+    but for its table of tiny sizes (``model/tiny.py``, which :func:`row_fingerprint` covers row by
+    row), and the sweep's own check."""
+    import inspect
+
+    h = hashlib.sha256(transformers.__version__.encode())
+    for f in sorted((SRC / "model").glob("*.py")):
+        if f.name != "tiny.py":
+            h.update(f.name.encode() + f.read_bytes())
+    for fn in (check, attention_kind):
+        h.update(inspect.getsource(fn).encode())
+    return h.hexdigest()[:12]
+
+
+def row_fingerprint(code: str, model_type: str) -> str:
+    """:func:`code_fingerprint` and the tiny config ``model_type`` is built from: a row is re-checked
+    by ``--resume`` when either changed."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            config = repr(tiny_config(model_type).to_dict())
+    except Exception as exc:  # noqa: BLE001 (the row will say why it did not build)
+        config = f"{type(exc).__name__}: {exc}"
+    return hashlib.sha256((code + config).encode()).hexdigest()[:12]
 
 
 def text_model_types() -> list[str]:
@@ -104,8 +134,13 @@ def check(model_type: str) -> dict:
         return {"class": cls, "kind": kind, "family": arch.family, "status": "not exact",
                 "reason": f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"}
     errors = {k: float(v) for k, v in vars(got).items()}
-    return {"class": cls, "kind": kind, "family": arch.family + (" (inferred)" if arch.inferred else ""),
-            "status": "exact" if got.exact(1e-5) else "not exact", "errors": errors}
+    row = {"class": cls, "kind": kind, "family": arch.family + (" (inferred)" if arch.inferred else ""),
+           "status": "exact" if got.exact_at_projection(1e-5) else "not exact", "errors": errors,
+           "largest": got.worst_at_projection}
+    if got.exact_at_projection(1e-5) and not got.exact(1e-5):
+        row["note"] = (f"Z is what the output projection receives, after the family's own gate or norm "
+                       f"(probabilities × values differ by {got.head_outputs:.1e})")
+    return row
 
 
 def check_isolated(model_type: str, timeout: float) -> dict:
@@ -128,45 +163,164 @@ def check_isolated(model_type: str, timeout: float) -> dict:
         return {"status": "not built", "reason": f"the check's process ended with exit code {child.exitcode}"}
 
 
-def write_doc(rows: dict[str, dict], path: Path) -> None:
-    exact = sum(r["status"] == "exact" for r in rows.values())
-    attending = [r for r in rows.values() if r.get("kind") != "no attention"]
+#: config names that say a model interleaves attention with other layer kinds
+_HYBRID_NAMES = ("layers_block_type", "hybrid_override_pattern", "attn_layer_indices", "attn_layer_period",
+                 "block_types", "full_attn_idxs", "linear_attn_config")
+_OTHER_LAYERS = ("linear", "mamba", "conv", "recurrent", "delta", "ssm", "rwkv", "lightning")
+
+
+#: model types whose tiny build fails with an empty ImportError, and the package it needs (as found)
+NEEDS = {"gemma3n": "timm (its vision tower)"}
+
+#: recurrent models whose "attention" modules are not softmax attention (no map to read)
+RECURRENT = {"rwkv"}
+
+#: model types whose token ids are not text (the base model of a text-to-audio model reads audio codes)
+NOT_TEXT = {"musicgen": "audio codebook tokens", "musicgen_melody": "audio codebook tokens"}
+
+
+def text_input(model_type: str) -> str | None:
+    """What the model reads, where it is not token ids (``input_features`` of a speech model ...)."""
+    from transformers import CONFIG_MAPPING
+
+    if model_type in NOT_TEXT:
+        return NOT_TEXT[model_type]
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING
+
+    try:
+        name = getattr(MODEL_MAPPING[CONFIG_MAPPING[model_type]], "main_input_name", "input_ids")
+    except Exception:  # noqa: BLE001 (no base model class: read as text)
+        return None
+    return None if name == "input_ids" else name
+
+
+def _get(config, name: str):
+    """``getattr(config, name, None)``, also where a config refuses names that vary per layer."""
+    try:
+        return getattr(config, name, None)
+    except Exception:  # noqa: BLE001 (a per-layer attribute read globally)
+        return None
+
+
+def _attends(kind: str) -> bool:
+    return "attention" in kind and not any(o in kind for o in _OTHER_LAYERS) or kind == "hybrid"
+
+
+def hybrid_layers(model_type: str) -> str | None:
+    """The other layer kinds of a model whose config says only some layers attend, or ``None``."""
+    from headsim.model.verify import _defaults
+
+    config = _defaults(model_type)
+    if config is None:
+        return None
+    config = _get(config, "text_config") or config  # a composite model: its language model's layers
+    kinds = {str(k).lower() for k in (_get(config, "layer_types") or [])}
+    others = sorted(k for k in kinds if not _attends(k))
+    if others and any(_attends(k) for k in kinds):
+        return ", ".join(others)
+    named = [n for n in _HYBRID_NAMES if _get(config, n) not in (None, [], "")]
+    return f"layers named by {named[0]}" if named and _get(config, "num_attention_heads") else None
+
+
+def no_attention(model_type: str, row: dict) -> bool:
+    """A state-space, recurrent or Fourier-mixing model: no attention module was built, and its config
+    names no attention heads (nor any layer kind that attends)."""
+    from headsim.model.verify import _defaults
+
+    if model_type in RECURRENT:
+        return True
+    config = _defaults(model_type)
+    kinds = {str(k).lower() for k in (_get(config, "layer_types") or [])}
+    heads = any(_get(config, n) for n in ("num_attention_heads", "n_head", "attention_heads"))
+    return (row.get("kind") == "no attention" and not heads) or bool(kinds and not any(_attends(k) for k in kinds))
+
+
+def category(model_type: str, row: dict) -> tuple[bool, str]:
+    """Whether a row counts (the model has a text self-attention stack) and its group in the table."""
+    if row["status"] == "exact":
+        return True, "exact"
+    reads = text_input(model_type)
+    if reads is not None:
+        return False, f"not counted: reads `{reads}`, not text (speech, vision or structure)"
+    hybrid = hybrid_layers(model_type)
+    if hybrid is not None:
+        return True, ("refused, hybrid: attention at some layers only, between other kinds "
+                      "(headsim reads stacks whose every layer attends)")
+    if no_attention(model_type, row):
+        return False, "not counted: no attention layers (state-space, recurrent or Fourier mixing)"
+    reason = row.get("reason", "")
+    if model_type in NEEDS:
+        return True, f"not built: needs {NEEDS[model_type]}, which is not installed here"
+    if row["status"] == "not built":
+        return True, "not built on this machine (the exception is named)"
+    if "does not reproduce" in reason:
+        return True, "refused: the layout read off its modules is not exact (attention or Z differ)"
+    if "does not run" in reason:
+        return True, "refused: the layout read off its modules does not run"
+    if "could not be read" in reason:
+        return True, "refused: no entry and no layout headsim can read off its modules"
+    return True, f"{row['status']}: other"
+
+
+def write_doc(rows: dict[str, dict], path: Path, fingerprints: dict[str, str]) -> None:
+    cats = {t: category(t, r) for t, r in rows.items()}
+    counted = [t for t, (c, _) in cats.items() if c]
+    exact = sum(rows[t]["status"] == "exact" for t in counted)
+    groups: dict[str, list[str]] = {}
+    for t, (_, g) in cats.items():
+        groups.setdefault(g, []).append(t)
     lines = [
         "# Model coverage",
         "",
         f"Written by `python benchmarks/coverage.py` on {datetime.now(timezone.utc).date()} with transformers "
         f"{transformers.__version__}. Every text model type (a masked-LM, causal-LM or seq2seq head in "
-        "transformers' auto mappings) is built as a tiny random-weight model (the sweep's small sizes, with the "
-        "per-family overrides of `headsim/model/verify.py` where a family's own constraints need them) and read "
-        "through headsim's tap, each type in its own process; `exact` means attention = eager `output_attentions`, "
-        "head outputs = probabilities × values (float64) and batch / padding-side invariance, all within 1e-5. "
-        "Encoder-decoders are checked at all three stacks (encoder self, decoder self, decoder cross).",
+        "transformers' auto mappings) is built as a tiny random-weight model (sizes of `headsim/model/tiny.py`: "
+        "small defaults, sizes for what the family's own config class has, such as latent attention or experts, "
+        "and per-family overrides; a composite model gets a tiny text stack of its own family and scaled-down "
+        "vision or audio towers, and its text stack is read) and read through headsim's tap, each type in its own "
+        "process. `exact` means, all within 1e-5: attention = the eager model's `output_attentions`; the head "
+        "outputs Z = what the eager model's attention output projection receives, and = probabilities × values "
+        "(float64) unless the row notes a gate or norm the family applies in between; a window's numbers do not "
+        "depend on its batch or padding side; causal maps are triangular. Encoder-decoders are checked at all "
+        "three stacks (encoder self, decoder self, decoder cross); an inferred encoder-decoder whose decoder is "
+        "not laid out like BART's is read at its encoder alone (no `cross` in its attention column).",
         "",
-        f"**{exact} of {len(rows)} text model types exact; {exact} of the {len(attending)} that are not known to "
-        f"have no attention module ({100 * exact / max(len(attending), 1):.0f} %)**. The others are refused with the "
-        "reason shown (no entry and no layout headsim can read, or an inferred layout that the load-time "
-        "self-check finds inexact), or `not built`: the tiny config did not build or run on this machine "
-        "(the exception is named; such a model is still checked when loaded). Families marked *(inferred)* "
-        "have no entry in `headsim/model/arch.py`: their layout is read off their modules, and every load runs "
-        "the same checks on a few random tokens of the real weights before anything is analysed. The "
-        "attention column is read off the built model: MHA / GQA / MQA (query heads per key/value head) / "
-        "MLA (latent key/value compression), ALiBi, relative positions, local/global (sliding-window layers), "
-        "cross (an encoder-decoder's cross-attention); `no attention` for state-space, recurrent and "
+        f"**Exact / counted types: {exact} / {len(counted)} = {100 * exact / max(len(counted), 1):.0f} %** "
+        f"({len(rows)} text model types; counted: those with a text self-attention stack, i.e. all but the "
+        f"{len(rows) - len(counted)} without attention layers or that do not read text).",
+        "",
+        "| group | types |",
+        "|---|---|",
+        *[f"| {g} | {len(ts)}: {', '.join(ts)} |" for g, ts in sorted(groups.items(), key=lambda kv: -len(kv[1]))
+          if g != "exact"],
+        f"| exact | {len(groups.get('exact', []))} |",
+        "",
+        "Families marked *(inferred)* have no entry in `headsim/model/arch.py`: their layout is read off their "
+        "modules, and every load runs the same checks on a few random tokens of the real weights before anything "
+        "is analysed (a refusal names the family and the reason). `not built` rows did not build or run at the "
+        "sweep's tiny sizes within its memory cap (4 GiB) and time limit; such a model is still checked when "
+        "loaded. The attention column is read off the built model: MHA / GQA / MQA (query heads per key/value "
+        "head) / MLA (latent key/value compression), ALiBi, relative positions, local/global (sliding-window "
+        "layers), cross (an encoder-decoder's cross-attention); `no attention` for state-space, recurrent and "
         "Fourier-mixing models.",
         "",
-        "| model_type | class | family | attention | status | reason / largest error |",
+        "| model_type | class | family | attention | status | reason / note / largest error |",
         "|---|---|---|---|---|---|",
     ]
-    stale = [t for t, r in rows.items() if r.get("transformers") != transformers.__version__]
+    stale = [t for t, r in rows.items() if r.get("code") != fingerprints.get(t)]
     if stale:
         lines[-2:-2] = [f"*{len(stale)} rows (status marked †) are from an earlier sweep, not yet re-run with "
                         f"transformers {transformers.__version__} and the current headsim; `python "
-                        "benchmarks/coverage.py --update` re-checks them.*", ""]
+                        "benchmarks/coverage.py --resume` re-checks them.*", ""]
     for t, r in rows.items():
-        why = r.get("reason") or f"{max(r['errors'].values()):.1e}"
+        largest = r.get("largest", max(r["errors"].values()) if "errors" in r else None)
+        why = r.get("reason") or (f"{r['note']}; {largest:.1e}" if r.get("note") else f"{largest:.1e}")
+        status = r["status"] if cats[t][0] else "not counted"
+        if status != "exact" and cats[t][1].startswith(("refused, hybrid", "not counted", "not built: needs")):
+            why = f"{cats[t][1]}; {why}"
         if t in stale:
-            r = dict(r, status=r["status"] + " †")
-        lines.append(f"| {t} | {r.get('class', '')} | {r.get('family', '')} | {r.get('kind', '')} | {r['status']} | "
+            status += " †"
+        lines.append(f"| {t} | {r.get('class', '')} | {r.get('family', '')} | {r.get('kind', '')} | {status} | "
                      f"{why.replace('|', '/')} |")
     path.write_text("\n".join(lines) + "\n")
 
@@ -186,24 +340,36 @@ def main(argv=None) -> dict:
     ap.add_argument("--update", action="store_true",
                     help="keep the rows of an earlier --json and re-check the given types (default: all), those "
                          "an earlier sweep did not find exact first; the table is rewritten after every row")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the rows of an earlier --json and check only the types not yet checked with this "
+                         "code and transformers version (an interrupted sweep goes on where it stopped)")
+    ap.add_argument("--doc-only", action="store_true", help="rewrite the table from --json without checking anything")
     ap.add_argument("--memory-gib", type=int, default=4, help="address-space cap for the sweep (default 4 GiB)")
-    ap.add_argument("--timeout", type=float, default=240, help="seconds per model type (default 240)")
+    ap.add_argument("--timeout", type=float, default=120, help="seconds per model type (default 120)")
     args = ap.parse_args(argv)
     transformers.utils.logging.set_verbosity_error()
+    torch.set_num_threads(1)  # tiny models on a shared machine: threads only wait for each other
     # some configs' defaults build models of several GB: past this cap allocation fails (and the row
     # says so) instead of the machine running out of memory
     cap = args.memory_gib << 30
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     types = args.types.split(",") if args.types else text_model_types()
     path = Path(args.json)
-    rows = merge_rows(path, {}) if args.update else {}
+    rows = merge_rows(path, {}) if (args.update or args.resume or args.doc_only) else {}
+    code = code_fingerprint()
+    fingerprints = {t: row_fingerprint(code, t) for t in sorted(set(types) | set(rows))}
+    if args.doc_only:
+        write_doc(rows, Path(args.doc), fingerprints)
+        return rows
+    if args.resume:
+        types = [t for t in types if rows.get(t, {}).get("code") != fingerprints[t]]
     if not args.types:  # the unsettled first (stable: alphabetical within)
         types.sort(key=lambda t: rows.get(t, {}).get("status") == "exact")
     for t in types:
-        rows[t] = dict(check_isolated(t, args.timeout), transformers=transformers.__version__)
+        rows[t] = dict(check_isolated(t, args.timeout), transformers=transformers.__version__, code=fingerprints[t])
         print(f"{t:<28}{rows[t]['status']:<10}{rows[t].get('reason', '')}", flush=True)
         rows = dict(sorted(rows.items()))
-        write_doc(rows, Path(args.doc))
+        write_doc(rows, Path(args.doc), fingerprints)
         path.write_text(json.dumps({"transformers": transformers.__version__, "rows": rows}, indent=1))
     exact = sum(r["status"] == "exact" for r in rows.values())
     print(f"{exact} of {len(rows)} text model types exact")

@@ -33,7 +33,7 @@ BASELINE = "2f5ced6"  # the last commit before the looping kernels took a runtim
 
 def main(out: str = ".gpukit") -> Path:
     from headsim.corpus import default_corpus
-    from headsim.models import load_model
+    from headsim.model.load import load_model
 
     root = Path(out)
     (root / "wheels").mkdir(parents=True, exist_ok=True)

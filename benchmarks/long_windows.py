@@ -43,7 +43,7 @@ MODELS = ("decoder", "encoder")
 
 def build(kind: str):
     """The random-weight model of ``kind`` (seed 0) with the embedded tokenizer, as a LoadedModel."""
-    from headsim.models import from_pretrained_objects, load_model
+    from headsim.model.load import from_pretrained_objects, load_model
 
     tok = copy.deepcopy(load_model().tokenizer)
     torch.manual_seed(0)

@@ -292,7 +292,7 @@ _NON_SPACE = re.compile(r"\S")
 
 def headsim_sentence_splitter() -> Callable[[str], list[str]]:
     """``text -> list[str]``: headsim's sentence level (separator columns, or its fallback)."""
-    from headsim.models import as_loaded
+    from headsim.model.load import as_loaded
     from headsim.segmentation.segmenter import segment
 
     loaded = as_loaded(None, device="cpu")

@@ -58,7 +58,7 @@ class FeatureStore:
     @property
     def loaded(self):
         if self._loaded is None:
-            from headsim.models import as_loaded
+            from headsim.model.load import as_loaded
 
             self._loaded = as_loaded(None if self.model_name == "default" else self.model_name, device="cpu")
         return self._loaded

@@ -37,7 +37,7 @@ import torch
 
 from headsim.runs.engine import Engine, mask_agreement
 from headsim.corpus import default_corpus, load_corpus
-from headsim.models import from_pretrained_objects, load_model
+from headsim.model.load import from_pretrained_objects, load_model
 from headsim.stats import CorpusStats, heads_table
 from headsim.tokens import punctuation_lookup
 from headsim.windows import Framing

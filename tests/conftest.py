@@ -28,7 +28,7 @@ import torch
 torch.set_num_threads(1)
 
 import headsim
-from headsim.models import LoadedModel, from_pretrained_objects
+from headsim.model.load import LoadedModel, from_pretrained_objects
 
 SEED = 0
 

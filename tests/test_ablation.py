@@ -122,7 +122,7 @@ def test_ablating_every_head_of_a_layer_leaves_only_the_residual_path(tiny_bert,
 def test_gate_gradients_match_finite_differences(tiny_bert):
     import copy
 
-    from headsim.models import from_pretrained_objects
+    from headsim.model.load import from_pretrained_objects
 
     ids, mask = _batch(tiny_bert)
     target = torch.randn(tiny_bert.model.config.hidden_size, dtype=torch.float64)
@@ -198,7 +198,7 @@ def test_bad_heads_and_modes_are_one_line_errors(tiny_bert):
 def test_embedding_is_sentence_transformers_mean_pooling(tiny_bert_dir):
     from sentence_transformers import SentenceTransformer
 
-    from headsim.models import load_model
+    from headsim.model.load import load_model
 
     loaded = load_model(tiny_bert_dir, device="cpu")
     texts = TEXTS + ["A much longer sentence " * 5]
@@ -284,7 +284,7 @@ def tiny_run(tmp_path_factory, tiny_bert_dir):
 
 
 def test_cli_ablate_on_a_tiny_model(tiny_bert_dir, tiny_run, tmp_path, capsys):
-    from headsim.models import load_model
+    from headsim.model.load import load_model
 
     out = tiny_run / "ablation"  # where the report looks for a study
     code = run_app(["ablate", "--model", str(tiny_bert_dir), "--run", str(tiny_run), "--out", str(out),
@@ -360,7 +360,7 @@ def test_ablation_acts_at_its_own_layer_in_any_family(model_type):
     and nothing ablated changes nothing bit for bit."""
     from headsim.model.tap import capture, hidden_states
     from headsim.model.verify import random_batch, tiny_model
-    from headsim.models import from_pretrained_objects
+    from headsim.model.load import from_pretrained_objects
 
     loaded = from_pretrained_objects(tiny_model(model_type)[0], None, model_type)
     ids, mask = random_batch()
@@ -375,6 +375,29 @@ def test_ablation_acts_at_its_own_layer_in_any_family(model_type):
     assert float((got[:, 1] - base[:, 1]).abs().max()) > 1e-4  # the next layer sees the change
     assert float(base[:, 1].abs().max()) > 0 and float(got[:, 1].abs().max()) > 0
     assert not torch.allclose(changed, hidden_states(loaded, ids, mask))
+
+
+def test_an_encoder_decoders_study_ablates_its_encoder_and_says_why():
+    """The tasks score the encoder's output, which no decoder head reaches (ablating every decoder
+    head leaves it bit for bit): the study ablates the encoder's heads alone and names what it left out."""
+    from headsim.ablation.study import ablated_stacks
+    from headsim.model.tap import hidden_states
+    from headsim.model.verify import random_batch, tiny_model
+    from headsim.model.load import from_pretrained_objects
+
+    with pytest.warns(UserWarning, match="encoder-decoder"):
+        loaded = from_pretrained_objects(tiny_model("bart")[0], None, "bart")
+    view, why = ablated_stacks(loaded)
+    assert loaded.n_layers == 6 and view.n_layers == 2 and view.analysed.startswith("the encoder of")
+    assert why.startswith("BartModel (bart) is an encoder-decoder") and "2 decoder layers are left out" in why
+    ids, mask = random_batch()
+    base = hidden_states(view, ids, mask)
+    with ablate(loaded, [(layer, h) for layer in range(2, 6) for h in range(4)]):
+        assert torch.equal(hidden_states(loaded, ids, mask), base)
+    with ablate(view, [(1, 2)]):
+        assert float((hidden_states(view, ids, mask) - base).abs().max()) > 1e-4
+    bert = from_pretrained_objects(tiny_model("bert")[0], None, "bert")
+    assert ablated_stacks(bert) == (bert, None)
 
 
 def test_same_sentence_role_is_the_heads_table_excess():

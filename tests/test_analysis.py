@@ -31,7 +31,7 @@ def tiny_dir(tmp_path_factory) -> str:
     import torch
     from transformers import BertConfig, BertModel
 
-    from headsim.models import load_model
+    from headsim.model.load import load_model
 
     tok = load_model().tokenizer
     torch.manual_seed(0)
@@ -188,7 +188,7 @@ def test_windows_beyond_an_uncounted_corpus(tmp_path, tiny_dir):
     from headsim.runs.plan import count_windows
     from headsim.windows import token_counts
     from headsim.corpus import load_corpus
-    from headsim.models import load_model
+    from headsim.model.load import load_model
 
     corpus = _corpus(tmp_path, 12)
     corp, tok = load_corpus(str(corpus)), load_model(tiny_dir).tokenizer

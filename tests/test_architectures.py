@@ -16,7 +16,7 @@ from headsim.model.plain import attention_probs
 from headsim.model.tap import Tap
 from headsim.model.verify import random_batch as make_batch
 from headsim.model.verify import tiny_config_kwargs, tiny_model, verify
-from headsim.models import from_pretrained_objects
+from headsim.model.load import from_pretrained_objects
 
 #: the model types users run most (issue 31), every family of the table among them; some are read
 #: through an inferred entry, so each of them is checked here and not only by the coverage sweep
@@ -47,9 +47,11 @@ def test_every_falcon_layout_is_exact(layout, kv_heads):
     assert loaded.n_kv_heads == kv_heads
 
 
-@pytest.mark.parametrize("model_type", ["llava", "qwen2_vl", "qwen2_5_vl", "gemma3"])
+@pytest.mark.parametrize("model_type", ["llava", "qwen2_vl", "qwen2_5_vl", "gemma3", "qwen2_audio"])
 def test_a_multimodal_models_text_stack_is_read_on_text_only_input(model_type):
-    """Llava, Qwen2-VL/2.5-VL and Gemma 3: the language model beside the vision tower, as its own family."""
+    """Llava, Qwen2-VL/2.5-VL, Gemma 3 and Qwen2-Audio (built from its composite config: a tiny text
+    stack of its own family, scaled-down audio tower): the language model beside the other towers,
+    as its own family."""
     model, eager = tiny_model(model_type)
     loaded = from_pretrained_objects(model, None, model_type)
     assert loaded.arch.stack == "language_model" and loaded.analysed.startswith("the text stack of")
@@ -110,13 +112,23 @@ def test_a_family_without_an_entry_is_refused_by_name():
         from_pretrained_objects(model, None)
 
 
-@pytest.mark.parametrize("model_type", ["olmo", "stablelm"])
+@pytest.mark.parametrize("model_type", ["olmo", "stablelm", "deepseek_v2", "deepseek_v32", "mt5"])
 def test_an_unlisted_layout_is_read_off_its_modules_and_checked(model_type):
-    """Families without an entry are inferred, then used only if the tap reproduces them exactly."""
+    """Families without an entry are inferred, then used only if the tap reproduces them exactly
+    (DeepSeek-V2 at latent-attention sizes of its own config class; V3.2's sparse indexer reads the
+    tap's mask whole; mT5, an entry's other type, at T5's sizes)."""
     model, eager = tiny_model(model_type)
     loaded = from_pretrained_objects(model, None, model_type)
-    assert loaded.arch.inferred and loaded.arch.family == model_type
+    assert loaded.arch.inferred == (model_type != "mt5") and loaded.arch.family == {"mt5": "t5"}.get(model_type, model_type)
     assert verify(loaded, eager).exact(1e-5)
+
+
+def test_a_gate_between_attention_and_projection_is_part_of_z():
+    """AFMoE gates each head's output before the output projection: Z is what the projection
+    receives (exact there), and the check against probabilities × values sees the gate."""
+    model, eager = tiny_model("afmoe")
+    got = verify(from_pretrained_objects(model, None, "afmoe"), eager)
+    assert got.exact_at_projection(1e-5) and not got.exact(1e-5) and got.head_outputs > 1e-2
 
 
 def test_an_inferred_layout_that_is_not_exact_is_refused(monkeypatch):
@@ -178,3 +190,28 @@ def test_an_encoder_decoder_run_labels_every_layer_with_its_stack(tmp_path):
     attn = res.dataset["attn_sum"].sum("head").values  # [layer, query, key]
     upper = np.triu(np.ones(attn.shape[1:], dtype=bool), 1)
     assert attn[2][upper].max() == 0 and attn[3][upper].max() > 0  # decoder self causal, cross not
+
+
+def test_the_coverage_sweep_rechecks_a_changed_row_and_counts_only_text_attention(monkeypatch):
+    """``benchmarks/coverage.py``: a row's fingerprint follows its own tiny config (``--resume``
+    re-checks it alone), and the table counts the models that have a text self-attention stack."""
+    import importlib.util
+    from pathlib import Path
+
+    from headsim.model.tiny import OVERRIDES
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "coverage.py"
+    spec = importlib.util.spec_from_file_location("headsim_coverage_sweep", path)
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    code = sweep.code_fingerprint()
+    llama, bert = sweep.row_fingerprint(code, "llama"), sweep.row_fingerprint(code, "bert")
+    monkeypatch.setitem(OVERRIDES, "llama", {"sliding_window": 3})
+    assert sweep.row_fingerprint(code, "llama") != llama and sweep.row_fingerprint(code, "bert") == bert
+    refused = {"status": "refused", "reason": "could not be read off its modules"}
+    assert sweep.category("mamba", dict(refused, kind="no attention"))[0] is False
+    assert sweep.category("whisper", dict(refused, kind="MHA")) == (False, "not counted: reads `input_features`, not "
+                                                                           "text (speech, vision or structure)")
+    assert sweep.category("jamba", dict(refused, kind="no attention"))[1].startswith("refused, hybrid")
+    assert sweep.category("flaubert", dict(refused, kind="MHA")) == (
+        True, "refused: no entry and no layout headsim can read off its modules")

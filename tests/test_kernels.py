@@ -32,7 +32,7 @@ SEQ = 48  # not a power of two: the kernels' padded tiles and masks are exercise
 @pytest.fixture(scope="module")
 def pretrained():
     """The embedded MiniLM, or ``HEADSIM_MODEL`` (a local directory: the GPU kit carries MiniLM's weights)."""
-    from headsim.models import load_model
+    from headsim.model.load import load_model
 
     return load_model(os.environ.get("HEADSIM_MODEL", "default"), device=DEVICE)
 
@@ -43,7 +43,7 @@ def tiny(pretrained):
     from conftest import tiny_config
     from transformers import BertModel
 
-    from headsim.models import from_pretrained_objects
+    from headsim.model.load import from_pretrained_objects
 
     torch.manual_seed(0)
     config = tiny_config(len(pretrained.tokenizer))

@@ -14,7 +14,7 @@ from reference_stats import binned_reference, reference_stats
 from headsim.model.arch import ARCHS
 from headsim.model.tap import Tap
 from headsim.model.verify import random_batch, tiny_model
-from headsim.models import from_pretrained_objects
+from headsim.model.load import from_pretrained_objects
 from headsim.stats import CorpusStats
 from headsim.windows import check_seq_len
 

@@ -14,7 +14,7 @@ from headsim.model import load
 from headsim.model.arch import arch_for
 from headsim.errors import HeadsimError
 from headsim.extraction import extract
-from headsim.models import load_model
+from headsim.model.load import load_model
 
 TEXT = "The red fox jumps over the fence. A small bird sings in the garden."
 

@@ -24,7 +24,7 @@ from cli_processes import spawn, wait_for
 from headsim.runs.analyze import analyze
 from headsim.corpus import lee_documents, load_corpus
 from headsim.errors import HeadsimError
-from headsim.models import from_pretrained_objects, load_model
+from headsim.model.load import from_pretrained_objects, load_model
 from headsim.runs.shares import plan_shares, share_batches
 from headsim.runs.layout import CHECKPOINT, MANIFEST
 from headsim.runs.rundir import load_run

@@ -151,7 +151,7 @@ def test_tiny_bert_matches_reference():
     from headsim.model.plain import attention_probs
     from headsim.model.tap import capture
     from headsim.inspection import example_text
-    from headsim.models import from_pretrained_objects
+    from headsim.model.load import from_pretrained_objects
     from headsim.windows import make_windows
 
     tokenizer = headsim.load_model().tokenizer

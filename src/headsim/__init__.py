@@ -23,13 +23,13 @@ warnings.filterwarnings("ignore", message="IProgress not found")
 
 _LAZY = {
     "HeadsimError": "headsim.errors",
-    "load_model": "headsim.models",
+    "load_model": "headsim.model.load",
     "analyze": "headsim.runs.analyze",
     "load_run": "headsim.runs.rundir",
     "Run": "headsim.runs.run",
     "RunOptions": "headsim.runs.options",
     "RayOptions": "headsim.runs.options",
-    "LoadedModel": "headsim.models",
+    "LoadedModel": "headsim.model.load",
     "extract": "headsim.extraction",
     "Extraction": "headsim.extraction",
     "similarity": "headsim.context_similarity",

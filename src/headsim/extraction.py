@@ -9,7 +9,7 @@ import numpy as np
 
 from .errors import require
 from .model.tap import capture, check_layers
-from .models import LoadedModel, as_loaded
+from .model.load import LoadedModel, as_loaded
 from .windows import Windows, check_seq_len, check_texts, make_windows
 
 
@@ -63,7 +63,7 @@ def extract(
 
     Args:
         texts: one text or several; each is cut into windows of ``seq_len`` tokens.
-        model: a :class:`~headsim.models.LoadedModel` or a name for :func:`~headsim.load_model`.
+        model: a :class:`~headsim.model.load.LoadedModel` or a name for :func:`~headsim.load_model`.
         seq_len: tokens per window including [CLS] and [SEP] (the paper: 128).
         batch_size: windows per forward pass.
         layers: 0-based layers to keep (default all).

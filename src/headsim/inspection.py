@@ -16,7 +16,7 @@ import pandas as pd
 
 from .context_similarity import check_threshold
 from .errors import require
-from .models import LoadedModel, as_loaded
+from .model.load import LoadedModel, as_loaded
 from .io import writing
 from .views import TextView, text_view
 from .views.text_view import VIEW_RESOLUTION

@@ -19,7 +19,7 @@ from .runs.analyze import analyze
 from .corpus import Corpus, load_corpus
 from .errors import require
 from .inspection import Inspection, inspect_text
-from .models import as_loaded
+from .model.load import as_loaded
 from .runs.spec import RunSpec
 from .windows import MIN_SEQ_LEN
 

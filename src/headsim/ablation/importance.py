@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 
 from ..errors import require
-from ..models import LoadedModel
+from ..model.load import LoadedModel
 from ..stats.tables import same_sentence_excess
 from .intervention import gates
 from .tasks import Task

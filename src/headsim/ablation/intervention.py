@@ -19,7 +19,7 @@ from contextlib import contextmanager
 import torch
 
 from ..errors import HeadsimError, require
-from ..models import LoadedModel
+from ..model.load import LoadedModel
 from ..model.tap import edit_head_outputs
 
 MODES = ("zero", "mean")
@@ -70,7 +70,7 @@ def ablate(model: LoadedModel, heads: Iterable[Sequence[int]] = (), mode: str = 
     """Within the block, the model runs with the given heads removed.
 
     Args:
-        model: a :class:`~headsim.models.LoadedModel`.
+        model: a :class:`~headsim.model.load.LoadedModel`.
         heads: 0-based ``(layer, head)`` pairs; empty changes nothing.
         mode: ``"zero"`` sets the heads' Z to 0; ``"mean"`` sets it to ``means[layer, head]``.
         means: ``[n_layers, n_heads, d_head]`` mean head outputs (:func:`head_means`), for ``"mean"``.

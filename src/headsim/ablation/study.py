@@ -9,10 +9,12 @@ writes ``ablation.json`` (settings and the summary), ``heads.parquet``, ``groups
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,7 +24,7 @@ import pandas as pd
 
 from ..display import HtmlDisplay
 from ..errors import require
-from ..models import LoadedModel, as_loaded
+from ..model.load import LoadedModel, as_loaded
 from ..runs.run import Run
 from ..runs.rundir import load_run
 from .curves import curve_points, removable
@@ -105,13 +107,33 @@ def _progress(enabled: bool):
                     TimeRemainingColumn(), disable=not enabled, transient=False)
 
 
+def ablated_stacks(loaded: LoadedModel) -> tuple[LoadedModel, str | None]:
+    """The model as the study ablates it, and why any stack is left out (``None``: nothing is).
+
+    The tasks score the vectors of the analysed stack's output. An encoder-decoder's decoder never
+    reaches its encoder's output, so ablating a decoder self- or cross-attention head could only
+    score 0: the study ablates the encoder's heads alone (the same model, read as its encoder) and
+    says so (a warning, and ``left_out`` in ``ablation.json``)."""
+    if loaded.arch.decoder is None:
+        return loaded, None
+    n, n_dec = loaded.arch.depths(loaded.model)
+    why = (f"{type(loaded.model).__name__} ({loaded.arch.family}) is an encoder-decoder: the tasks score its encoder's "
+           f"output, which its decoder never reaches, so only the encoder's {n} layers are ablated; the "
+           f"self- and cross-attention heads of its {n_dec} decoder layers are left out")
+    return dataclasses.replace(loaded, arch=dataclasses.replace(loaded.arch, decoder=None)), why
+
+
 def _run_roles(run: Run, loaded: LoadedModel) -> tuple[dict[str, np.ndarray], str]:
-    """Role scores of every head from a finished run (:class:`headsim.runs.run.Run`) of ``loaded``."""
+    """Role scores of every head from a finished run (:class:`headsim.runs.run.Run`) of ``loaded``
+    (an encoder-decoder's run: the rows of its encoder, when the study ablates that alone)."""
     source = run.meta.get("model", {}).get("source")
     require(source is not None and os.path.realpath(str(source)) == os.path.realpath(loaded.source),
             f"the statistics run {str(run.path)!r} was made with model {source!r}, not {loaded.source!r}",
             "pass a run of the same model (headsim analyze --model …), or leave out --run")
-    return role_scores(run.heads, loaded.n_layers, loaded.n_heads), str(run.path)
+    heads = run.heads
+    if "stack" in heads.columns and loaded.arch.decoder is None:
+        heads = heads[heads["stack"].isin(("self", "encoder self"))]
+    return role_scores(heads, loaded.n_layers, loaded.n_heads), str(run.path)
 
 
 def ablation_study(model=None, out: str | os.PathLike = "ablation-out", *, run_dir=None,
@@ -119,7 +141,7 @@ def ablation_study(model=None, out: str | os.PathLike = "ablation-out", *, run_d
     """Run the study and write its results into ``out``; returns the path of ``ablation.json``.
 
     Args:
-        model: a :class:`~headsim.models.LoadedModel` or a name for :func:`~headsim.load_model`.
+        model: a :class:`~headsim.model.load.LoadedModel` or a name for :func:`~headsim.load_model`.
         out: results folder (replaced as a whole when the study finishes; nothing is written before).
         run_dir: a finished ``headsim analyze`` run of the same model, for the role groups (optional).
         config: :class:`StudyConfig`.
@@ -131,7 +153,9 @@ def ablation_study(model=None, out: str | os.PathLike = "ablation-out", *, run_d
     started, cpu_started = time.time(), time.process_time()
     run = load_run(run_dir) if run_dir is not None else None  # refused before the slow model load
     tasks = get_tasks(list(config.tasks))
-    loaded = as_loaded(model, device=device)
+    loaded, left_out = ablated_stacks(as_loaded(model, device=device))
+    if left_out is not None:
+        warnings.warn(left_out, stacklevel=2)
     primary, primary_metric = tasks[0], tasks[0].metrics[0]
     grad_task = next((t for t in tasks if t.name == config.gradient_task), None) or get_tasks([config.gradient_task])[0]
     roles, run_path = _run_roles(run, loaded) if run is not None else ({}, None)
@@ -191,6 +215,7 @@ def ablation_study(model=None, out: str | os.PathLike = "ablation-out", *, run_d
         "model": loaded.describe(), "config": asdict(config), "primary_metric": primary_metric,
         "metrics": [m for t in tasks for m in t.metrics], "task_metrics": [list(t.metrics) for t in tasks], "n_heads_total": n, "group_size": k, "curve_points": points,
         "gradient_task": grad_task.name, "statistics_run": run_path, "roles": list(roles),
+        **({"left_out": left_out} if left_out is not None else {}),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seconds": round(time.time() - started, 1),
         "cpu_seconds": round(time.process_time() - cpu_started, 1),
         "summary": summary,

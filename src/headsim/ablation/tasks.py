@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from ..errors import HeadsimError, require
-from ..models import LoadedModel
+from ..model.load import LoadedModel
 from ..model.embed import Tokenized, embed, tokenize
 from .intervention import is_ablated
 

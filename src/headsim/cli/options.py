@@ -21,24 +21,12 @@ Out = typer.Option(..., "--out", "-o", help="Output directory.")
 
 
 def read_text_arg(text: Optional[str], text_file: Optional[Path]) -> str:
-    """The text from the argument or from ``--text-file`` (UTF-8), with clear errors."""
-    from ..errors import HeadsimError, require
+    """The text from the argument or from ``--text-file`` (:func:`headsim.corpus.read_text_file`), with clear errors."""
+    from ..corpus import read_text_file
+    from ..errors import require
 
     require(not (text and text_file), "both TEXT and --text-file given", "pass one of them")
     if text_file is None:
         require(text is not None, "no text given", "pass TEXT, --text-file FILE or --example NAME")
         return text
-    require(not text_file.is_dir(), f"cannot read {str(text_file)!r}: it is a directory", "pass a text file")
-    require(text_file.is_file(), f"cannot read {str(text_file)!r}: no such file", "check the path")
-    try:
-        raw = text_file.read_bytes()
-    except OSError as exc:
-        raise HeadsimError(f"cannot read {str(text_file)!r}: {exc.strerror or exc}",
-                           "check the file's permissions, or pass the text directly") from exc
-    require(b"\x00" not in raw[:8192], f"{str(text_file)!r} is a binary file, not text", "pass a UTF-8 text file")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        from ..corpus import convert_hint, not_utf8
-
-        raise HeadsimError(not_utf8(text_file, exc), convert_hint(text_file)) from None
+    return read_text_file(text_file)

@@ -9,7 +9,7 @@
 
 from .documents import Corpus, Document, Section
 from .embedded import gensim_test_data
-from .readers import convert_hint, default_corpus, lee_documents, load_corpus, load_url, not_utf8
+from .readers import convert_hint, default_corpus, lee_documents, load_corpus, load_url, not_utf8, read_text_file
 from .wikipedia import WIKI_FORMAT_VERSION, wikipedia_documents
 
 __all__ = [
@@ -24,5 +24,6 @@ __all__ = [
     "load_corpus",
     "load_url",
     "not_utf8",
+    "read_text_file",
     "wikipedia_documents",
 ]

@@ -30,7 +30,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from headsim.errors import HeadsimError
+from headsim.errors import HeadsimError, require
 
 from .documents import Corpus, Document
 from .embedded import gensim_test_data
@@ -149,6 +149,25 @@ def _read_text(path: Path) -> str:
     except UnicodeDecodeError as exc:
         raise HeadsimError(not_utf8(path, exc), convert_hint(path)) from None
     return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def read_text_file(path: Path) -> str:
+    """One text to analyse, from a UTF-8 file exactly as written (no newline normalisation: character
+    offsets stay the file's); a directory, a missing, unreadable, binary or non-UTF-8 file is a
+    one-line :class:`HeadsimError`."""
+    path = Path(path)
+    require(not path.is_dir(), f"cannot read {str(path)!r}: it is a directory", "pass a text file")
+    require(path.is_file(), f"cannot read {str(path)!r}: no such file", "check the path")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise HeadsimError(f"cannot read {str(path)!r}: {exc.strerror or exc}",
+                           "check the file's permissions, or pass the text directly") from exc
+    require(b"\x00" not in raw[:8192], f"{str(path)!r} is a binary file, not text", "pass a UTF-8 text file")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HeadsimError(not_utf8(path, exc), convert_hint(path)) from None
 
 
 def not_utf8(path: Path, exc: UnicodeDecodeError) -> str:

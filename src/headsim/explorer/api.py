@@ -26,7 +26,7 @@ import pandas as pd
 
 from ..errors import HeadsimError, require
 from ..inspection import EXAMPLES, check_index, example_text
-from ..models import LoadedModel
+from ..model.load import LoadedModel
 from ..runs.rundir import RunDir
 from ..stats.tables import same_sentence_excess
 from ..context_similarity import check_threshold

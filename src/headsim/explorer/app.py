@@ -31,7 +31,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from .. import __version__
 from ..errors import HeadsimError, require
-from ..models import LoadedModel, as_loaded
+from ..model.load import LoadedModel, as_loaded
 from ..views import TextView, check_window
 from ..views.text_view import VIEW_RESOLUTION
 from . import api
@@ -308,7 +308,7 @@ def create_app(model: LoadedModel | str = "default", run_dir: str | Path | None 
 
     Args:
         model: ``"default"`` (embedded all-MiniLM-L6-v2), a hub id, a local directory, or a
-            :class:`~headsim.models.LoadedModel`. Never loaded with remote code.
+            :class:`~headsim.model.load.LoadedModel`. Never loaded with remote code.
         revision: a hub model's branch, tag or commit (default: the commit the run was made with, when
             ``model`` is the run's model; else ``main``).
         run_dir: a finished run directory (``headsim analyze``) whose head statistics colour the model

@@ -222,7 +222,7 @@ def families() -> list[str]:
     return [a.family for a in ARCHS]
 
 
-_STACKS = ("layers", "encoder.layer", "encoder.layers", "h", "transformer.h", "transformer.layer", "decoder.layers",
+_STACKS = ("layers", "encoder.layer", "encoder.layers", "h", "transformer.h", "transformer.layer", "decoder.layers", "blocks",
            "model.layers", "block", "encoder.block")
 _PROJECTIONS = ("o_proj", "out_proj", "c_proj", "dense", "o", "Wo", "out_lin", "output.dense")
 
@@ -356,11 +356,10 @@ def _bart_like_decoder(model: nn.Module) -> Decoder | None:
 
 
 def _text_stack(model: nn.Module) -> nn.Module | None:
-    """A multimodal model's language model (Llava, Qwen2-VL, Gemma 3 …: a ``language_model`` beside a
-    vision tower), or ``None``."""
+    """A multimodal model's language model (Llava, Qwen2-VL, Gemma 3, Qwen2-Audio, Voxtral …: a
+    ``language_model`` beside vision or audio towers), or ``None``."""
     text = getattr(model, "language_model", None)
-    vision = any(hasattr(model, name) for name in ("vision_tower", "visual", "vision_model"))
-    return text if vision and isinstance(text, nn.Module) and hasattr(text, "config") else None
+    return text if isinstance(text, nn.Module) and hasattr(text, "config") and text is not model else None
 
 
 def config_value(config, names: tuple[str, ...], default=None):

@@ -21,7 +21,7 @@ import torch
 from ..errors import require
 
 if TYPE_CHECKING:
-    from ..models import LoadedModel
+    from .load import LoadedModel
 from .tap import hidden_states
 
 

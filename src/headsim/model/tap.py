@@ -133,6 +133,18 @@ class RowMask:
         kw = dict(self.kwargs, q_length=stop - start, q_offset=int(self.kwargs.get("q_offset", 0)) + start)
         return eager_mask(**kw)
 
+    def whole(self) -> torch.Tensor | None:
+        """Eager's mask for every query row (for families whose own code reads the mask, such as
+        the sparse-attention indexers of DeepSeek-V3.2 and GLM-MoE-DSA)."""
+        return self.rows(0, self.q_length)
+
+    def __getitem__(self, index):
+        return self.whole()[index]
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.whole().shape
+
     def for_sdpa(self) -> torch.Tensor | None:
         """The whole mask as sdpa takes it (``None`` where sdpa's own causal flag covers it)."""
         from transformers.masking_utils import sdpa_mask
@@ -306,7 +318,7 @@ class Tap:
     """Capture of chosen layers of one loaded model (see the module docstring).
 
     Args:
-        loaded: the model (:class:`headsim.models.LoadedModel`).
+        loaded: the model (:class:`headsim.model.load.LoadedModel`).
         layers: 0-based layers to capture (default: all).
         attention: capture attention probabilities.
         head_outputs: capture each head's output vectors.

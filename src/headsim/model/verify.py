@@ -26,83 +26,69 @@ import torch
 
 from ..errors import HeadsimError
 from .tap import Tap, _configs, _implementation, capture
-
-VOCAB = 96
-#: the small sizes every tiny model starts from (config classes ignore the names they do not know)
-SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48, vocab_size=VOCAB,
-             max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2, num_key_value_heads=2,
-             head_dim=8, encoder_attention_heads=4, decoder_attention_heads=4, encoder_layers=2, decoder_layers=2,
-             encoder_ffn_dim=48, decoder_ffn_dim=48)
-
-_BART = {"d_model": 32, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
-         "decoder_attention_heads": 4, "encoder_ffn_dim": 48, "decoder_ffn_dim": 48, "pad_token_id": 1}
-
-#: an override that removes a name of :data:`SMALL` (the family computes it)
-DROP = object()
-
-#: model_type → config overrides of :data:`SMALL` where a family names its sizes differently.
-OVERRIDES: dict[str, dict] = {
-    "roberta": {"pad_token_id": 1}, "xlm-roberta": {"pad_token_id": 1}, "camembert": {"pad_token_id": 1},
-    "mpnet": {"pad_token_id": 1}, "electra": {"embedding_size": 16},
-    "distilbert": {"dim": 32, "n_layers": 2, "n_heads": 4, "hidden_dim": 48},
-    "albert": {"embedding_size": 16, "num_hidden_groups": 1},
-    "deberta-v2": {"relative_attention": True, "pos_att_type": ["p2c", "c2p"], "max_relative_positions": 16},
-    "modernbert": {"global_attn_every_n_layers": 2, "local_attention": 4, "cls_token_id": 1, "sep_token_id": 2},
-    "t5": {"d_model": 32, "d_kv": 8, "num_layers": 2, "num_heads": 4, "d_ff": 48},
-    "bart": _BART, "mbart": _BART, "marian": _BART,
-    "gpt2": {"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64},
-    "qwen2_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16, "shared_expert_intermediate_size": 16},
-    "qwen3_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16},
-    "gptj": {"rotary_dim": 4}, "codegen": {"rotary_dim": 4},
-    "falcon": {"head_dim": DROP, "num_kv_heads": DROP},
-    "mpt": {"d_model": 32, "n_heads": 4, "n_layers": 2, "max_seq_len": 64},
-    "xglm": {"d_model": 32, "num_layers": 2, "attention_heads": 4, "ffn_dim": 48},
-    "deepseek_v3": {"q_lora_rank": 16, "kv_lora_rank": 8, "qk_rope_head_dim": 4, "qk_nope_head_dim": 4,
-                    "v_head_dim": 8, "n_routed_experts": 4, "num_experts_per_tok": 2, "n_group": 1, "topk_group": 1,
-                    "moe_intermediate_size": 16, "first_k_dense_replace": 1, "head_dim": DROP,
-                    "num_key_value_heads": 4},
-    "mistral": {"sliding_window": 5},
-    "gemma2": {"sliding_window": 5, "attn_logit_softcapping": 5.0, "query_pre_attn_scalar": 8},
-    "gemma3_text": {"sliding_window": 5, "query_pre_attn_scalar": 8},
-}
+from .tiny import DROP, MULTIMODAL, OVERRIDES, RULES, SMALL, TOWER, VOCAB  # noqa: F401 (re-exported)
 
 
-_TEXT = {k: v for k, v in SMALL.items() if k != "max_position_embeddings"}
-_VISION = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=1, num_attention_heads=4, image_size=16,
-               patch_size=8)
-_QWEN_VISION = dict(depth=1, embed_dim=32, hidden_size=32, num_heads=4, mlp_ratio=2, intermediate_size=48,
-                    out_hidden_size=32, patch_size=4, temporal_patch_size=1, spatial_merge_size=1)
-_MROPE = {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [1, 1, 2]}}
-#: multimodal language models: the whole config (a tiny text stack of the family's own kind and a
-#: tiny vision tower); headsim analyses the text stack on text-only input
-MULTIMODAL: dict[str, dict] = {
-    "llava": dict(text_config=dict(_TEXT, model_type="llama"), vision_config=dict(_VISION, model_type="clip_vision_model"),
-                  image_token_id=95),
-    "qwen2_vl": dict(text_config=dict(_TEXT, **_MROPE), vision_config=_QWEN_VISION, image_token_id=95,
-                     video_token_id=94),
-    "qwen2_5_vl": dict(text_config=dict(_TEXT, **_MROPE), vision_config=dict(_QWEN_VISION, out_hidden_size=32,
-                       fullatt_block_indexes=[0], window_size=8), image_token_id=95, video_token_id=94),
-    "gemma3": dict(text_config=dict(_TEXT, sliding_window=5, query_pre_attn_scalar=8),
-                   vision_config=dict(_VISION, model_type="siglip_vision_model"), mm_tokens_per_image=4,
-                   image_token_index=95, boi_token_index=93, eoi_token_index=94),
-}
+def _defaults(model_type: str):
+    """The family's config class with its own defaults (``None`` where it does not build bare)."""
+    from transformers import CONFIG_MAPPING
+
+    try:
+        return CONFIG_MAPPING[model_type]()
+    except Exception:  # noqa: BLE001 (a config class that needs arguments: no rule applies)
+        return None
 
 
 def tiny_config_kwargs(model_type: str, **overrides) -> dict:
     """The config arguments of a tiny ``model_type``: :data:`SMALL` (or the whole config of a
-    multimodal model) with the family's :data:`OVERRIDES` and ``overrides``."""
+    multimodal model), the :data:`RULES` its config class matches, the family's :data:`OVERRIDES`
+    and ``overrides``."""
     kwargs = dict(MULTIMODAL[model_type]) if model_type in MULTIMODAL else dict(SMALL)
+    defaults = _defaults(model_type) if model_type not in MULTIMODAL else None
+    for names, sizes in RULES:
+        if defaults is not None and any(getattr(defaults, n, None) is not None for n in names):
+            kwargs.update({k: v for k, v in sizes.items() if k == "head_dim" or hasattr(defaults, k)})
     kwargs.update(OVERRIDES.get(model_type, {}))
     kwargs.update(overrides)
     return {k: v for k, v in kwargs.items() if v is not DROP}
 
 
+def _composite_kwargs(model_type: str) -> dict | None:
+    """A composite model's config arguments (a language model beside vision / audio towers, named
+    ``text_config``): a tiny text stack of its own family, each tower at :data:`TOWER` sizes; ``None``
+    for a model of one stack."""
+    defaults = _defaults(model_type)
+    text = getattr(defaults, "text_config", None)
+    if text is None or model_type in MULTIMODAL:
+        return None
+    kwargs = {"text_config": dict(tiny_config_kwargs(text.model_type), model_type=text.model_type)}
+    for name in getattr(defaults, "sub_configs", {}):
+        tower = getattr(defaults, name, None)
+        if name != "text_config" and tower is not None and hasattr(tower, "to_dict"):
+            own = tower.to_dict()
+            own.update({k: v for k, v in TOWER.items() if k in own})
+            own.pop("layer_types", None)
+            kwargs[name] = own
+    return kwargs
+
+
+def tiny_config(model_type: str, **overrides):
+    """The config of a tiny ``model_type`` (:func:`tiny_config_kwargs`; a composite model's towers
+    scaled down as :func:`_composite_kwargs` says)."""
+    from transformers import AutoConfig
+
+    composite = _composite_kwargs(model_type)
+    if composite is not None:
+        return AutoConfig.for_model(model_type, **dict(composite, **OVERRIDES.get(model_type, {}), **overrides))
+    return AutoConfig.for_model(model_type, **tiny_config_kwargs(model_type, **overrides))
+
+
 def tiny_model(model_type: str, seed: int = 0, **overrides):
     """A tiny random-weight base model of ``model_type`` (weights scaled up so attention is far from
     uniform), and a copy with the same weights running eager attention."""
-    from transformers import AutoConfig, AutoModel
+    from transformers import AutoModel
 
-    config = AutoConfig.for_model(model_type, **tiny_config_kwargs(model_type, **overrides))
+    config = tiny_config(model_type, **overrides)
     torch.manual_seed(seed)
     model = AutoModel.from_config(config).eval()
     with torch.no_grad():
@@ -128,19 +114,32 @@ def random_batch(seed: int = 0, lengths=(12, 7, 3), vocab: int = VOCAB) -> tuple
 def eager_attentions(loaded, eager, ids, mask) -> list[torch.Tensor]:
     """``output_attentions`` of the eager copy's analysed stack (``None``: the model itself, switched
     to eager attention for this pass), float64, one ``[B, H, T, T]`` per layer."""
+    return _eager_pass(loaded, eager, ids, mask)[0]
+
+
+def _eager_pass(loaded, eager, ids, mask) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """:func:`eager_attentions`, and what each layer's attention output projection received in the
+    same pass (``[B, T, H·d]`` float64, in call order)."""
     model = loaded.model if eager is None else eager
-    with torch.no_grad(), _implementation(model, "eager" if eager is None else None):
-        if loaded.arch.decoder is None:
-            got = loaded.arch.stack_of(model)(input_ids=ids, attention_mask=mask, output_attentions=True).attentions
-        else:  # the tap's order: encoder layers, then each decoder layer's self- and cross-attention
-            out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids, decoder_attention_mask=mask,
-                        output_attentions=True, use_cache=False)
-            got = None if out.encoder_attentions is None else (
-                list(out.encoder_attentions) + [a for pair in zip(out.decoder_attentions, out.cross_attentions) for a in pair])
-    if got is None or len(got) != loaded.n_layers:
-        raise AssertionError(f"the eager model returned {0 if got is None else len(got)} "
-                             f"attention maps for {loaded.n_layers} layers")
-    return [a.double() for a in got]
+    received: list[torch.Tensor] = []
+    hooks = [m.register_forward_pre_hook(lambda _m, args: received.append(args[0].detach().double()))
+             for m in loaded.arch.output_projections(model, loaded.n_layers)]
+    try:
+        with torch.no_grad(), _implementation(model, "eager" if eager is None else None):
+            if loaded.arch.decoder is None:
+                got = loaded.arch.stack_of(model)(input_ids=ids, attention_mask=mask, output_attentions=True).attentions
+            else:  # the tap's order: encoder layers, then each decoder layer's self- and cross-attention
+                out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids, decoder_attention_mask=mask,
+                            output_attentions=True, use_cache=False)
+                got = None if out.encoder_attentions is None else (
+                    list(out.encoder_attentions) + [a for pair in zip(out.decoder_attentions, out.cross_attentions) for a in pair])
+    finally:
+        for h in hooks:
+            h.remove()
+    if got is None or len(got) != loaded.n_layers or len(received) != loaded.n_layers:
+        raise AssertionError(f"the eager model returned {0 if got is None else len(got)} attention maps and called "
+                             f"its output projections {len(received)} times for {loaded.n_layers} layers")
+    return [a.double() for a in got], received
 
 
 def _heads(x: torch.Tensor, n: int) -> torch.Tensor:
@@ -201,17 +200,28 @@ class Verification:
     """Largest absolute differences found by each check."""
 
     attention: float
-    head_outputs: float
+    head_outputs: float  # Z against eager probabilities × values
     invariance: float
     causal_upper: float  # attention above the diagonal of valid rows (causal families: must be 0)
+    projection: float = 0.0  # Z against what the eager model's output projection received
 
     @property
     def worst(self) -> float:
         """The largest difference of all checks."""
-        return max(self.attention, self.head_outputs, self.invariance, self.causal_upper)
+        return max(self.attention, self.head_outputs, self.invariance, self.causal_upper, self.projection)
 
     def exact(self, tol: float = 1e-5) -> bool:
         return self.worst <= tol
+
+    @property
+    def worst_at_projection(self) -> float:
+        """The largest difference but for probabilities × values: for families that change a head's
+        output between attention and the output projection (a gate, a norm), whose Z is what the
+        projection receives."""
+        return max(self.attention, self.invariance, self.causal_upper, self.projection)
+
+    def exact_at_projection(self, tol: float = 1e-5) -> bool:
+        return self.worst_at_projection <= tol
 
 
 def _valid_block(x: torch.Tensor, b: int, n: int, square: bool) -> torch.Tensor:
@@ -226,7 +236,8 @@ def verify(loaded, eager=None, seed: int = 0) -> Verification:
     rows = mask.bool()
     got = capture(loaded, ids, mask, attention=True)
     att, z = got["attention"].double(), got["head_outputs"].double()  # [B, L, H, T, T], [B, L, H, T, d]
-    want = torch.stack(eager_attentions(loaded, eager, ids, mask), dim=1)
+    want, received = _eager_pass(loaded, eager, ids, mask)
+    want = torch.stack(want, dim=1)
     vals = values(loaded, ids, mask)
     err_att = err_z = 0.0
     for b in range(ids.shape[0]):
@@ -240,6 +251,12 @@ def verify(loaded, eager=None, seed: int = 0) -> Verification:
             err_z = max(err_z, float((z[b, li, :, :n] - ref[b, :, :n]).abs().max()))
     scale = max(1.0, float(z.abs().max()))
     err_z /= scale
+    err_proj = 0.0
+    for li, x in enumerate(received):
+        ref = _heads(x, loaded.n_heads)
+        for b in range(ids.shape[0]):
+            n = int(rows[b].sum())
+            err_proj = max(err_proj, float((z[b, li, :, :n] - ref[b, :, :n]).abs().max()) / scale)
     upper = torch.triu(torch.ones(ids.shape[1], ids.shape[1], dtype=torch.bool), 1) & rows[:, None, None, :, None]
     causal = [li for li, stack in enumerate(loaded.stacks) if loaded.arch.causal or stack == "decoder self"]
     causal_upper = float(att[:, causal].masked_select(upper).abs().max()) if causal else 0.0
@@ -259,13 +276,13 @@ def verify(loaded, eager=None, seed: int = 0) -> Verification:
         else:
             shifted, full = shifted[:, :, :n], full[:, :, :n]
         err_inv = max(err_inv, float((full - one).abs().max()) / unit, float((shifted - full).abs().max()) / unit)
-    return Verification(err_att, err_z, err_inv, causal_upper)
+    return Verification(err_att, err_z, err_inv, causal_upper, err_proj)
 
 
 def self_check(loaded, tol: float | None = None) -> Verification:
     """Check a model whose entry was read off its modules (:func:`headsim.model.arch.infer_arch`) on a
     few random tokens of its own weights, before anything is analysed: a clear refusal where the
-    tap does not reproduce its attention and head outputs (``tol``: 1e-4 in float32, 3e-2 in half
+    tap does not reproduce its attention and what its output projections receive (``tol``: 1e-4 in float32, 3e-2 in half
     precision)."""
     tol = (1e-4 if loaded.dtype == torch.float32 else 3e-2) if tol is None else tol
     try:
@@ -276,7 +293,7 @@ def self_check(loaded, tol: float | None = None) -> Verification:
         raise HeadsimError(f"not supported: {type(loaded.model).__name__} has no architecture entry, and the layout read off "
                            f"its modules does not run ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})",
                            "use a model of a supported family; `headsim models` lists them") from exc
-    worst = got.worst
+    worst = got.worst_at_projection
     if not worst <= tol:
         raise HeadsimError(f"not supported: {type(loaded.model).__name__} has no architecture entry, and the layout read off "
                            f"its modules does not reproduce its attention exactly (largest difference {worst:.1e})",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..corpus import Corpus
-from ..models import LoadedModel
+from ..model.load import LoadedModel
 from .lifecycle import Result
 from .local import analyze_local
 from .options import RunOptions

@@ -13,7 +13,7 @@ import torch
 
 from ..errors import require
 from ..model.tap import Tap, capture
-from ..models import LoadedModel
+from ..model.load import LoadedModel
 from ..stats import BatchInfo, CorpusStats, batch_info
 from ..stats.backends import is_out_of_memory
 from ..windows import Windows

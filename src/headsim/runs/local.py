@@ -26,7 +26,7 @@ from ..corpus import Corpus, load_corpus
 from ..errors import HeadsimError
 from ..interrupts import StopRequests
 from ..memory import default_max_memory, parse_memory, peak_memory, plan_memory
-from ..models import LoadedModel, as_loaded
+from ..model.load import LoadedModel, as_loaded
 from ..stats import CorpusStats
 from ..stats.backends import choose_backend
 from ..windows import Windows, check_seq_len, iter_windows, token_counts, windows_table

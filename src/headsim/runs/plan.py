@@ -133,7 +133,7 @@ class ModelFacts:
 
     @classmethod
     def of(cls, loaded) -> "ModelFacts":
-        """The facts of a :class:`~headsim.models.LoadedModel`."""
+        """The facts of a :class:`~headsim.model.load.LoadedModel`."""
         return cls(loaded.source, loaded.describe(), str(loaded.dtype).replace("torch.", ""), str(loaded.device),
                    loaded.framing.specials, loaded.n_layers, loaded.n_heads, loaded.commit)
 

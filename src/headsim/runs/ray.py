@@ -49,7 +49,7 @@ from ..errors import HeadsimError, require
 from ..interrupts import StopRequests
 from ..memory import peak_memory
 from ..stats import CorpusStats
-from ..models import as_loaded
+from ..model.load import as_loaded
 from ..stats.backends import choose_backend
 from ..windows import check_seq_len, token_counts, windows_table
 from .engine import Engine, default_batch_size, prefetch
@@ -112,7 +112,7 @@ class Worker:
 
     Args:
         model: a model name or path for :func:`~headsim.load_model` (must resolve on the worker's
-            node), or a :class:`~headsim.models.LoadedModel` shipped by value.
+            node), or a :class:`~headsim.model.load.LoadedModel` shipped by value.
         progress: the name of the run's :class:`~headsim.runs.progress.ShareProgress` actor; every batch reports the windows done
             in its share there.
     """

@@ -26,7 +26,7 @@ from ..model.embed import embed_texts
 from ..model.tap import Tap
 from ..views import causal_chance
 from ..errors import require
-from ..models import LoadedModel
+from ..model.load import LoadedModel
 
 __all__ = ["PassSpec", "TokenBlock", "doc_unit_vectors", "encoder_pass", "sentence_embeddings", "unit_vectors"]
 

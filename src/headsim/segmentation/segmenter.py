@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import require
-from ..models import LoadedModel, as_loaded
+from ..model.load import LoadedModel, as_loaded
 from .columns import CANDIDATES, newline_cuts, sentence_cuts
 from .config import default_config, for_model, load_config, write_config
 from .datasets import SegDoc, joined_segdoc

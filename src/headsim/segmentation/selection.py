@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import require
-from ..models import LoadedModel, as_loaded
+from ..model.load import LoadedModel, as_loaded
 from .datasets import SegDoc
 from .metrics import pk, to_boundary_vector
 from .scoring import auc, content_scores, gap_scores, pick_boundaries, prepare_units

@@ -63,7 +63,7 @@ def batch_info(input_ids, attention_mask, sentence_ids, tokenizer, device: str |
     """Build a :class:`BatchInfo` from window arrays (numpy or torch) and the model's tokenizer.
 
     The ``cls`` / ``sep`` attention targets are the window's opening and closing tokens: those of
-    ``framing`` (:attr:`headsim.models.LoadedModel.framing`; a BOS-framed decoder has an opener and
+    ``framing`` (:attr:`headsim.model.load.LoadedModel.framing`; a BOS-framed decoder has an opener and
     no closer, so GPT-2's ``<|endoftext|>``, its BOS and EOS at once, is counted once, as the opener);
     without it the tokenizer's ``cls_token_id`` / ``sep_token_id`` (``bos`` / ``eos`` for
     RoBERTa-style tokenizers). Punctuation is :func:`punctuation_lookup`.

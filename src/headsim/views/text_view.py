@@ -32,7 +32,7 @@ from ..context_similarity import check_threshold, normalized_similarity
 from ..display import HtmlDisplay
 from ..errors import require
 from ..model.tap import TILE_BYTES, Tap, capture, tile_rows_for
-from ..models import LoadedModel, as_loaded
+from ..model.load import LoadedModel, as_loaded
 from ..stats.attention import TARGETS, attention_focus, diagonal_sums
 from ..stats.batch import batch_info, batch_tensors, position_bins
 from ..stats.schema import DEFAULT_RESOLUTION
@@ -493,7 +493,7 @@ def window_view(loaded: LoadedModel, windows: Windows, window: int, text: str = 
 def text_view(text: str, model: LoadedModel | str | None = None, *, seq_len: int = 128, window: int = 0,
               device: str | None = None, resolution: int = VIEW_RESOLUTION, tile_rows: int | None = None) -> TextView:
     """The :class:`TextView` of window ``window`` (0-based) of ``text`` cut into windows of ``seq_len``
-    tokens (framing included) for ``model`` (a :class:`~headsim.models.LoadedModel` or a name);
+    tokens (framing included) for ``model`` (a :class:`~headsim.model.load.LoadedModel` or a name);
     ``resolution`` and ``tile_rows`` as :func:`window_view`'s."""
     loaded = as_loaded(model, device=device)
     return window_view(loaded, cut_text(text, loaded, seq_len), window, text, resolution=resolution, tile_rows=tile_rows)

@@ -33,10 +33,10 @@ def load_source(source: str, *, model=None, seq_len: int = 128, window: int = 0,
         from ...runs.rundir import load_run
 
         return load_run(path)
-    from ...cli.options import read_text_arg
+    from ...corpus import read_text_file
     from ...inspection import inspect_text
 
-    text = read_text_arg(None, path) if exists(path.is_file) else source
+    text = read_text_file(path) if exists(path.is_file) else source
     return inspect_text(text, model, layer=layer, head=head, threshold=threshold, seq_len=seq_len, window=window,
                         device=device)
 

@@ -1,0 +1,111 @@
+"""Sizes of tiny random-weight models, per family: the tables :func:`headsim.model.verify.tiny_model`
+builds from (tests/test_architectures.py and the coverage sweep, benchmarks/coverage.py).
+
+Data only: a change here changes the tiny model of the families it names, and the coverage sweep
+re-checks exactly those (``--resume``).
+"""
+
+from __future__ import annotations
+
+VOCAB = 96
+#: the small sizes every tiny model starts from (config classes ignore the names they do not know)
+SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48, vocab_size=VOCAB,
+             max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2, num_key_value_heads=2,
+             head_dim=8, encoder_attention_heads=4, decoder_attention_heads=4, encoder_layers=2, decoder_layers=2,
+             encoder_ffn_dim=48, decoder_ffn_dim=48)
+
+_BART = {"d_model": 32, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
+         "decoder_attention_heads": 4, "encoder_ffn_dim": 48, "decoder_ffn_dim": 48, "pad_token_id": 1}
+
+_T5 = {"d_model": 32, "d_kv": 8, "num_layers": 2, "num_heads": 4, "d_ff": 48}
+
+_GEMMA_MODULE = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                     num_key_value_heads=2, head_dim=8, vocab_size=96, sliding_window=5, query_pre_attn_scalar=8)
+
+#: an override that removes a name of :data:`SMALL` (the family computes it)
+DROP = object()
+
+#: model_type → config overrides of :data:`SMALL` where a family names its sizes differently.
+OVERRIDES: dict[str, dict] = {
+    "roberta": {"pad_token_id": 1}, "xlm-roberta": {"pad_token_id": 1}, "camembert": {"pad_token_id": 1},
+    "mpnet": {"pad_token_id": 1}, "electra": {"embedding_size": 16},
+    "distilbert": {"dim": 32, "n_layers": 2, "n_heads": 4, "hidden_dim": 48},
+    "albert": {"embedding_size": 16, "num_hidden_groups": 1},
+    "deberta-v2": {"relative_attention": True, "pos_att_type": ["p2c", "c2p"], "max_relative_positions": 16},
+    "modernbert": {"global_attn_every_n_layers": 2, "local_attention": 4, "cls_token_id": 1, "sep_token_id": 2},
+    "t5": _T5, "mt5": _T5, "umt5": _T5, "longt5": _T5,
+    "bart": _BART, "mbart": _BART, "marian": _BART,
+    "gpt2": {"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64},
+    "qwen2_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16, "shared_expert_intermediate_size": 16},
+    "qwen3_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16},
+    "gptj": {"rotary_dim": 4}, "codegen": {"rotary_dim": 4},
+    "falcon": {"head_dim": DROP, "num_kv_heads": DROP},
+    "mpt": {"d_model": 32, "n_heads": 4, "n_layers": 2, "max_seq_len": 64},
+    "xglm": {"d_model": 32, "num_layers": 2, "attention_heads": 4, "ffn_dim": 48},
+    "deepseek_v3": {"q_lora_rank": 16, "kv_lora_rank": 8, "qk_rope_head_dim": 4, "qk_nope_head_dim": 4,
+                    "v_head_dim": 8, "n_routed_experts": 4, "num_experts_per_tok": 2, "n_group": 1, "topk_group": 1,
+                    "moe_intermediate_size": 16, "first_k_dense_replace": 1, "head_dim": DROP,
+                    "num_key_value_heads": 4},
+    "mistral": {"sliding_window": 5},
+    # families whose defaults do not scale down with the names above (their own config class's sizes)
+    "gemma4_text": {"global_head_dim": 8, "sliding_window": 5},
+    "gemma4_unified_text": {"global_head_dim": 8, "sliding_window": 5},
+    "gemma3n_text": {"num_kv_shared_layers": 0, "sliding_window": 5},
+    "dots1": {"n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1, "n_group": 1, "topk_group": 1,
+              "moe_intermediate_size": 16, "first_k_dense_replace": 1},
+    "funnel": {"block_sizes": [1, 1], "n_head": 4, "d_head": 8, "d_model": 32, "d_inner": 48, "num_hidden_layers": DROP},
+    "prophetnet": {"num_encoder_layers": 2, "num_decoder_layers": 2, "num_encoder_attention_heads": 4,
+                   "num_decoder_attention_heads": 4, "num_hidden_layers": DROP},
+    "squeezebert": {"embedding_size": 32},
+    "xlnet": {"max_position_embeddings": DROP, "d_model": 32, "n_layer": 2, "n_head": 4, "d_inner": 48},
+    "gpt_neo": {"num_layers": 2, "attention_types": [[["global", "local"], 1]], "num_heads": 4, "window_size": 5},
+    "esmc": {"num_key_value_heads": 4},
+    "xmod": {"default_language": "en_XX"},
+    "t5gemma": {"encoder": dict(_GEMMA_MODULE), "decoder": dict(_GEMMA_MODULE), "vocab_size": VOCAB},
+    "inkling_text": {"swa_num_attention_heads": 4, "swa_num_key_value_heads": 2, "swa_head_dim": 8, "sliding_window_size": 5},
+    "mamba2": {"num_heads": 8, "head_dim": 8, "expand": 2, "n_groups": 1},
+    "bamba": {"mamba_n_heads": 4, "mamba_d_head": 16}, "granitemoehybrid": {"mamba_n_heads": 4, "mamba_d_head": 16},
+    "dbrx": {"d_model": 32, "n_heads": 4, "n_layers": 2, "attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0},
+             "ffn_config": {"ffn_hidden_size": 48, "moe_num_experts": 4, "moe_top_k": 2}},
+    "gemma2": {"sliding_window": 5, "attn_logit_softcapping": 5.0, "query_pre_attn_scalar": 8},
+    "gemma3_text": {"sliding_window": 5, "query_pre_attn_scalar": 8},
+}
+
+
+_TEXT = {k: v for k, v in SMALL.items() if k != "max_position_embeddings"}
+_VISION = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=1, num_attention_heads=4, image_size=16,
+               patch_size=8)
+_QWEN_VISION = dict(depth=1, embed_dim=32, hidden_size=32, num_heads=4, mlp_ratio=2, intermediate_size=48,
+                    out_hidden_size=32, patch_size=4, temporal_patch_size=1, spatial_merge_size=1)
+_MROPE = {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [1, 1, 2]}}
+#: multimodal language models: the whole config (a tiny text stack of the family's own kind and a
+#: tiny vision tower); headsim analyses the text stack on text-only input
+MULTIMODAL: dict[str, dict] = {
+    "llava": dict(text_config=dict(_TEXT, model_type="llama"), vision_config=dict(_VISION, model_type="clip_vision_model"),
+                  image_token_id=95),
+    "qwen2_vl": dict(text_config=dict(_TEXT, **_MROPE), vision_config=_QWEN_VISION, image_token_id=95,
+                     video_token_id=94),
+    "qwen2_5_vl": dict(text_config=dict(_TEXT, **_MROPE), vision_config=dict(_QWEN_VISION, out_hidden_size=32,
+                       fullatt_block_indexes=[0], window_size=8), image_token_id=95, video_token_id=94),
+    "gemma3": dict(text_config=dict(_TEXT, sliding_window=5, query_pre_attn_scalar=8),
+                   vision_config=dict(_VISION, model_type="siglip_vision_model"), mm_tokens_per_image=4,
+                   image_token_index=95, boi_token_index=93, eoi_token_index=94),
+}
+
+
+#: sizes for what a family's own config class says it has (an attribute of its defaults): multi-head
+#: latent attention (DeepSeek-V2/V3 and the families built like them), mixtures of experts
+RULES: tuple[tuple[tuple[str, ...], dict], ...] = (
+    (("kv_lora_rank",), {"q_lora_rank": 16, "kv_lora_rank": 8, "qk_rope_head_dim": 4, "qk_nope_head_dim": 4,
+                         "v_head_dim": 8, "head_dim": DROP, "num_key_value_heads": 4}),
+    (("n_routed_experts", "num_experts", "num_local_experts"),
+     {"n_routed_experts": 4, "num_experts": 4, "num_local_experts": 4, "num_experts_per_tok": 2, "n_group": 1,
+      "topk_group": 1, "moe_intermediate_size": 16, "shared_expert_intermediate_size": 16}),
+)
+
+
+#: a tower beside a composite model's language model (vision, audio, patcher ...), scaled down: its
+#: own defaults with these sizes wherever it has the name
+TOWER = dict(hidden_size=32, embed_dim=32, d_model=32, intermediate_size=48, encoder_ffn_dim=48, num_hidden_layers=1,
+             encoder_layers=1, num_layers=1, depth=1, num_attention_heads=4, encoder_attention_heads=4, num_heads=4,
+             num_key_value_heads=4, head_dim=8, out_hidden_size=32, output_dim=32, projector_hidden_size=32)
