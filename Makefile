@@ -21,11 +21,11 @@ demo: install
 
 test: install-test browser
 	@$(PYTHON) .ci/versions.py
-	$(PYTHON) -m pytest -p no:cacheprovider
+	$(PYTHON) -m pytest -p no:cacheprovider -n auto --maxprocesses 4 --dist loadfile
 
 test-fast: install-test
 	@$(PYTHON) .ci/versions.py
-	$(PYTHON) -m pytest -q -m "not slow and not browser"
+	$(PYTHON) -m pytest -q -m "not slow and not browser" -n auto --maxprocesses 4 --dist loadfile
 
 bench-seg: install
 	$(PIP) install -q -e ".[bench]"
