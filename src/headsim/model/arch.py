@@ -81,6 +81,14 @@ class Arch:
             layers follow the encoder's (``stack`` is then ``"encoder"``); ``None``: one stack.
         inferred: not in the table: read off the model's modules by :func:`infer_arch` (the coverage
             sweep, ``benchmarks/coverage.py``, says which inferred families it found exact).
+        probabilities: outside the interface, where the attention module's output holds the
+            probabilities (index path: ``(1,)`` is ``output[1]``; I-BERT nests them in ``output[0]``).
+        other_layers: paths from the analysed stack to further ``nn.ModuleList``s of layers that the
+            stack calls besides ``layers`` (HRM's high-level stack, called in cycles with its low-level
+            one): each call is one analysed layer, numbered by call order as shared layers are.
+        causal_attr: a config flag that makes the family causal (XLM's ``causal`` language models).
+        refused_when: ``(config name, value, reason)``: a configuration of the family that the tap
+            cannot read exactly, refused at load with the reason.
     """
 
     family: str
@@ -103,6 +111,10 @@ class Arch:
     sinks: str = "[CLS] and [SEP], sentence-final punctuation"
     decoder: Decoder | None = None
     inferred: bool = False
+    probabilities: tuple[int, ...] = (1,)
+    other_layers: tuple[str, ...] = ()
+    causal_attr: str | None = None
+    refused_when: tuple[tuple[str, object, str], ...] = ()
 
     def __post_init__(self) -> None:
         assert self.framing in FRAMINGS, self.framing
@@ -128,9 +140,11 @@ class Arch:
         return model.get_submodule(self.stack) if self.stack else model
 
     def layer_modules(self, model: nn.Module, n_layers: int) -> list[nn.Module]:
-        """Layer ``i`` of the stack for ``i`` in ``0..n_layers-1`` (the same module repeated for shared layers)."""
+        """Layer ``i`` of the stack for ``i`` in ``0..n_layers-1`` (the same module repeated for shared layers;
+        with :attr:`other_layers`, each distinct layer once, in the order of the paths)."""
         got = self.stack_of(model).get_submodule(self.layers)
-        return [got] * n_layers if self.shared_layers else list(got)
+        others = [m for path in self.other_layers for m in self.stack_of(model).get_submodule(path)]
+        return [got] * n_layers if self.shared_layers else list(got) + others
 
     def attention_of(self, layer: nn.Module) -> nn.Module:
         return layer.get_submodule(self.attention)
@@ -213,9 +227,27 @@ ARCHS: tuple[Arch, ...] = (
     Arch("gemma2", ("gemma2",), **_DECODER),
     Arch("gemma3-text", ("gemma3_text",), **_DECODER),
     Arch("phi3", ("phi3",), **_DECODER),
+    Arch("openai-gpt", ("openai-gpt",), layers="h", attention="attn", output_projection="attn.c_proj",
+         interface=False, causal=True, framing="auto",
+         sinks="the first token (GPT has no BOS token); sentence-final punctuation"),
+    Arch("xlm", ("xlm", "flaubert"), layers="attentions", attention="", output_projection="out_lin", interface=False,
+         hidden_attr=("emb_dim",), causal_attr="causal", sinks="</s> (XLM opens and closes every text with it), sentence-final punctuation"),
+    Arch("gpt-neox-japanese", ("gpt_neox_japanese",), layers="layers", attention="attention",
+         output_projection="attention.dense", interface=False, causal=True, framing="auto", sinks=_DECODER["sinks"]),
+    Arch("ibert", ("ibert",), **_BERT, interface=False, position_offset=-1, probabilities=(0, 1),
+         refused_when=(("quant_mode", True, "its integer-only kernels do not give a window the same numbers alone "
+                        "and inside a padded batch (a tiny model differs by 6e-2), so no capture of it can be exact"),),
+         sinks="<s> and </s>, sentence-final punctuation"),
+    Arch("hrm-text", ("hrm_text",), **dict(_DECODER, layers="L_module.layers", other_layers=("H_module.layers",))),
+    Arch("moshi", ("moshi",), **_DECODER),
 )
 
 _BY_TYPE: dict[str, Arch] = {t: a for a in ARCHS for t in a.model_types}
+
+#: model types whose attention or head outputs the tap cannot read exactly, and why (refused by name
+#: before any layout is inferred)
+REFUSED: dict[str, str] = {
+}
 
 
 def families() -> list[str]:
@@ -310,18 +342,28 @@ def arch_for(model: nn.Module) -> Arch:
     naming its class and the supported families."""
     config = model.config
     model_type = getattr(config, "model_type", "")
-    text = _text_stack(model)
-    if text is not None:  # a multimodal language model: its text stack, read as that family's
+    found = _text_stack(model)
+    if found is not None:  # a multimodal language model: its text stack, read as that family's
+        name, text = found
         inner = arch_for(text)
-        return replace(inner, stack=".".join(p for p in ("language_model", inner.stack) if p),
+        return replace(inner, stack=".".join(p for p in (name, inner.stack) if p),
                        family=f"{inner.family} (text stack of {model_type})")
+    if model_type in REFUSED and model_type not in _BY_TYPE:
+        raise HeadsimError(f"not supported: {type(model).__name__} (model_type {model_type!r}): {REFUSED[model_type]}",
+                           f"use a model of a supported family ({', '.join(families())}); `headsim models` lists them")
     arch = _BY_TYPE.get(model_type) or infer_arch(model)
+    if arch is not None and arch.causal_attr and getattr(config, arch.causal_attr, False):
+        arch = replace(arch, causal=True)
     if arch is None:
         raise HeadsimError(
             f"not supported: {type(model).__name__} (model_type {model_type!r}) has no architecture entry and "
             "its layout could not be read off its modules",
             f"use a model of a supported family ({', '.join(families())}); `headsim models` lists them",
         )
+    for name, value, why in arch.refused_when:
+        if getattr(config, name, None) == value:
+            raise HeadsimError(f"not supported: {type(model).__name__} with {name}={value!r}: {why}",
+                               f"use a {arch.family} model configured otherwise")
     if getattr(config, "is_decoder", False) and not arch.causal:
         raise HeadsimError(f"not supported: {type(model).__name__} configured as a decoder (is_decoder=True)",
                            "load the model as a bidirectional encoder (is_decoder=False)")
@@ -355,11 +397,21 @@ def _bart_like_decoder(model: nn.Module) -> Decoder | None:
                                                                                     got.cross_attention)) else None
 
 
-def _text_stack(model: nn.Module) -> nn.Module | None:
-    """A multimodal model's language model (Llava, Qwen2-VL, Gemma 3, Qwen2-Audio, Voxtral …: a
-    ``language_model`` beside vision or audio towers), or ``None``."""
-    text = getattr(model, "language_model", None)
-    return text if isinstance(text, nn.Module) and hasattr(text, "config") and text is not model else None
+#: where a multimodal model keeps its language model (ModernVBERT and UltraVBERT: ``text_model``)
+TEXT_STACKS = ("language_model", "text_model")
+
+
+def _text_stack(model: nn.Module) -> tuple[str, nn.Module] | None:
+    """A multimodal model's language model and its attribute name (Llava, Qwen2-VL, Gemma 3,
+    Qwen2-Audio, Voxtral …: a ``language_model`` beside vision or audio towers; ModernVBERT: a
+    ``text_model`` beside a ``vision_model``), or ``None``."""
+    for name in TEXT_STACKS:
+        text = getattr(model, name, None)
+        if name == "text_model" and not hasattr(model, "vision_model"):
+            continue  # a model's own text encoder (CLIP-like towers) is not a language model beside others
+        if isinstance(text, nn.Module) and hasattr(text, "config") and text is not model:
+            return name, text
+    return None
 
 
 def config_value(config, names: tuple[str, ...], default=None):

@@ -162,6 +162,10 @@ VALUE_PROJECTIONS: dict[str, tuple[str, Callable]] = {
     "mpt": ("Wqkv", lambda a, o: _heads(o.chunk(3, dim=2)[2], a.n_heads)),
     "bloom": ("query_key_value", lambda a, o: o.view(*o.shape[:2], a.num_heads, 3, a.head_dim)[..., 2, :].transpose(1, 2)),
     "falcon": ("query_key_value", _falcon_values),
+    "openai-gpt": ("c_attn", lambda a, o: _heads(o.split(a.split_size, dim=2)[2], a.n_head)),
+    "gpt_neox_japanese": ("query_key_value", lambda a, o: o.view(*o.shape[:2], a.num_attention_heads, 3 * a.head_size)
+                          [..., 2 * a.head_size:].transpose(1, 2)),
+    "ibert": ("value_activation", lambda a, o: _heads(o[0], a.num_attention_heads)),
     "deberta": ("in_proj", lambda a, o: _heads(o, a.num_attention_heads).chunk(3, dim=-1)[2]
                 + a.transpose_for_scores(a.v_bias[None, None, :])),
 }
