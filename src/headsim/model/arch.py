@@ -89,6 +89,8 @@ class Arch:
         causal_attr: a config flag that makes the family causal (XLM's ``causal`` language models).
         refused_when: ``(config name, value, reason)``: a configuration of the family that the tap
             cannot read exactly, refused at load with the reason.
+        attentions_per_layer: attention modules each layer calls in turn (LongCat-Flash: two, each one
+            analysed layer); ``attention`` and ``output_projection`` then say where the ``{i}``-th is.
     """
 
     family: str
@@ -115,6 +117,7 @@ class Arch:
     other_layers: tuple[str, ...] = ()
     causal_attr: str | None = None
     refused_when: tuple[tuple[str, object, str], ...] = ()
+    attentions_per_layer: int = 1
 
     def __post_init__(self) -> None:
         assert self.framing in FRAMINGS, self.framing
@@ -146,21 +149,26 @@ class Arch:
         others = [m for path in self.other_layers for m in self.stack_of(model).get_submodule(path)]
         return [got] * n_layers if self.shared_layers else list(got) + others
 
+    def _paths(self, path: str) -> list[str]:
+        return [path.format(i=i) for i in range(self.attentions_per_layer)]
+
     def attention_of(self, layer: nn.Module) -> nn.Module:
-        return layer.get_submodule(self.attention)
+        return layer.get_submodule(self._paths(self.attention)[0])
 
     def output_projection_of(self, layer: nn.Module) -> nn.Module:
-        return layer.get_submodule(self.output_projection)
+        return layer.get_submodule(self._paths(self.output_projection)[0])
 
     def output_projections(self, model: nn.Module, n_layers: int) -> list[nn.Module]:
         """Every distinct attention output projection, in layer order (one for shared layers; an
         encoder-decoder's decoder self- and cross-attention projections after the encoder's)."""
-        own = [self.output_projection_of(x) for x in self.layer_modules(model, self.depths(model)[0])]
+        own = [x.get_submodule(p) for x in self.layer_modules(model, self.depths(model)[0])
+               for p in self._paths(self.output_projection)]
         return _distinct(own + self._decoder_modules(model, "self_projection", "cross_projection"))
 
     def attention_modules(self, model: nn.Module, n_layers: int) -> list[nn.Module]:
         """Every distinct attention module, in layer order (as :meth:`output_projections`)."""
-        own = [self.attention_of(x) for x in self.layer_modules(model, self.depths(model)[0])]
+        own = [x.get_submodule(p) for x in self.layer_modules(model, self.depths(model)[0])
+               for p in self._paths(self.attention)]
         return _distinct(own + self._decoder_modules(model, "self_attention", "cross_attention"))
 
     def _decoder_modules(self, model: nn.Module, own: str, cross: str) -> list[nn.Module]:
@@ -240,6 +248,14 @@ ARCHS: tuple[Arch, ...] = (
          sinks="<s> and </s>, sentence-final punctuation"),
     Arch("hrm-text", ("hrm_text",), **dict(_DECODER, layers="L_module.layers", other_layers=("H_module.layers",))),
     Arch("moshi", ("moshi",), **_DECODER),
+    Arch("longcat-flash", ("longcat_flash",), **dict(_DECODER, attention="self_attn.{i}",
+                                                     output_projection="self_attn.{i}.o_proj"), attentions_per_layer=2),
+    Arch("bigbird-pegasus", ("bigbird_pegasus",), **dict(_BART, attention="self_attn.self",
+                                                         output_projection="self_attn.output"), interface=False,
+         refused_when=(("attention_type", "block_sparse", "block-sparse attention (random, window and global blocks) "
+                        "is not read; the model itself runs full attention on windows of up to (5 + 2 x "
+                        "num_random_blocks) x block_size tokens: load it with attention_type='original_full'"),),
+         sinks="</s> and sentence-final punctuation (Pegasus windows have no opening token)", framing="eos"),
 )
 
 _BY_TYPE: dict[str, Arch] = {t: a for a in ARCHS for t in a.model_types}

@@ -69,6 +69,9 @@ OVERRIDES: dict[str, dict] = {
              "ffn_config": {"ffn_hidden_size": 48, "moe_num_experts": 4, "moe_top_k": 2}},
     "gemma2": {"sliding_window": 5, "attn_logit_softcapping": 5.0, "query_pre_attn_scalar": 8},
     "gemma3_text": {"sliding_window": 5, "query_pre_attn_scalar": 8},
+    "longcat_flash": {"num_hidden_layers": 4, "head_dim": 4, "ffn_hidden_size": 48, "expert_ffn_hidden_size": 16,
+                      "moe_topk": 2, "zero_expert_num": 2, "n_routed_experts": 4},
+    "bigbird_pegasus": dict(_BART, attention_type="original_full"),
 }
 
 

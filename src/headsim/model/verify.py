@@ -171,11 +171,12 @@ VALUE_PROJECTIONS: dict[str, tuple[str, Callable]] = {
 }
 
 
-def _own_values(loaded) -> tuple[str, Callable]:
-    """An inferred entry outside the interface: its value projection, split into ``n_heads`` heads."""
+def _own_values(loaded, attn) -> tuple[str, Callable]:
+    """An attention module outside the interface without a :data:`VALUE_PROJECTIONS` row (inferred
+    entries; the decoders of encoder-decoders read through their modules): its own value
+    projection, split into ``n_heads`` heads."""
     from .arch import own_value_projection
 
-    attn = loaded.arch.attention_modules(loaded.model, loaded.n_layers)[0]
     return own_value_projection(attn), lambda a, o: _heads(o, loaded.n_heads)
 
 
@@ -184,15 +185,19 @@ def values(loaded, ids, mask) -> list[torch.Tensor]:
     if loaded.arch.interface:
         got = Tap(loaded, qkv=True, head_outputs=False).run(ids, mask).layers
         return [got[i].value.double() for i in range(loaded.n_layers)]
-    path, read = VALUE_PROJECTIONS.get(loaded.config.model_type) or _own_values(loaded)
     out: list[torch.Tensor] = []
     hooks = []
     for attn in loaded.arch.attention_modules(loaded.model, loaded.n_layers):
+        path, read = VALUE_PROJECTIONS.get(loaded.config.model_type) or _own_values(loaded, attn)
         hooks.append(attn.get_submodule(path).register_forward_hook(
-            lambda m, a, o, attn=attn: out.append(read(attn, o))))
+            lambda m, a, o, attn=attn, read=read: out.append(read(attn, o))))
     try:
         with torch.no_grad(), _implementation(loaded.model, "eager"):  # as the tap runs these families
-            loaded.arch.stack_of(loaded.model)(input_ids=ids, attention_mask=mask)
+            if loaded.arch.decoder is None:
+                loaded.arch.stack_of(loaded.model)(input_ids=ids, attention_mask=mask)
+            else:
+                loaded.model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids, decoder_attention_mask=mask,
+                             use_cache=False)
     finally:
         for h in hooks:
             h.remove()
