@@ -256,6 +256,11 @@ ARCHS: tuple[Arch, ...] = (
                         "is not read; the model itself runs full attention on windows of up to (5 + 2 x "
                         "num_random_blocks) x block_size tokens: load it with attention_type='original_full'"),),
          sinks="</s> and sentence-final punctuation (Pegasus windows have no opening token)", framing="eos"),
+    Arch("seamless-m4t", ("seamless_m4t", "seamless_m4t_v2"), stack="text_encoder", layers="layers", attention="self_attn",
+         output_projection="self_attn.out_proj", n_heads_attr=("encoder_attention_heads",),
+         decoder=Decoder("text_decoder.layers", "self_attn", "self_attn.out_proj", "cross_attention",
+                         "cross_attention.out_proj"),
+         framing="auto", sinks="</s> and the language token that open its texts; sentence-final punctuation"),
 )
 
 _BY_TYPE: dict[str, Arch] = {t: a for a in ARCHS for t in a.model_types}
@@ -263,6 +268,23 @@ _BY_TYPE: dict[str, Arch] = {t: a for a in ARCHS for t in a.model_types}
 #: model types whose attention or head outputs the tap cannot read exactly, and why (refused by name
 #: before any layout is inferred)
 REFUSED: dict[str, str] = {
+    "led": "its encoder attends through Longformer's sliding-window chunks (a local window plus global tokens) and "
+           "its output_attentions come in that banded form ([query, window + 1] per head), not as a map over keys",
+    "squeezebert": "its output_attentions are the masked pre-softmax scores, not probabilities, and its output "
+                   "projection (a grouped Conv1d) receives the heads channels-first",
+    "cpmant": "it prepends learned prompt positions that every token attends to and drops them from its "
+              "output_attentions, so its maps over the window are not its whole attention (padding is read from token id 0)",
+    "xlnet": "its attention output projection is a bare weight applied by einsum (no module receives the heads' output "
+             "vectors), after two-stream relative attention over time-major tensors",
+    "jetmoe": "mixture of attention heads: a router picks, per token, the experts whose query and output projections "
+              "fill each head slot, so a head index is not one set of weights across positions",
+    "diffllama": "differential attention: each output head applies the difference of two softmax maps (A1 - lambda A2, "
+                 "not a probability distribution) and a group norm; its output_attentions are the single softmax maps, "
+                 "which no head's output follows",
+    "nystromformer": "Nystrom approximation: queries attend to segment means of the keys (landmarks) through a "
+                     "pseudo-inverse, plus a convolution of the values, so no head has a softmax map over keys",
+    "deepseek_v4": "its attention reaches, beyond the window's tokens, compressed key/value blocks appended after them "
+                   "(CSA/HCA compressors), so a head's probabilities are not a map over the window's tokens",
 }
 
 
