@@ -24,7 +24,7 @@ import torch
 import transformers
 
 from headsim.errors import HeadsimError
-from headsim.model.arch import arch_for
+from headsim.model.arch import REFUSED, arch_for
 from headsim.model.verify import tiny_config, tiny_model, verify
 from headsim.model.load import from_pretrained_objects
 
@@ -257,6 +257,8 @@ def category(model_type: str, row: dict) -> tuple[bool, str]:
         return True, "refused: the layout read off its modules is not exact (attention or Z differ)"
     if "does not run" in reason:
         return True, "refused: the layout read off its modules does not run"
+    if model_type in REFUSED:
+        return True, "refused: attention or head outputs the tap cannot read exactly (the row says why)"
     if "could not be read" in reason:
         return True, "refused: no entry and no layout headsim can read off its modules"
     return True, f"{row['status']}: other"

@@ -449,7 +449,9 @@ class Tap:
             layer = run.attention_calls
             run.attention_calls += 1
             if layer in self.layer_set and self.attention:
-                run.capture_of(layer).attention = run.unshift(output[1].float(), (2, 3))
+                for i in arch.probabilities:
+                    output = output[i]
+                run.capture_of(layer).attention = run.unshift(output.float(), (2, 3))
                 run.deliver(layer)
 
         if run.compute is None:

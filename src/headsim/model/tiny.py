@@ -22,6 +22,15 @@ _T5 = {"d_model": 32, "d_kv": 8, "num_layers": 2, "num_heads": 4, "d_ff": 48}
 _GEMMA_MODULE = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
                      num_key_value_heads=2, head_dim=8, vocab_size=96, sliding_window=5, query_pre_attn_scalar=8)
 
+#: SeamlessM4T's speech encoder, text-to-unit model and vocoder, scaled down beside its text stacks
+_SEAMLESS = dict(speech_encoder_layers=1, speech_encoder_attention_heads=4, speech_encoder_intermediate_size=48,
+                 num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4, conv_depthwise_kernel_size=3,
+                 t2u_vocab_size=96, t2u_encoder_layers=1, t2u_encoder_ffn_dim=48, t2u_encoder_attention_heads=4,
+                 t2u_decoder_layers=1, t2u_decoder_ffn_dim=48, t2u_decoder_attention_heads=4,
+                 upsample_initial_channel=16, upsample_rates=[2], upsample_kernel_sizes=[4], resblock_kernel_sizes=[3],
+                 resblock_dilation_sizes=[[1]], unit_hifi_gan_vocab_size=96, unit_embed_dim=16, lang_embed_dim=8,
+                 spkr_embed_dim=8, vocoder_num_langs=2, vocoder_num_spkrs=2)
+
 #: an override that removes a name of :data:`SMALL` (the family computes it)
 DROP = object()
 
@@ -69,6 +78,10 @@ OVERRIDES: dict[str, dict] = {
              "ffn_config": {"ffn_hidden_size": 48, "moe_num_experts": 4, "moe_top_k": 2}},
     "gemma2": {"sliding_window": 5, "attn_logit_softcapping": 5.0, "query_pre_attn_scalar": 8},
     "gemma3_text": {"sliding_window": 5, "query_pre_attn_scalar": 8},
+    "longcat_flash": {"num_hidden_layers": 4, "head_dim": 4, "ffn_hidden_size": 48, "expert_ffn_hidden_size": 16,
+                      "moe_topk": 2, "zero_expert_num": 2, "n_routed_experts": 4},
+    "bigbird_pegasus": dict(_BART, attention_type="original_full"),
+    "seamless_m4t": _SEAMLESS, "seamless_m4t_v2": _SEAMLESS,
 }
 
 

@@ -162,16 +162,21 @@ VALUE_PROJECTIONS: dict[str, tuple[str, Callable]] = {
     "mpt": ("Wqkv", lambda a, o: _heads(o.chunk(3, dim=2)[2], a.n_heads)),
     "bloom": ("query_key_value", lambda a, o: o.view(*o.shape[:2], a.num_heads, 3, a.head_dim)[..., 2, :].transpose(1, 2)),
     "falcon": ("query_key_value", _falcon_values),
+    "openai-gpt": ("c_attn", lambda a, o: _heads(o.split(a.split_size, dim=2)[2], a.n_head)),
+    "gpt_neox_japanese": ("query_key_value", lambda a, o: o.view(*o.shape[:2], a.num_attention_heads, 3 * a.head_size)
+                          [..., 2 * a.head_size:].transpose(1, 2)),
+    "ibert": ("value_activation", lambda a, o: _heads(o[0], a.num_attention_heads)),
     "deberta": ("in_proj", lambda a, o: _heads(o, a.num_attention_heads).chunk(3, dim=-1)[2]
                 + a.transpose_for_scores(a.v_bias[None, None, :])),
 }
 
 
-def _own_values(loaded) -> tuple[str, Callable]:
-    """An inferred entry outside the interface: its value projection, split into ``n_heads`` heads."""
+def _own_values(loaded, attn) -> tuple[str, Callable]:
+    """An attention module outside the interface without a :data:`VALUE_PROJECTIONS` row (inferred
+    entries; the decoders of encoder-decoders read through their modules): its own value
+    projection, split into ``n_heads`` heads."""
     from .arch import own_value_projection
 
-    attn = loaded.arch.attention_modules(loaded.model, loaded.n_layers)[0]
     return own_value_projection(attn), lambda a, o: _heads(o, loaded.n_heads)
 
 
@@ -180,15 +185,19 @@ def values(loaded, ids, mask) -> list[torch.Tensor]:
     if loaded.arch.interface:
         got = Tap(loaded, qkv=True, head_outputs=False).run(ids, mask).layers
         return [got[i].value.double() for i in range(loaded.n_layers)]
-    path, read = VALUE_PROJECTIONS.get(loaded.config.model_type) or _own_values(loaded)
     out: list[torch.Tensor] = []
     hooks = []
     for attn in loaded.arch.attention_modules(loaded.model, loaded.n_layers):
+        path, read = VALUE_PROJECTIONS.get(loaded.config.model_type) or _own_values(loaded, attn)
         hooks.append(attn.get_submodule(path).register_forward_hook(
-            lambda m, a, o, attn=attn: out.append(read(attn, o))))
+            lambda m, a, o, attn=attn, read=read: out.append(read(attn, o))))
     try:
         with torch.no_grad(), _implementation(loaded.model, "eager"):  # as the tap runs these families
-            loaded.arch.stack_of(loaded.model)(input_ids=ids, attention_mask=mask)
+            if loaded.arch.decoder is None:
+                loaded.arch.stack_of(loaded.model)(input_ids=ids, attention_mask=mask)
+            else:
+                loaded.model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids, decoder_attention_mask=mask,
+                             use_cache=False)
     finally:
         for h in hooks:
             h.remove()
