@@ -26,7 +26,7 @@ import torch
 
 from ..errors import HeadsimError
 from .tap import Tap, _configs, _implementation, capture
-from .tiny import DROP, MULTIMODAL, OVERRIDES, RULES, SMALL, TOWER, VOCAB  # noqa: F401 (re-exported)
+from .tiny import DROP, MULTIMODAL, OVERRIDES, RULES, SMALL, TOWER, TOWERED, VOCAB  # noqa: F401 (re-exported)
 
 
 def _defaults(model_type: str):
@@ -46,29 +46,55 @@ def tiny_config_kwargs(model_type: str, **overrides) -> dict:
     kwargs = dict(MULTIMODAL[model_type]) if model_type in MULTIMODAL else dict(SMALL)
     defaults = _defaults(model_type) if model_type not in MULTIMODAL else None
     for names, sizes in RULES:
-        if defaults is not None and any(getattr(defaults, n, None) is not None for n in names):
-            kwargs.update({k: v for k, v in sizes.items() if k == "head_dim" or hasattr(defaults, k)})
+        if defaults is not None and any(_attr(defaults, n) is not None for n in names):
+            kwargs.update({k: v for k, v in sizes.items() if k == "head_dim" or _has(defaults, k)})
     kwargs.update(OVERRIDES.get(model_type, {}))
     kwargs.update(overrides)
     return {k: v for k, v in kwargs.items() if v is not DROP}
 
 
+def _attr(config, name: str):
+    """``getattr(config, name, None)``, also where a config refuses a global read of a name that may
+    vary per layer (it is then present)."""
+    try:
+        return getattr(config, name, None)
+    except Exception:  # noqa: BLE001 (transformers' per-layer attribute error)
+        return True
+
+
+def _has(config, name: str) -> bool:
+    """``hasattr(config, name)``, also for a name that may vary per layer."""
+    try:
+        return hasattr(config, name)
+    except Exception:  # noqa: BLE001 (transformers' per-layer attribute error)
+        return True
+
+
+def _scaled_tower(own: dict) -> dict:
+    """A tower's config dict at :data:`TOWER` sizes wherever it has the name, and so each config
+    nested in it (an audio tower's encoder, a patcher's ...)."""
+    own = dict(own, **{k: v for k, v in TOWER.items() if k in own})
+    own.pop("layer_types", None)
+    return {k: _scaled_tower(v) if isinstance(v, dict) and "model_type" in v else v for k, v in own.items()}
+
+
 def _composite_kwargs(model_type: str) -> dict | None:
     """A composite model's config arguments (a language model beside vision / audio towers, named
-    ``text_config``): a tiny text stack of its own family, each tower at :data:`TOWER` sizes; ``None``
-    for a model of one stack."""
+    ``text_config``): a tiny text stack of its own family, each tower at :data:`TOWER` sizes
+    (:func:`_scaled_tower`); for a model of :data:`TOWERED` (sub-configs but no ``text_config``), its
+    tiny sizes with every sub-config scaled so; ``None`` for a model of one stack."""
     defaults = _defaults(model_type)
     text = getattr(defaults, "text_config", None)
-    if text is None or model_type in MULTIMODAL:
+    if (text is None and model_type not in TOWERED) or model_type in MULTIMODAL:
         return None
-    kwargs = {"text_config": dict(tiny_config_kwargs(text.model_type), model_type=text.model_type)}
+    if text is None:
+        kwargs = tiny_config_kwargs(model_type)
+    else:
+        kwargs = {"text_config": dict(tiny_config_kwargs(text.model_type), model_type=text.model_type)}
     for name in getattr(defaults, "sub_configs", {}):
         tower = getattr(defaults, name, None)
         if name != "text_config" and tower is not None and hasattr(tower, "to_dict"):
-            own = tower.to_dict()
-            own.update({k: v for k, v in TOWER.items() if k in own})
-            own.pop("layer_types", None)
-            kwargs[name] = own
+            kwargs[name] = _scaled_tower(tower.to_dict())
     return kwargs
 
 
