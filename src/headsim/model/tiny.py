@@ -132,7 +132,11 @@ OVERRIDES.update({
                  "attention_head_size": 8, "feed_forward_size": 48, "local_attn_chunk_length": 4,
                  "lsh_attn_chunk_length": 4, "num_buckets": 2, "num_hidden_layers": DROP},
     "zaya": {"num_experts_per_tok": 1, "router_hidden_size": 16},
+    "prophetnet": dict(OVERRIDES["prophetnet"], encoder_layers=DROP, decoder_layers=DROP),
     "blt": {"encoder_hash_byte_group_vocab": 64, "local_attention_window_len": 5},
-    "vibevoice_asr": {name: {"hidden_size": 32, "num_filters": 8, "downsampling_ratios": [2, 2], "depths": [1, 1, 1]}
+    "vibevoice_asr": {name: {"num_filters": 8, "downsampling_ratios": [2, 2], "depths": [1, 1, 1]}
                       for name in ("semantic_tokenizer_encoder_config", "acoustic_tokenizer_encoder_config")},
+    "dots3_note": {"vision_config": {"adapter_in_dim": 32, "adapter_out_dim": 32},
+                   "audio_config": {"adapter_input_size": 32, "adapter_out_dim": 32}},
+    "nemo_speechlm": {"audio_config": {"diarization_config": {"head_config": {"audio_hidden_size": 32}}}},
 })

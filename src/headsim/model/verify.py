@@ -73,9 +73,18 @@ def _has(config, name: str) -> bool:
 def _scaled_tower(own: dict) -> dict:
     """A tower's config dict at :data:`TOWER` sizes wherever it has the name, and so each config
     nested in it (an audio tower's encoder, a patcher's ...)."""
+    depth = own.get("num_hidden_layers")
     own = dict(own, **{k: v for k, v in TOWER.items() if k in own})
     own.pop("layer_types", None)
-    return {k: _scaled_tower(v) if isinstance(v, dict) and "model_type" in v else v for k, v in own.items()}
+    n = own.get("num_hidden_layers")
+    for k, v in own.items():
+        if isinstance(v, dict) and "model_type" in v:
+            own[k] = _scaled_tower(v)
+        elif depth != n and isinstance(v, list) and len(v) == depth:  # one entry per layer: the first layers'
+            own[k] = v[:n]
+        elif depth != n and k == "per_layer_config" and isinstance(v, dict):
+            own[k] = {i: c for i, c in v.items() if int(i) < n}
+    return own
 
 
 def _composite_kwargs(model_type: str) -> dict | None:
@@ -98,14 +107,20 @@ def _composite_kwargs(model_type: str) -> dict | None:
     return kwargs
 
 
+def _merged(sizes: dict, overrides: dict) -> dict:
+    """``sizes`` updated by ``overrides``, a nested dict of both merged (a tower's one size named)."""
+    return {**sizes, **{k: _merged(sizes[k], v) if isinstance(v, dict) and isinstance(sizes.get(k), dict) else v
+                        for k, v in overrides.items()}}
+
+
 def tiny_config(model_type: str, **overrides):
     """The config of a tiny ``model_type`` (:func:`tiny_config_kwargs`; a composite model's towers
-    scaled down as :func:`_composite_kwargs` says)."""
+    scaled down as :func:`_composite_kwargs` says, updated by the family's :data:`OVERRIDES`)."""
     from transformers import AutoConfig
 
     composite = _composite_kwargs(model_type)
-    if composite is not None:
-        return AutoConfig.for_model(model_type, **dict(composite, **OVERRIDES.get(model_type, {}), **overrides))
+    if composite is not None:  # a family's overrides of a tower update its scaled sizes
+        return AutoConfig.for_model(model_type, **_merged(composite, dict(OVERRIDES.get(model_type, {}), **overrides)))
     return AutoConfig.for_model(model_type, **tiny_config_kwargs(model_type, **overrides))
 
 
