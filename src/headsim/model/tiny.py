@@ -122,7 +122,7 @@ OVERRIDES.update({
                                                 "full_attention": {"rope_type": "default", "rope_theta": 10000.0}}},
     "dots3_note_text": {"swa_num_attention_heads": 4, "swa_num_key_value_heads": 4, "swa_q_lora_rank": 16,
                         "swa_kv_lora_rank": 8, "swa_head_dim": 8, "swa_qk_nope_head_dim": 4, "swa_v_head_dim": 8,
-                        "index_topk": 4, "index_head_dim": 8, "index_n_heads": 2, "sliding_window": 5,
+                        "index_topk": 64, "index_head_dim": 8, "index_n_heads": 2, "sliding_window": 5, "num_hidden_layers": 3,
                         "shared_experts_intermediate_size": 16},
     "emu3": {"vocabulary_map": {"<image>": 95, "<|extra_200|>": 94}},
     "funnel": dict(OVERRIDES["funnel"], architectures=["FunnelModel"]),
