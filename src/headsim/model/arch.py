@@ -213,6 +213,10 @@ ARCHS: tuple[Arch, ...] = (
     Arch("gemma2", ("gemma2",), **_DECODER),
     Arch("gemma3-text", ("gemma3_text",), **_DECODER),
     Arch("phi3", ("phi3",), **_DECODER),
+    # its attention output passes an exclusive-self-attention step and a sigmoid gate before ``o_proj``
+    Arch("neomme", ("neomme",), layers="layers", attention="self_attn",
+         output_projection="self_attn.output_projection.o_proj", framing="auto",
+         sinks="read off the module layout: see the family's own [CLS]/BOS and punctuation"),
 )
 
 _BY_TYPE: dict[str, Arch] = {t: a for a in ARCHS for t in a.model_types}
