@@ -213,10 +213,8 @@ ARCHS: tuple[Arch, ...] = (
     Arch("gemma2", ("gemma2",), **_DECODER),
     Arch("gemma3-text", ("gemma3_text",), **_DECODER),
     Arch("phi3", ("phi3",), **_DECODER),
-    # its attention output passes an exclusive-self-attention step and a sigmoid gate before ``o_proj``
-    Arch("neomme", ("neomme",), layers="layers", attention="self_attn",
-         output_projection="self_attn.output_projection.o_proj", framing="auto",
-         sinks="read off the module layout: see the family's own [CLS]/BOS and punctuation"),
+    # its Llama-like text stack (``text_model``) beside the VQ-VAE that turns images into tokens
+    Arch("emu3", ("emu3",), stack="text_model", **dict(_DECODER, framing="auto")),
 )
 
 _BY_TYPE: dict[str, Arch] = {t: a for a in ARCHS for t in a.model_types}
@@ -228,7 +226,8 @@ def families() -> list[str]:
 
 _STACKS = ("layers", "encoder.layer", "encoder.layers", "h", "transformer.h", "transformer.layer", "decoder.layers", "blocks",
            "model.layers", "block", "encoder.block")
-_PROJECTIONS = ("o_proj", "out_proj", "c_proj", "dense", "o", "Wo", "out_lin", "output.dense")
+_PROJECTIONS = ("o_proj", "out_proj", "c_proj", "dense", "o", "Wo", "out_lin", "output.dense",
+                "output_projection.o_proj")  # the last: behind a gate module of its own (NeoMME)
 
 
 def eager_function_of(module: nn.Module) -> Callable | None:
