@@ -215,6 +215,10 @@ ARCHS: tuple[Arch, ...] = (
     Arch("phi3", ("phi3",), **_DECODER),
     # its Llama-like text stack (``text_model``) beside the VQ-VAE that turns images into tokens
     Arch("emu3", ("emu3",), stack="text_model", **dict(_DECODER, framing="auto")),
+    # its encoder's text stack alone: the decoder merges self- and cross-attention into one softmax
+    Arch("t5gemma2", ("t5gemma2",), stack="encoder.text_model", layers="layers", attention="self_attn",
+         output_projection="self_attn.o_proj", framing="auto",
+         sinks="read off the module layout: see the family's own [CLS]/BOS and punctuation"),
 )
 
 _BY_TYPE: dict[str, Arch] = {t: a for a in ARCHS for t in a.model_types}
