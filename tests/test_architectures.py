@@ -23,7 +23,8 @@ from headsim.model.load import from_pretrained_objects
 ROWS = ["bert", "roberta", "xlm-roberta", "distilbert", "albert", "electra", "deberta", "deberta-v2", "mpnet",
         "modernbert", "t5", "bart", "mbart", "marian", "gpt2", "gpt_neox", "gptj", "codegen", "opt", "bloom", "falcon",
         "mpt", "xglm", "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2",
-        "gemma3_text", "phi", "phi3", "cohere", "olmo2", "starcoder2", "granite", "deepseek_v3", "emu3", "t5gemma2"]
+        "gemma3_text", "phi", "phi3", "cohere", "olmo2", "starcoder2", "granite", "deepseek_v3", "emu3", "t5gemma2",
+        "prophetnet"]
 
 
 @pytest.fixture(scope="module", params=ROWS)

@@ -81,6 +81,8 @@ class Arch:
             layers follow the encoder's (``stack`` is then ``"encoder"``); ``None``: one stack.
         inferred: not in the table: read off the model's modules by :func:`infer_arch` (the coverage
             sweep, ``benchmarks/coverage.py``, says which inferred families it found exact).
+        scores: outside the interface, the attention module returns its masked pre-softmax scores
+            (ProphetNet): the probabilities are their softmax over keys, as the module computes them.
     """
 
     family: str
@@ -103,6 +105,7 @@ class Arch:
     sinks: str = "[CLS] and [SEP], sentence-final punctuation"
     decoder: Decoder | None = None
     inferred: bool = False
+    scores: bool = False
 
     def __post_init__(self) -> None:
         assert self.framing in FRAMINGS, self.framing
@@ -215,6 +218,10 @@ ARCHS: tuple[Arch, ...] = (
     Arch("phi3", ("phi3",), **_DECODER),
     # its Llama-like text stack (``text_model``) beside the VQ-VAE that turns images into tokens
     Arch("emu3", ("emu3",), stack="text_model", **dict(_DECODER, framing="auto")),
+    # its encoder alone: the decoder's self-attention runs n-gram predicting streams beside the main one
+    Arch("prophetnet", ("prophetnet",), stack="encoder", layers="layers", attention="self_attn",
+         output_projection="self_attn.out_proj", interface=False, scores=True, n_layers_attr=("num_encoder_layers",),
+         framing="auto", sinks="[SEP] (ProphetNet's text ends with it); sentence-final punctuation"),
     # its encoder's text stack alone: the decoder merges self- and cross-attention into one softmax
     Arch("t5gemma2", ("t5gemma2",), stack="encoder.text_model", layers="layers", attention="self_attn",
          output_projection="self_attn.o_proj", framing="auto",

@@ -449,7 +449,8 @@ class Tap:
             layer = run.attention_calls
             run.attention_calls += 1
             if layer in self.layer_set and self.attention:
-                run.capture_of(layer).attention = run.unshift(output[1].float(), (2, 3))
+                probs = output[1].float().softmax(-1) if arch.scores else output[1].float()
+                run.capture_of(layer).attention = run.unshift(probs, (2, 3))
                 run.deliver(layer)
 
         if run.compute is None:

@@ -5,7 +5,8 @@ text model type of the installed transformers). Each check compares the tap with
 directly (no headsim code on the reference side, except the tap's own capture of the values the
 attention function receives):
 
-- ``attention``: the tap's probabilities against the eager model's ``output_attentions``;
+- ``attention``: the tap's probabilities against the eager model's ``output_attentions`` (their
+  softmax where the family returns pre-softmax scores there: ``Arch.scores``);
 - ``head_outputs``: the tap's Z against eager probabilities × values in float64 (grouped key/value
   heads expanded to their query heads);
 - ``invariance``: one window alone, inside a padded batch, and left-padded, give the same numbers.
@@ -180,7 +181,7 @@ def _eager_pass(loaded, eager, ids, mask) -> tuple[list[torch.Tensor], list[torc
     if got is None or len(got) != loaded.n_layers or len(received) != loaded.n_layers:
         raise AssertionError(f"the eager model returned {0 if got is None else len(got)} attention maps and called "
                              f"its output projections {len(received)} times for {loaded.n_layers} layers")
-    return [a.double() for a in got], received
+    return [a.double().softmax(-1) if loaded.arch.scores else a.double() for a in got], received
 
 
 def _heads(x: torch.Tensor, n: int) -> torch.Tensor:
@@ -200,6 +201,7 @@ VALUE_PROJECTIONS: dict[str, tuple[str, Callable]] = {
     "deberta-v2": ("value_proj", lambda a, o: _heads(o, a.num_attention_heads)),
     "mpnet": ("v", lambda a, o: _heads(o, a.num_attention_heads)),
     "xglm": ("v_proj", lambda a, o: _heads(o, a.num_heads)),
+    "prophetnet": ("value_proj", lambda a, o: _heads(o, a.num_attn_heads)),
     "mpt": ("Wqkv", lambda a, o: _heads(o.chunk(3, dim=2)[2], a.n_heads)),
     "bloom": ("query_key_value", lambda a, o: o.view(*o.shape[:2], a.num_heads, 3, a.head_dim)[..., 2, :].transpose(1, 2)),
     "falcon": ("query_key_value", _falcon_values),
