@@ -23,7 +23,8 @@ from headsim.model.load import from_pretrained_objects
 ROWS = ["bert", "roberta", "xlm-roberta", "distilbert", "albert", "electra", "deberta", "deberta-v2", "mpnet",
         "modernbert", "t5", "bart", "mbart", "marian", "gpt2", "gpt_neox", "gptj", "codegen", "opt", "bloom", "falcon",
         "mpt", "xglm", "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2",
-        "gemma3_text", "phi", "phi3", "cohere", "olmo2", "starcoder2", "granite", "deepseek_v3"]
+        "gemma3_text", "phi", "phi3", "cohere", "olmo2", "starcoder2", "granite", "deepseek_v3", "emu3", "t5gemma2",
+        "prophetnet"]
 
 
 @pytest.fixture(scope="module", params=ROWS)
@@ -261,3 +262,15 @@ def test_a_configuration_the_tap_cannot_read_is_refused(model_type, setting):
     (name, value), = setting.items()
     with pytest.raises(HeadsimError, match=f"{name}={value!r}"):
         from_pretrained_objects(model, None, model_type)
+@pytest.mark.parametrize("model_type, gated", [("cohere_compass_text", False), ("zaya", False), ("phi4_multimodal", False),
+                                               ("vibevoice_asr", False), ("dots3_note_text", True), ("neomme", True)])
+def test_a_family_built_at_its_own_config_constraints_is_exact(model_type, gated):
+    """Families whose config classes need sizes of their own (per-layer-type RoPE, one expert per
+    token, towers of their own scaled down, per-layer latent attention with a sparse indexer, a
+    partial rotary factor under M-RoPE): exact, and where the family gates each head's output before
+    its output projection (Dots3, NeoMME), exact at the projection with the gate seen by the check
+    against probabilities × values."""
+    model, eager = tiny_model(model_type)
+    got = verify(from_pretrained_objects(model, None, model_type), eager)
+    assert got.exact_at_projection(1e-5) and got.exact(1e-5) != gated, got
+    assert not gated or got.head_outputs > 1e-2

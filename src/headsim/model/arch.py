@@ -91,6 +91,8 @@ class Arch:
             cannot read exactly, refused at load with the reason.
         attentions_per_layer: attention modules each layer calls in turn (LongCat-Flash: two, each one
             analysed layer); ``attention`` and ``output_projection`` then say where the ``{i}``-th is.
+        scores: outside the interface, the attention module returns its masked pre-softmax scores
+            (ProphetNet): the probabilities are their softmax over keys, as the module computes them.
     """
 
     family: str
@@ -118,6 +120,7 @@ class Arch:
     causal_attr: str | None = None
     refused_when: tuple[tuple[str, object, str], ...] = ()
     attentions_per_layer: int = 1
+    scores: bool = False
 
     def __post_init__(self) -> None:
         assert self.framing in FRAMINGS, self.framing
@@ -261,6 +264,16 @@ ARCHS: tuple[Arch, ...] = (
          decoder=Decoder("text_decoder.layers", "self_attn", "self_attn.out_proj", "cross_attention",
                          "cross_attention.out_proj"),
          framing="auto", sinks="</s> and the language token that open its texts; sentence-final punctuation"),
+    # its Llama-like text stack (``text_model``) beside the VQ-VAE that turns images into tokens
+    Arch("emu3", ("emu3",), stack="text_model", **dict(_DECODER, framing="auto")),
+    # its encoder alone: the decoder's self-attention runs n-gram predicting streams beside the main one
+    Arch("prophetnet", ("prophetnet",), stack="encoder", layers="layers", attention="self_attn",
+         output_projection="self_attn.out_proj", interface=False, scores=True, n_layers_attr=("num_encoder_layers",),
+         framing="auto", sinks="[SEP] (ProphetNet's text ends with it); sentence-final punctuation"),
+    # its encoder's text stack alone: the decoder merges self- and cross-attention into one softmax
+    Arch("t5gemma2", ("t5gemma2",), stack="encoder.text_model", layers="layers", attention="self_attn",
+         output_projection="self_attn.o_proj", framing="auto",
+         sinks="read off the module layout: see the family's own [CLS]/BOS and punctuation"),
 )
 
 _BY_TYPE: dict[str, Arch] = {t: a for a in ARCHS for t in a.model_types}
@@ -294,7 +307,8 @@ def families() -> list[str]:
 
 _STACKS = ("layers", "encoder.layer", "encoder.layers", "h", "transformer.h", "transformer.layer", "decoder.layers", "blocks",
            "model.layers", "block", "encoder.block")
-_PROJECTIONS = ("o_proj", "out_proj", "c_proj", "dense", "o", "Wo", "out_lin", "output.dense")
+_PROJECTIONS = ("o_proj", "out_proj", "c_proj", "dense", "o", "Wo", "out_lin", "output.dense",
+                "output_projection.o_proj")  # the last: behind a gate module of its own (NeoMME)
 
 
 def eager_function_of(module: nn.Module) -> Callable | None:
