@@ -81,6 +81,11 @@ class Arch:
             layers follow the encoder's (``stack`` is then ``"encoder"``); ``None``: one stack.
         inferred: not in the table: read off the model's modules by :func:`infer_arch` (the coverage
             sweep, ``benchmarks/coverage.py``, says which inferred families it found exact).
+        probabilities: outside the interface, where the attention module's output tuple holds its
+            probabilities under ``output_attentions`` (LUKE: after its word and entity outputs).
+        time_first: the family's attention modules take and give ``[T, B, …]`` (FSMT, fairseq's
+            layout): the output projection's input and the value projection's output are transposed
+            to ``[B, T, …]`` where they are read.
     """
 
     family: str
@@ -103,6 +108,8 @@ class Arch:
     sinks: str = "[CLS] and [SEP], sentence-final punctuation"
     decoder: Decoder | None = None
     inferred: bool = False
+    probabilities: int = 1
+    time_first: bool = False
 
     def __post_init__(self) -> None:
         assert self.framing in FRAMINGS, self.framing
@@ -215,6 +222,37 @@ ARCHS: tuple[Arch, ...] = (
     Arch("phi3", ("phi3",), **_DECODER),
 )
 
+#: families whose attention layers headsim reads with an entry of their own (appended after the main
+#: table; ``tests/test_architectures.py`` has a row for each)
+ARCHS += (
+    # BigBird swaps its attention module (``attention.self``) between block-sparse and full at run time:
+    # read at the parent that returns the same (output, probabilities); windows it runs block-sparse
+    # are refused by the tap (:func:`headsim.model.tap.check_full_attention`)
+    Arch("big_bird", ("big_bird",), layers="encoder.layer", attention="attention",
+         output_projection="attention.output.dense", interface=False),
+    # LUKE on text alone (no entity inputs): BERT attention over the words
+    Arch("luke", ("luke",), **_BERT, interface=False, probabilities=2, position_offset=-1,
+         sinks="<s> and </s>, sentence-final punctuation"),
+    # FSMT (fairseq's [T, B, C] layout) at its encoder only: its decoder reads another vocabulary than its
+    # encoder, so the window's ids cannot be fed to both as headsim does for BART, T5 and Marian
+    Arch("fsmt", ("fsmt",), stack="encoder", layers="layers", attention="self_attn",
+         output_projection="self_attn.out_proj", interface=False, time_first=True, framing="eos",
+         sinks="</s> and sentence-final punctuation (FSMT windows have no opening token)"),
+)
+
+#: model types refused by name, with the reason (their attention is not a softmax map headsim can
+#: read, or their stack does not run on text alone)
+REFUSED: dict[str, str] = {
+    "yoso": "its attention is an LSH (Bernoulli sampling) approximation of softmax attention, with no probability "
+            "map to read",
+    "mra": "its attention is a multi-resolution block approximation of softmax attention (MRA), with no exact "
+           "probability map to read",
+    "voxtral_realtime": "its text stack runs only inside the streaming speech model, conditioned on audio frames "
+                        "and a delay-time embedding added to every token (no text-only pass)",
+    "dory": "it re-runs a block of its layers several times per pass (recurrent depth) and some of its layers have "
+            "no attention, so its attention layers are not its modules' layers",
+}
+
 _BY_TYPE: dict[str, Arch] = {t: a for a in ARCHS for t in a.model_types}
 
 
@@ -312,9 +350,13 @@ def arch_for(model: nn.Module) -> Arch:
     model_type = getattr(config, "model_type", "")
     text = _text_stack(model)
     if text is not None:  # a multimodal language model: its text stack, read as that family's
+        path, text = text
         inner = arch_for(text)
-        return replace(inner, stack=".".join(p for p in ("language_model", inner.stack) if p),
+        return replace(inner, stack=".".join(p for p in (path, inner.stack) if p),
                        family=f"{inner.family} (text stack of {model_type})")
+    if model_type in REFUSED:
+        raise HeadsimError(f"not supported: {type(model).__name__} (model_type {model_type!r}): {REFUSED[model_type]}",
+                           f"use a model of a supported family ({', '.join(families())}); `headsim models` lists them")
     arch = _BY_TYPE.get(model_type) or infer_arch(model)
     if arch is None:
         raise HeadsimError(
@@ -355,11 +397,17 @@ def _bart_like_decoder(model: nn.Module) -> Decoder | None:
                                                                                     got.cross_attention)) else None
 
 
-def _text_stack(model: nn.Module) -> nn.Module | None:
+def _text_stack(model: nn.Module) -> tuple[str, nn.Module] | None:
     """A multimodal model's language model (Llava, Qwen2-VL, Gemma 3, Qwen2-Audio, Voxtral …: a
-    ``language_model`` beside vision or audio towers), or ``None``."""
+    ``language_model`` beside vision or audio towers) and its path, or ``None``. A language model
+    with a head (Llama 4's ``Llama4ForCausalLM``) is read at its base model (``language_model.model``)."""
     text = getattr(model, "language_model", None)
-    return text if isinstance(text, nn.Module) and hasattr(text, "config") and text is not model else None
+    if not (isinstance(text, nn.Module) and hasattr(text, "config") and text is not model):
+        return None
+    base = getattr(text, "model", None)
+    if isinstance(base, nn.Module) and hasattr(base, "config") and hasattr(text, "lm_head"):
+        return "language_model.model", base
+    return "language_model", text
 
 
 def config_value(config, names: tuple[str, ...], default=None):

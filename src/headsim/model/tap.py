@@ -145,6 +145,11 @@ class RowMask:
     def shape(self) -> torch.Size:
         return self.whole().shape
 
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype of eager's float mask (families that turn it into a bias of their own read it: Doge)."""
+        return self.kwargs.get("dtype", torch.float32)
+
     def for_sdpa(self) -> torch.Tensor | None:
         """The whole mask as sdpa takes it (``None`` where sdpa's own causal flag covers it)."""
         from transformers.masking_utils import sdpa_mask
@@ -441,15 +446,16 @@ class Tap:
                 return
             cap = run.capture_of(layer)
             if self.head_outputs:
-                z = args[0]
+                z = args[0].transpose(0, 1) if arch.time_first else args[0]
                 cap.head_outputs = run.unshift(z.view(*z.shape[:-1], n_heads, z.shape[-1] // n_heads).transpose(1, 2), (2,))
             run.deliver(layer)
 
-        def on_attention(_module, _args, output):
+        def on_attention(module, _args, output):
             layer = run.attention_calls
             run.attention_calls += 1
+            check_full_attention(module, arch.family)
             if layer in self.layer_set and self.attention:
-                run.capture_of(layer).attention = run.unshift(output[1].float(), (2, 3))
+                run.capture_of(layer).attention = run.unshift(output[arch.probabilities].float(), (2, 3))
                 run.deliver(layer)
 
         if run.compute is None:
@@ -459,6 +465,17 @@ class Tap:
             for module in arch.attention_modules(loaded.model, loaded.n_layers):
                 handles.append(module.register_forward_hook(on_attention))
         return handles
+
+
+def check_full_attention(module: nn.Module, family: str) -> None:
+    """Refuse a pass in which a family that switches between full and block-sparse attention by window
+    length (BigBird: its ``attention_type``) ran block-sparse: headsim reads its full softmax attention."""
+    kind = getattr(module, "attention_type", "original_full")
+    if kind != "original_full":
+        config = getattr(module, "config", None)
+        limit = (5 + 2 * int(getattr(config, "num_random_blocks", 0))) * int(getattr(config, "block_size", 0))
+        raise HeadsimError(f"{family} ran its {kind} attention on this window (longer than {limit} tokens): headsim "
+                           "reads its full softmax attention only", f"use windows of at most {limit} tokens")
 
 
 def capture(loaded, input_ids, attention_mask, *, layers: Sequence[int] | None = None, attention: bool = True,
@@ -493,7 +510,11 @@ def edit_head_outputs(loaded, edits: dict[int, Callable[[torch.Tensor], torch.Te
         layer = count[0]
         count[0] += 1
         fn = edits.get(layer)
-        return None if fn is None else (fn(args[0]), *args[1:])
+        if fn is None:
+            return None
+        if arch.time_first:  # [T, B, …] in the family's own layout
+            return (fn(args[0].transpose(0, 1)).transpose(0, 1), *args[1:])
+        return (fn(args[0]), *args[1:])
 
     handles = [arch.stack_of(loaded.model).register_forward_pre_hook(reset)]
     try:

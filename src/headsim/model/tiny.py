@@ -109,3 +109,11 @@ RULES: tuple[tuple[tuple[str, ...], dict], ...] = (
 TOWER = dict(hidden_size=32, embed_dim=32, d_model=32, intermediate_size=48, encoder_ffn_dim=48, num_hidden_layers=1,
              encoder_layers=1, num_layers=1, depth=1, num_attention_heads=4, encoder_attention_heads=4, num_heads=4,
              num_key_value_heads=4, head_dim=8, out_hidden_size=32, output_dim=32, projector_hidden_size=32)
+
+# Llama 4's text stack at sizes where its chunked attention splits a window (chunks of 5 tokens) and
+# its second layer is a full-attention NoPE layer (no rotary positions, temperature-tuned queries)
+OVERRIDES["llama4_text"] = {"attention_chunk_size": 5, "no_rope_layers": [1, 0]}
+
+# BigBird at its full attention (what it computes itself at windows of up to (5 + 2·num_random_blocks)·block_size
+# tokens), small blocks so that tests/test_architectures.py can also run it block-sparse on a short window
+OVERRIDES["big_bird"] = {"attention_type": "original_full", "block_size": 2, "num_random_blocks": 1}

@@ -122,7 +122,9 @@ def _eager_pass(loaded, eager, ids, mask) -> tuple[list[torch.Tensor], list[torc
     same pass (``[B, T, H·d]`` float64, in call order)."""
     model = loaded.model if eager is None else eager
     received: list[torch.Tensor] = []
-    hooks = [m.register_forward_pre_hook(lambda _m, args: received.append(args[0].detach().double()))
+    first = loaded.arch.time_first  # [T, B, …]: read as [B, T, …]
+    hooks = [m.register_forward_pre_hook(lambda _m, args: received.append(
+        (args[0].transpose(0, 1) if first else args[0]).detach().double()))
              for m in loaded.arch.output_projections(model, loaded.n_layers)]
     try:
         with torch.no_grad(), _implementation(model, "eager" if eager is None else None):
@@ -162,6 +164,9 @@ VALUE_PROJECTIONS: dict[str, tuple[str, Callable]] = {
     "mpt": ("Wqkv", lambda a, o: _heads(o.chunk(3, dim=2)[2], a.n_heads)),
     "bloom": ("query_key_value", lambda a, o: o.view(*o.shape[:2], a.num_heads, 3, a.head_dim)[..., 2, :].transpose(1, 2)),
     "falcon": ("query_key_value", _falcon_values),
+    "big_bird": ("self.value", lambda a, o: _heads(o, a.config.num_attention_heads)),
+    "luke": ("value", lambda a, o: _heads(o, a.num_attention_heads)),
+    "fsmt": ("v_proj", lambda a, o: _heads(o.transpose(0, 1), a.num_heads)),
     "deberta": ("in_proj", lambda a, o: _heads(o, a.num_attention_heads).chunk(3, dim=-1)[2]
                 + a.transpose_for_scores(a.v_bias[None, None, :])),
 }
