@@ -249,6 +249,8 @@ REFUSED: dict[str, str] = {
            "probability map to read",
     "voxtral_realtime": "its text stack runs only inside the streaming speech model, conditioned on audio frames "
                         "and a delay-time embedding added to every token (no text-only pass)",
+    "convbert": "half of each layer's mixing is a span-based dynamic convolution over neighbouring positions, padding "
+                "included, so a window's numbers depend on the padding of its batch",
     "dory": "it re-runs a block of its layers several times per pass (recurrent depth) and some of its layers have "
             "no attention, so its attention layers are not its modules' layers",
 }
