@@ -86,6 +86,10 @@ class Arch:
         time_first: the family's attention modules take and give ``[T, B, …]`` (FSMT, fairseq's
             layout): the output projection's input and the value projection's output are transposed
             to ``[B, T, …]`` where they are read.
+        banded: the attention module returns its probabilities over a band of ``2w + 1`` keys
+            around each query, ``[B, T, H, 2w + 1]`` (Longformer's sliding window), and may run on a
+            window padded to whole bands: headsim stores them as ``[B, H, T, T]`` with zeros outside
+            the band (:func:`headsim.model.tap.band_to_dense`) and keeps the window's own rows.
     """
 
     family: str
@@ -110,6 +114,7 @@ class Arch:
     inferred: bool = False
     probabilities: int = 1
     time_first: bool = False
+    banded: bool = False
 
     def __post_init__(self) -> None:
         assert self.framing in FRAMINGS, self.framing
@@ -238,6 +243,12 @@ ARCHS += (
     Arch("fsmt", ("fsmt",), stack="encoder", layers="layers", attention="self_attn",
          output_projection="self_attn.out_proj", interface=False, time_first=True, framing="eos",
          sinks="</s> and sentence-final punctuation (FSMT windows have no opening token)"),
+)
+
+ARCHS += (
+    # Longformer on headsim's windows (no global tokens: the mask is 0 / 1): softmax over a band of keys
+    Arch("longformer", ("longformer",), **_BERT, interface=False, banded=True, position_offset=-1,
+         sinks="<s> and </s>, sentence-final punctuation"),
 )
 
 #: model types refused by name, with the reason (their attention is not a softmax map headsim can

@@ -168,6 +168,7 @@ class _Pass:
         self.pending: dict[int, LayerCapture] = {}
         self.out: dict[int, LayerCapture] = {}
         self.compute = None
+        self.t = 0  # the window's length (a family may pad it inside its own forward)
 
     def capture_of(self, layer: int) -> LayerCapture:
         return self.pending.setdefault(layer, LayerCapture(layer))
@@ -404,6 +405,7 @@ class Tap:
         with _implementation(model, impl, self._configs) as original:
             run = _Pass(self, on_layer, shift, original, on_tile)
             run.compute = compute
+            run.t = ids.shape[1]
             handles = self._hooks(run, stack)
             previous = getattr(_ACTIVE, "run", None)
             _ACTIVE.run = run
@@ -447,6 +449,7 @@ class Tap:
             cap = run.capture_of(layer)
             if self.head_outputs:
                 z = args[0].transpose(0, 1) if arch.time_first else args[0]
+                z = z[:, :run.t]  # a family that pads the window to whole bands (Longformer): the window's rows
                 cap.head_outputs = run.unshift(z.view(*z.shape[:-1], n_heads, z.shape[-1] // n_heads).transpose(1, 2), (2,))
             run.deliver(layer)
 
@@ -455,7 +458,9 @@ class Tap:
             run.attention_calls += 1
             check_full_attention(module, arch.family)
             if layer in self.layer_set and self.attention:
-                run.capture_of(layer).attention = run.unshift(output[arch.probabilities].float(), (2, 3))
+                probs = output[arch.probabilities].float()
+                probs = band_to_dense(probs.transpose(1, 2), run.t) if arch.banded else probs
+                run.capture_of(layer).attention = run.unshift(probs, (2, 3))
                 run.deliver(layer)
 
         if run.compute is None:
@@ -465,6 +470,19 @@ class Tap:
             for module in arch.attention_modules(loaded.model, loaded.n_layers):
                 handles.append(module.register_forward_hook(on_attention))
         return handles
+
+
+def band_to_dense(band: torch.Tensor, t: int) -> torch.Tensor:
+    """Probabilities over a band of ``2w + 1`` keys around each query, ``[B, H, T', 2w + 1]`` (column
+    ``w`` is the query's own position; ``T' ≥ t``: a window padded to whole bands), as ``[B, H, t, t]``
+    with zeros outside the band."""
+    width = band.shape[-1]
+    rows = torch.arange(t, device=band.device)[:, None].expand(t, width)
+    cols = rows + torch.arange(width, device=band.device)[None, :] - (width - 1) // 2
+    inside = (cols >= 0) & (cols < t)
+    dense = band.new_zeros(*band.shape[:2], t, t)
+    dense[:, :, rows[inside], cols[inside]] = band[:, :, :t][:, :, inside]
+    return dense
 
 
 def check_full_attention(module: nn.Module, family: str) -> None:

@@ -117,3 +117,6 @@ OVERRIDES["llama4_text"] = {"attention_chunk_size": 5, "no_rope_layers": [1, 0]}
 # BigBird at its full attention (what it computes itself at windows of up to (5 + 2·num_random_blocks)·block_size
 # tokens), small blocks so that tests/test_architectures.py can also run it block-sparse on a short window
 OVERRIDES["big_bird"] = {"attention_type": "original_full", "block_size": 2, "num_random_blocks": 1}
+
+# Longformer with a band of 2 keys either side (windows of the tests are longer than one band)
+OVERRIDES["longformer"] = {"attention_window": 4}
