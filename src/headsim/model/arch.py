@@ -18,6 +18,8 @@ from torch import nn
 from ..errors import HeadsimError
 
 FRAMINGS = ("cls_sep", "bos", "eos", "none", "auto")
+#: how a family outside the interface lays out its probabilities (:attr:`Arch.layout`)
+LAYOUTS = ("dense", "band", "blocks")
 #: what a layer of the analysed model is: one self-attention stack (encoders, decoders), or one of an
 #: encoder-decoder's three (its decoder's layers each give a self- and a cross-attention layer)
 STACKS = ("self", "encoder self", "decoder self", "decoder cross")
@@ -86,10 +88,15 @@ class Arch:
         time_first: the family's attention modules take and give ``[T, B, …]`` (FSMT, fairseq's
             layout): the output projection's input and the value projection's output are transposed
             to ``[B, T, …]`` where they are read.
-        banded: the attention module returns its probabilities over a band of ``2w + 1`` keys
-            around each query, ``[B, T, H, 2w + 1]`` (Longformer's sliding window), and may run on a
-            window padded to whole bands: headsim stores them as ``[B, H, T, T]`` with zeros outside
-            the band (:func:`headsim.model.tap.band_to_dense`) and keeps the window's own rows.
+        layout: how the family lays out its probabilities (:data:`LAYOUTS`): ``"dense"`` ``[B, H, T,
+            T]``; ``"band"``: over a band of ``2w + 1`` keys around each query, ``[B, T, H, 2w + 1]``
+            from its attention module (Longformer's sliding window); ``"blocks"``: per block of ``L``
+            queries over the three blocks around it, ``[B, T/L, H, L, 3L]`` (LongT5's local attention).
+            headsim stores them as ``[B, H, T, T]`` with zeros outside what the family attends to
+            (:func:`headsim.model.tap.local_to_dense`), and keeps the window's own rows where the
+            family pads it to whole bands or blocks.
+        refuse: ``config → reason`` for configurations of the family headsim does not read
+            (``None``: read it).
     """
 
     family: str
@@ -114,10 +121,12 @@ class Arch:
     inferred: bool = False
     probabilities: int = 1
     time_first: bool = False
-    banded: bool = False
+    layout: str = "dense"
+    refuse: Callable[[object], str | None] | None = None
 
     def __post_init__(self) -> None:
         assert self.framing in FRAMINGS, self.framing
+        assert self.layout in LAYOUTS, self.layout
 
     def depths(self, model: nn.Module) -> tuple[int, int]:
         """Layers of the analysed stack and of the decoder (0 without one)."""
@@ -247,8 +256,17 @@ ARCHS += (
 
 ARCHS += (
     # Longformer on headsim's windows (no global tokens: the mask is 0 / 1): softmax over a band of keys
-    Arch("longformer", ("longformer",), **_BERT, interface=False, banded=True, position_offset=-1,
+    Arch("longformer", ("longformer",), **_BERT, interface=False, layout="band", position_offset=-1,
          sinks="<s> and </s>, sentence-final punctuation"),
+    # LongT5's local attention (each block of local_radius + 1 queries over its own and the two neighbouring
+    # blocks, keys within local_radius), at its encoder: its decoder's attention runs through the attention
+    # interface while the encoder's does not, and an entry reads one kind
+    Arch("longt5", ("longt5",), stack="encoder", layers="block", attention="layer.0.LocalSelfAttention",
+         output_projection="layer.0.LocalSelfAttention.o", interface=False, probabilities=2, layout="blocks",
+         framing="eos", refuse=lambda c: None if c.encoder_attention_type == "local" else (
+             "its transient-global attention also attends to summaries of blocks of tokens, which are not positions "
+             "of the window"),
+         sinks="</s> and sentence-final punctuation (LongT5 windows have no opening token)"),
 )
 
 #: model types refused by name, with the reason (their attention is not a softmax map headsim can
@@ -262,6 +280,8 @@ REFUSED: dict[str, str] = {
                         "and a delay-time embedding added to every token (no text-only pass)",
     "convbert": "half of each layer's mixing is a span-based dynamic convolution over neighbouring positions, padding "
                 "included, so a window's numbers depend on the padding of its batch",
+    "pegasus_x": "its block-local attention also attends to learned global tokens, which are not positions of the "
+                 "window (a map over the window's tokens is not its whole attention)",
     "dory": "it re-runs a block of its layers several times per pass (recurrent depth) and some of its layers have "
             "no attention, so its attention layers are not its modules' layers",
 }
@@ -377,6 +397,10 @@ def arch_for(model: nn.Module) -> Arch:
             "its layout could not be read off its modules",
             f"use a model of a supported family ({', '.join(families())}); `headsim models` lists them",
         )
+    reason = arch.refuse(config) if arch.refuse is not None else None
+    if reason is not None:
+        raise HeadsimError(f"not supported: {type(model).__name__} (model_type {model_type!r}): {reason}",
+                           f"use a model of a supported family ({', '.join(families())}); `headsim models` lists them")
     if getattr(config, "is_decoder", False) and not arch.causal:
         raise HeadsimError(f"not supported: {type(model).__name__} configured as a decoder (is_decoder=True)",
                            "load the model as a bidirectional encoder (is_decoder=False)")

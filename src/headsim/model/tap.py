@@ -459,7 +459,8 @@ class Tap:
             check_full_attention(module, arch.family)
             if layer in self.layer_set and self.attention:
                 probs = output[arch.probabilities].float()
-                probs = band_to_dense(probs.transpose(1, 2), run.t) if arch.banded else probs
+                if arch.layout != "dense":  # Longformer's module gives its band as [B, T, H, 2w + 1]
+                    probs = local_to_dense(probs.transpose(1, 2) if arch.layout == "band" else probs, arch.layout, run.t)
                 run.capture_of(layer).attention = run.unshift(probs, (2, 3))
                 run.deliver(layer)
 
@@ -472,16 +473,27 @@ class Tap:
         return handles
 
 
-def band_to_dense(band: torch.Tensor, t: int) -> torch.Tensor:
-    """Probabilities over a band of ``2w + 1`` keys around each query, ``[B, H, T', 2w + 1]`` (column
-    ``w`` is the query's own position; ``T' ≥ t``: a window padded to whole bands), as ``[B, H, t, t]``
-    with zeros outside the band."""
-    width = band.shape[-1]
-    rows = torch.arange(t, device=band.device)[:, None].expand(t, width)
-    cols = rows + torch.arange(width, device=band.device)[None, :] - (width - 1) // 2
+def local_to_dense(probs: torch.Tensor, layout: str, t: int) -> torch.Tensor:
+    """Probabilities laid out as a family computes local attention, as ``[B, H, t, t]`` with zeros
+    outside what it attends to (keys past the window, where the family pads it, are dropped):
+
+    - ``"band"``: ``[B, H, T', 2w + 1]`` over a band of keys around each query (column ``w`` is the
+      query's own position; Longformer, ``T' ≥ t``);
+    - ``"blocks"``: ``[B, T'/L, H, L, 3L]``, each block of ``L`` queries over its own and the two
+      neighbouring blocks (key ``k`` of block ``b`` is position ``(b - 1)·L + k``; LongT5).
+    """
+    if layout == "blocks":
+        b, n_blocks, h, size, width = probs.shape
+        probs = probs.transpose(1, 2).reshape(b, h, n_blocks * size, width)  # query i = block·L + q
+        offset = torch.arange(n_blocks * size, device=probs.device)[:, None] // size * size - size
+    else:
+        width = probs.shape[-1]
+        offset = torch.arange(probs.shape[2], device=probs.device)[:, None] - (width - 1) // 2
+    rows = torch.arange(t, device=probs.device)[:, None].expand(t, width)
+    cols = offset[:t] + torch.arange(width, device=probs.device)[None, :]
     inside = (cols >= 0) & (cols < t)
-    dense = band.new_zeros(*band.shape[:2], t, t)
-    dense[:, :, rows[inside], cols[inside]] = band[:, :, :t][:, :, inside]
+    dense = probs.new_zeros(*probs.shape[:2], t, t)
+    dense[:, :, rows[inside], cols[inside]] = probs[:, :, :t][:, :, inside]
     return dense
 
 

@@ -33,7 +33,7 @@ OVERRIDES: dict[str, dict] = {
     "albert": {"embedding_size": 16, "num_hidden_groups": 1},
     "deberta-v2": {"relative_attention": True, "pos_att_type": ["p2c", "c2p"], "max_relative_positions": 16},
     "modernbert": {"global_attn_every_n_layers": 2, "local_attention": 4, "cls_token_id": 1, "sep_token_id": 2},
-    "t5": _T5, "mt5": _T5, "umt5": _T5, "longt5": _T5,
+    "t5": _T5, "mt5": _T5, "umt5": _T5, "longt5": dict(_T5, local_radius=3),
     "bart": _BART, "mbart": _BART, "marian": _BART,
     "gpt2": {"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64},
     "qwen2_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16, "shared_expert_intermediate_size": 16},

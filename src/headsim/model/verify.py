@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from ..errors import HeadsimError
-from .tap import Tap, _configs, _implementation, band_to_dense, capture
+from .tap import Tap, _configs, _implementation, capture, local_to_dense
 from .tiny import DROP, MULTIMODAL, OVERRIDES, RULES, SMALL, TOWER, VOCAB  # noqa: F401 (re-exported)
 
 
@@ -141,8 +141,8 @@ def _eager_pass(loaded, eager, ids, mask) -> tuple[list[torch.Tensor], list[torc
     if got is None or len(got) != loaded.n_layers or len(received) != loaded.n_layers:
         raise AssertionError(f"the eager model returned {0 if got is None else len(got)} attention maps and called "
                              f"its output projections {len(received)} times for {loaded.n_layers} layers")
-    if loaded.arch.banded:  # [B, H, T, 2w + 1] as [B, H, T, T] (tap.band_to_dense)
-        got = [band_to_dense(a, ids.shape[1]) for a in got]
+    if loaded.arch.layout != "dense":  # local attention's own layout, as [B, H, T, T] (tap.local_to_dense)
+        got = [local_to_dense(a, loaded.arch.layout, ids.shape[1]) for a in got]
     return [a.double() for a in got], received
 
 
@@ -170,6 +170,7 @@ VALUE_PROJECTIONS: dict[str, tuple[str, Callable]] = {
     "luke": ("value", lambda a, o: _heads(o, a.num_attention_heads)),
     "fsmt": ("v_proj", lambda a, o: _heads(o.transpose(0, 1), a.num_heads)),
     "longformer": ("value", lambda a, o: _heads(o.transpose(0, 1), a.num_heads)),
+    "longt5": ("v", lambda a, o: _heads(o, a.n_heads)),
     "deberta": ("in_proj", lambda a, o: _heads(o, a.num_attention_heads).chunk(3, dim=-1)[2]
                 + a.transpose_for_scores(a.v_bias[None, None, :])),
 }
