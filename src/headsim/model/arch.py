@@ -381,15 +381,15 @@ def arch_for(model: nn.Module) -> Arch:
     naming its class and the supported families."""
     config = model.config
     model_type = getattr(config, "model_type", "")
+    if model_type in REFUSED:
+        raise HeadsimError(f"not supported: {type(model).__name__} (model_type {model_type!r}): {REFUSED[model_type]}",
+                           f"use a model of a supported family ({', '.join(families())}); `headsim models` lists them")
     text = _text_stack(model)
     if text is not None:  # a multimodal language model: its text stack, read as that family's
         path, text = text
         inner = arch_for(text)
         return replace(inner, stack=".".join(p for p in (path, inner.stack) if p),
                        family=f"{inner.family} (text stack of {model_type})")
-    if model_type in REFUSED:
-        raise HeadsimError(f"not supported: {type(model).__name__} (model_type {model_type!r}): {REFUSED[model_type]}",
-                           f"use a model of a supported family ({', '.join(families())}); `headsim models` lists them")
     arch = _BY_TYPE.get(model_type) or infer_arch(model)
     if arch is None:
         raise HeadsimError(

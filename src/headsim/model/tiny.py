@@ -120,3 +120,6 @@ OVERRIDES["big_bird"] = {"attention_type": "original_full", "block_size": 2, "nu
 
 # Longformer with a band of 2 keys either side (windows of the tests are longer than one band)
 OVERRIDES["longformer"] = {"attention_window": 4}
+
+# LUKE without its half-million-entry entity table (headsim reads it on text alone)
+OVERRIDES["luke"] = {"entity_vocab_size": 8, "entity_emb_size": 16}
