@@ -256,7 +256,7 @@ def test_bigbird_is_read_at_full_attention_and_refused_block_sparse():
 
 
 @pytest.mark.parametrize("model_type, overrides, reason", [
-    ("yoso", {}, "approximation of softmax"), ("convbert", {}, "padding of its batch"),
+    ("yoso", {}, "approximation of softmax attention"), ("convbert", {}, "padding of its batch"),
     ("pegasus_x", {}, "learned global tokens"), ("longt5", {"encoder_attention_type": "transient-global"},
                                                  "summaries of blocks")])
 def test_a_family_headsim_cannot_read_is_refused_with_its_reason(model_type, overrides, reason):

@@ -272,18 +272,18 @@ ARCHS += (
 #: model types refused by name, with the reason (their attention is not a softmax map headsim can
 #: read, or their stack does not run on text alone)
 REFUSED: dict[str, str] = {
-    "yoso": "its attention is an LSH (Bernoulli sampling) approximation of softmax attention, with no probability "
-            "map to read",
-    "mra": "its attention is a multi-resolution block approximation of softmax attention (MRA), with no exact "
-           "probability map to read",
+    "yoso": "its attention replaces softmax by the collision probability of locality-sensitive hashes (an "
+            "approximation of softmax attention), with no probability map to read (output_attentions returns its outputs)",
+    "mra": "its attention is a multi-resolution block approximation of softmax attention (MRA, a kernel of its own; "
+           "without it, on CPU, the family returns zeros), with no probability map to read",
     "voxtral_realtime": "its text stack runs only inside the streaming speech model, conditioned on audio frames "
                         "and a delay-time embedding added to every token (no text-only pass)",
     "convbert": "half of each layer's mixing is a span-based dynamic convolution over neighbouring positions, padding "
                 "included, so a window's numbers depend on the padding of its batch",
     "pegasus_x": "its block-local attention also attends to learned global tokens, which are not positions of the "
                  "window (a map over the window's tokens is not its whole attention)",
-    "dory": "it re-runs a block of its layers several times per pass (recurrent depth) and some of its layers have "
-            "no attention, so its attention layers are not its modules' layers",
+    "dory": "it re-runs a block of its layers n_recurrent_loops times per pass (recurrent depth; 20 of its 36 layers "
+            "twice by default), so a pass has more attention layers than it has modules, which headsim reads once each",
 }
 
 _BY_TYPE: dict[str, Arch] = {t: a for a in ARCHS for t in a.model_types}
