@@ -8,9 +8,11 @@ hands each consumer, per layer, what it asked for (:class:`LayerCapture`):
   attention function with the queries and keys the model passes (rotated, grouped), the model's own
   mask (causal, sliding window, padding, position bias) and its own kwargs (scaling, softcap,
   sinks); headsim never re-implements positions or masks. Families outside the interface
-  (ALiBi families, Falcon, XGLM, DeBERTa, MPNet) return them from their attention modules, read by a
-  forward hook; their passes run the family's eager path, so the probabilities and Z come from
-  the one computation.
+  (ALiBi families, Falcon, XGLM, DeBERTa, MPNet, BigBird, LUKE, FSMT, Longformer, LongT5) return them
+  from their attention modules, read by a forward hook; their passes run the family's eager path, so
+  the probabilities and Z come from the one computation. Local attention that a family lays out as
+  a band or as blocks (Longformer, LongT5) is stored as ``[T, T]`` with zeros outside its reach
+  (:func:`local_to_dense`).
 - ``head_outputs``: each query head's output vectors Z, read as the input of the attention output
   projection (so whatever the module does between attention and projection is included), split
   into heads: ``[batch, head, seq, d_head]``.
