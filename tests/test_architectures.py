@@ -33,7 +33,7 @@ def family(request):
 
 
 def test_rows_cover_every_family():
-    assert [a.family for a in ARCHS if not set(a.model_types) & (set(ROWS) | set(LAYOUT_ROWS))] == []
+    assert [a.family for a in ARCHS if not set(a.model_types) & (set(ROWS) | set(LAYOUT_ROWS) | {"dory"})] == []
 
 
 @pytest.mark.parametrize("layout, kv_heads", [(dict(new_decoder_architecture=True, num_kv_heads=2), 2),
@@ -265,3 +265,18 @@ def test_a_family_headsim_cannot_read_is_refused_with_its_reason(model_type, ove
     model, _ = tiny_model(model_type, **overrides)
     with pytest.raises(HeadsimError, match=f"{type(model).__name__}.*{reason}"):
         from_pretrained_objects(model, None, model_type)
+
+
+def test_a_looped_family_is_read_at_every_attention_call():
+    """Dory runs its recurrent block twice a pass: six analysed layers over four layers' weights, each
+    call's map the eager model's own; Z is what the output projection receives (after Dory's gate and
+    norm, so it differs from probabilities × values)."""
+    model, eager = tiny_model("dory")
+    loaded = from_pretrained_objects(model, None, "dory")
+    layers = loaded.arch.layer_modules(model, loaded.n_layers)
+    assert loaded.n_layers == 6 and [list(model.layers).index(x) for x in layers] == [0, 1, 2, 1, 2, 3]
+    got = verify(loaded, eager)
+    assert got.exact_at_projection(1e-5) and got.head_outputs > 1e-2
+    ids, mask = make_batch(1)
+    caps = Tap(loaded, attention=True).run(ids, mask).layers
+    assert not torch.allclose(caps[1].attention, caps[3].attention)  # same weights, another input: another map

@@ -97,6 +97,9 @@ class Arch:
             family pads it to whole bands or blocks.
         refuse: ``config → reason`` for configurations of the family headsim does not read
             (``None``: read it).
+        call_order: ``config → [module layer index of each attention call of a pass]`` where a family
+            re-runs some of its layers within one pass (Dory's recurrent loops): the analysed layers
+            are the calls, numbered in that order (like ALBERT's shared layers, weights repeat).
     """
 
     family: str
@@ -123,6 +126,7 @@ class Arch:
     time_first: bool = False
     layout: str = "dense"
     refuse: Callable[[object], str | None] | None = None
+    call_order: Callable[[object], list[int]] | None = None
 
     def __post_init__(self) -> None:
         assert self.framing in FRAMINGS, self.framing
@@ -131,7 +135,7 @@ class Arch:
     def depths(self, model: nn.Module) -> tuple[int, int]:
         """Layers of the analysed stack and of the decoder (0 without one)."""
         config = getattr(self.stack_of(model), "config", model.config)
-        n = int(config_value(config, self.n_layers_attr))
+        n = len(self.call_order(config)) if self.call_order else int(config_value(config, self.n_layers_attr))
         if self.decoder is None:
             return n, 0
         return n, int(config_value(model.config, self.decoder.n_layers_attr, n))
@@ -151,6 +155,8 @@ class Arch:
     def layer_modules(self, model: nn.Module, n_layers: int) -> list[nn.Module]:
         """Layer ``i`` of the stack for ``i`` in ``0..n_layers-1`` (the same module repeated for shared layers)."""
         got = self.stack_of(model).get_submodule(self.layers)
+        if self.call_order is not None:
+            return [got[i] for i in self.call_order(getattr(self.stack_of(model), "config", model.config))]
         return [got] * n_layers if self.shared_layers else list(got)
 
     def attention_of(self, layer: nn.Module) -> nn.Module:
@@ -269,6 +275,19 @@ ARCHS += (
          sinks="</s> and sentence-final punctuation (LongT5 windows have no opening token)"),
 )
 
+def _dory_calls(config) -> list[int]:
+    """Dory's layers in the order one pass runs them: its input layers, its recurrent block
+    ``n_recurrent_loops`` times, its output layers."""
+    start, n = int(config.n_input_layers), int(config.n_recurrent_layers)
+    loop = list(range(start, start + n))
+    return list(range(start)) + loop * int(config.n_recurrent_loops) + list(range(start + n, int(config.num_hidden_layers)))
+
+
+ARCHS += (
+    # Dory (looped depth): every attention call is an analysed layer, its recurrent block's weights repeated
+    Arch("dory", ("dory",), **dict(_DECODER, framing="auto"), call_order=_dory_calls),
+)
+
 #: model types refused by name, with the reason (their attention is not a softmax map headsim can
 #: read, or their stack does not run on text alone)
 REFUSED: dict[str, str] = {
@@ -282,8 +301,6 @@ REFUSED: dict[str, str] = {
                 "included, so a window's numbers depend on the padding of its batch",
     "pegasus_x": "its block-local attention also attends to learned global tokens, which are not positions of the "
                  "window (a map over the window's tokens is not its whole attention)",
-    "dory": "it re-runs a block of its layers n_recurrent_loops times per pass (recurrent depth; 20 of its 36 layers "
-            "twice by default), so a pass has more attention layers than it has modules, which headsim reads once each",
 }
 
 _BY_TYPE: dict[str, Arch] = {t: a for a in ARCHS for t in a.model_types}

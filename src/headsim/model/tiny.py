@@ -123,3 +123,8 @@ OVERRIDES["longformer"] = {"attention_window": 4}
 
 # LUKE without its half-million-entry entity table (headsim reads it on text alone)
 OVERRIDES["luke"] = {"entity_vocab_size": 8, "entity_emb_size": 16}
+
+# Dory: one input layer, a recurrent block of two layers run twice, one output layer (six attention calls a
+# pass over four layers' weights); a window longer than its sliding window
+OVERRIDES["dory"] = {"num_hidden_layers": 4, "n_input_layers": 1, "n_output_layers": 1, "n_recurrent_loops": 2,
+                     "sliding_window": 5}
