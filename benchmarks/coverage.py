@@ -170,8 +170,8 @@ _OTHER_LAYERS = ("linear", "mamba", "conv", "recurrent", "delta", "ssm", "rwkv",
 
 
 #: model types whose tiny build fails with an empty ImportError, and the package it needs (as found)
-NEEDS = {"gemma3n": "timm (its vision tower), and timm needs torchvision, whose PyPI wheel for torch 2.13 is a CUDA "
-                   "build that does not load with CPU torch"}
+NEEDS = {"gemma3n": "timm (its vision tower; timm needs torchvision, whose PyPI wheel for torch 2.13 is a CUDA build "
+                   "that does not load with CPU torch)"}
 
 #: recurrent models whose "attention" modules are not softmax attention (no map to read)
 RECURRENT = {"rwkv"}
@@ -259,7 +259,7 @@ def category(model_type: str, row: dict) -> tuple[bool, str]:
     if "does not run" in reason:
         return True, "refused: the layout read off its modules does not run"
     if "not supported:" in reason and "(model_type " in reason and "no architecture entry" not in reason:
-        return True, "refused by name: its attention is not a softmax map over the window, or it does not run on text alone"
+        return True, "refused by name (the family's reason is in its row)"
     if "could not be read" in reason:
         return True, "refused: no entry and no layout headsim can read off its modules"
     return True, f"{row['status']}: other"
