@@ -242,8 +242,16 @@ ARCHS: tuple[Arch, ...] = (
     Arch("phi3", ("phi3",), **_DECODER),
 )
 
-#: families whose attention layers headsim reads with an entry of their own (appended after the main
-#: table; ``tests/test_architectures.py`` has a row for each)
+def _dory_calls(config) -> list[int]:
+    """Dory's layers in the order one pass runs them: its input layers, its recurrent block
+    ``n_recurrent_loops`` times, its output layers."""
+    start, n = int(config.n_input_layers), int(config.n_recurrent_layers)
+    loop = list(range(start, start + n))
+    return list(range(start)) + loop * int(config.n_recurrent_loops) + list(range(start + n, int(config.num_hidden_layers)))
+
+
+#: families read through a layout of their own (appended after the main table; each has a row in
+#: ``tests/test_architectures.py``)
 ARCHS += (
     # BigBird swaps its attention module (``attention.self``) between block-sparse and full at run time:
     # read at the parent that returns the same (output, probabilities); windows it runs block-sparse
@@ -258,9 +266,6 @@ ARCHS += (
     Arch("fsmt", ("fsmt",), stack="encoder", layers="layers", attention="self_attn",
          output_projection="self_attn.out_proj", interface=False, time_first=True, framing="eos",
          sinks="</s> and sentence-final punctuation (FSMT windows have no opening token)"),
-)
-
-ARCHS += (
     # Longformer on headsim's windows (no global tokens: the mask is 0 / 1): softmax over a band of keys
     Arch("longformer", ("longformer",), **_BERT, interface=False, layout="band", position_offset=-1,
          sinks="<s> and </s>, sentence-final punctuation"),
@@ -273,17 +278,6 @@ ARCHS += (
              "its transient-global attention also attends to summaries of blocks of tokens, which are not positions "
              "of the window"),
          sinks="</s> and sentence-final punctuation (LongT5 windows have no opening token)"),
-)
-
-def _dory_calls(config) -> list[int]:
-    """Dory's layers in the order one pass runs them: its input layers, its recurrent block
-    ``n_recurrent_loops`` times, its output layers."""
-    start, n = int(config.n_input_layers), int(config.n_recurrent_layers)
-    loop = list(range(start, start + n))
-    return list(range(start)) + loop * int(config.n_recurrent_loops) + list(range(start + n, int(config.num_hidden_layers)))
-
-
-ARCHS += (
     # Dory (looped depth): every attention call is an analysed layer, its recurrent block's weights repeated
     Arch("dory", ("dory",), **dict(_DECODER, framing="auto"), call_order=_dory_calls),
 )
