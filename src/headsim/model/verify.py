@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ..errors import HeadsimError
-from .tap import Tap, _configs, _implementation, capture
+from .tap import Tap, _configs, _implementation, capture, local_to_dense
 from .tiny import DROP, MULTIMODAL, OVERRIDES, RULES, SMALL, TOWER, TOWERED, VOCAB  # noqa: F401 (re-exported)
 
 
@@ -164,7 +164,9 @@ def _eager_pass(loaded, eager, ids, mask) -> tuple[list[torch.Tensor], list[torc
     same pass (``[B, T, H·d]`` float64, in call order)."""
     model = loaded.model if eager is None else eager
     received: list[torch.Tensor] = []
-    hooks = [m.register_forward_pre_hook(lambda _m, args: received.append(args[0].detach().double()))
+    first = loaded.arch.time_first  # [T, B, …]: read as [B, T, …]
+    hooks = [m.register_forward_pre_hook(lambda _m, args: received.append(
+        (args[0].transpose(0, 1) if first else args[0]).detach().double()))
              for m in loaded.arch.output_projections(model, loaded.n_layers)]
     try:
         with torch.no_grad(), _implementation(model, "eager" if eager is None else None):
@@ -181,6 +183,8 @@ def _eager_pass(loaded, eager, ids, mask) -> tuple[list[torch.Tensor], list[torc
     if got is None or len(got) != loaded.n_layers or len(received) != loaded.n_layers:
         raise AssertionError(f"the eager model returned {0 if got is None else len(got)} attention maps and called "
                              f"its output projections {len(received)} times for {loaded.n_layers} layers")
+    if loaded.arch.layout != "dense":  # local attention's own layout, as [B, H, T, T] (tap.local_to_dense)
+        got = [local_to_dense(a, loaded.arch.layout, ids.shape[1]) for a in got]
     return [a.double().softmax(-1) if loaded.arch.scores else a.double() for a in got], received
 
 
@@ -209,6 +213,11 @@ VALUE_PROJECTIONS: dict[str, tuple[str, Callable]] = {
     "gpt_neox_japanese": ("query_key_value", lambda a, o: o.view(*o.shape[:2], a.num_attention_heads, 3 * a.head_size)
                           [..., 2 * a.head_size:].transpose(1, 2)),
     "ibert": ("value_activation", lambda a, o: _heads(o[0], a.num_attention_heads)),
+    "big_bird": ("self.value", lambda a, o: _heads(o, a.config.num_attention_heads)),
+    "luke": ("value", lambda a, o: _heads(o, a.num_attention_heads)),
+    "fsmt": ("v_proj", lambda a, o: _heads(o.transpose(0, 1), a.num_heads)),
+    "longformer": ("value", lambda a, o: _heads(o.transpose(0, 1), a.num_heads)),
+    "longt5": ("v", lambda a, o: _heads(o, a.n_heads)),
     "deberta": ("in_proj", lambda a, o: _heads(o, a.num_attention_heads).chunk(3, dim=-1)[2]
                 + a.transpose_for_scores(a.v_bias[None, None, :])),
 }
@@ -244,7 +253,7 @@ def values(loaded, ids, mask) -> list[torch.Tensor]:
     finally:
         for h in hooks:
             h.remove()
-    return [v.double() for v in out]
+    return [v[..., :ids.shape[1], :].double() for v in out]  # the window's positions (Longformer pads to whole bands)
 
 
 @dataclass
