@@ -341,3 +341,16 @@ def test_a_looped_family_is_read_at_every_attention_call():
     ids, mask = make_batch(1)
     caps = Tap(loaded, attention=True).run(ids, mask).layers
     assert not torch.allclose(caps[1].attention, caps[3].attention)  # same weights, another input: another map
+
+
+def test_scores_read_as_probabilities_are_caught():
+    """ProphetNet's module hands out pre-softmax scores: read as probabilities by the tap and the eager
+    reference alike, the two agree, but the rows are no probability distributions, so the check fails."""
+    from dataclasses import replace
+
+    model, eager = tiny_model("prophetnet")
+    loaded = from_pretrained_objects(model, None, "prophetnet")
+    assert verify(loaded, eager).exact_at_projection(1e-5)
+    loaded.arch = replace(loaded.arch, scores=False)
+    got = verify(loaded, eager)
+    assert got.attention <= 1e-5 and got.distribution > 1e-2 and not got.exact_at_projection(1e-5)

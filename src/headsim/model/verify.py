@@ -265,11 +265,16 @@ class Verification:
     invariance: float
     causal_upper: float  # attention above the diagonal of valid rows (causal families: must be 0)
     projection: float = 0.0  # Z against what the eager model's output projection received
+    #: how far the attention of valid rows is from probabilities: negative entries, or a row over the
+    #: valid keys summing above 1 (below 1 is allowed: attention sinks take the rest). Catches a family
+    #: whose module hands out scores where both the tap and the eager reference read them
+    distribution: float = 0.0
 
     @property
     def worst(self) -> float:
         """The largest difference of all checks."""
-        return max(self.attention, self.head_outputs, self.invariance, self.causal_upper, self.projection)
+        return max(self.attention, self.head_outputs, self.invariance, self.causal_upper, self.projection,
+                   self.distribution)
 
     def exact(self, tol: float = 1e-5) -> bool:
         return self.worst <= tol
@@ -279,7 +284,7 @@ class Verification:
         """The largest difference but for probabilities × values: for families that change a head's
         output between attention and the output projection (a gate, a norm), whose Z is what the
         projection receives."""
-        return max(self.attention, self.invariance, self.causal_upper, self.projection)
+        return max(self.attention, self.invariance, self.causal_upper, self.projection, self.distribution)
 
     def exact_at_projection(self, tol: float = 1e-5) -> bool:
         return self.worst_at_projection <= tol
@@ -300,10 +305,12 @@ def verify(loaded, eager=None, seed: int = 0) -> Verification:
     want, received = _eager_pass(loaded, eager, ids, mask)
     want = torch.stack(want, dim=1)
     vals = values(loaded, ids, mask)
-    err_att = err_z = 0.0
+    err_att = err_z = err_dist = 0.0
     for b in range(ids.shape[0]):
         n = int(rows[b].sum())
-        err_att = max(err_att, float((_valid_block(att, b, n, True) - _valid_block(want, b, n, True)).abs().max()))
+        block = _valid_block(att, b, n, True)
+        err_att = max(err_att, float((block - _valid_block(want, b, n, True)).abs().max()))
+        err_dist = max(err_dist, float((-block).clamp_min(0).max()), float((block.sum(-1) - 1).clamp_min(0).max()))
     for li in range(loaded.n_layers):
         v = vals[li].repeat_interleave(loaded.n_heads // vals[li].shape[1], dim=1)
         ref = want[:, li] @ v
@@ -337,7 +344,7 @@ def verify(loaded, eager=None, seed: int = 0) -> Verification:
         else:
             shifted, full = shifted[:, :, :n], full[:, :, :n]
         err_inv = max(err_inv, float((full - one).abs().max()) / unit, float((shifted - full).abs().max()) / unit)
-    return Verification(err_att, err_z, err_inv, causal_upper, err_proj)
+    return Verification(err_att, err_z, err_inv, causal_upper, err_proj, err_dist)
 
 
 def self_check(loaded, tol: float | None = None) -> Verification:
