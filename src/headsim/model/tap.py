@@ -50,12 +50,16 @@ _PLAIN = "headsim_plain"  # attention computed by a consumer (plain families); n
 _ACTIVE = threading.local()
 #: default block budget: float32 attention probabilities of one block of query rows
 TILE_BYTES = 64 << 20
+#: largest block of float32 probabilities computed at once, whatever the budget: the eager function's
+#: several block-sized temporaries then come back from the allocator's free lists and stay in cache,
+#: instead of fresh pages for every block (on a CPU far faster than one block of a whole long layer)
+BLOCK_BYTES = 16 << 20
 
 
 def tile_rows_for(budget: int, batch: int, heads: int, keys: int) -> int:
     """Query rows per block so that one block's float32 probabilities ``[batch, heads, rows, keys]``
-    stay within ``budget`` bytes (at least one row)."""
-    return max(1, int(budget) // max(1, batch * heads * keys * 4))
+    stay within ``budget`` bytes and :data:`BLOCK_BYTES` (at least one row)."""
+    return max(1, min(int(budget), BLOCK_BYTES) // max(1, batch * heads * keys * 4))
 
 
 @dataclass

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from ..model.plain import attention_probs
+from ..model.tap import BLOCK_BYTES, tile_rows_for
 from .attention import attention_focus, top_columns
 from .batch import BatchTensors, position_bins
 from .pairs import PairReductions, SimBins
@@ -43,8 +44,9 @@ class Bins:
 
 
 def block_rows(budget: int, windows: int, heads: int, t: int, copies: int = 6) -> int:
-    """Query rows per block so that ``copies`` float32 ``[windows, heads, rows, T]`` fit ``budget`` bytes."""
-    return max(1, min(t, int(budget) // max(1, copies * windows * heads * t * 4)))
+    """Query rows per block so that ``copies`` float32 ``[windows, heads, rows, T]`` fit ``budget`` bytes,
+    one of them at most :data:`~headsim.model.tap.BLOCK_BYTES` (the tap's block)."""
+    return max(1, min(t, int(budget) // max(1, copies * windows * heads * t * 4), tile_rows_for(BLOCK_BYTES, windows, heads, t)))
 
 
 class AttentionTiles:
@@ -146,7 +148,9 @@ def _binned_tile(x: torch.Tensor, bins: Bins, a: int, b: int, width: int | None,
     windows into the bin pairs ``out`` ``[H, R, R]`` float64."""
     bsz, h, r, c = x.shape
     if width:  # every bin is ``width`` consecutive positions and the tile is cut on bin edges
-        part = x.reshape(bsz, h, r // width, width, c // width, width).sum(dim=(0, 3, 5)).flip(-1)
+        # rows first (whole rows added: vectorised), then the ``width`` keys of a bin in the smaller result
+        rows = x.reshape(bsz * h, r // width, width, c).sum(dim=2)
+        part = rows.view(bsz, h, r // width, c // width, width).sum(dim=(0, 4)).flip(-1)
         out[:, a // width:(a + r) // width, b // width:(b + c) // width] += part
         return
     per_key = bins.keys(x.sum(dim=0, dtype=torch.float32).flip(-1), bins.index[b:b + c])  # [H, r, R]
@@ -250,13 +254,13 @@ def pair_reductions_tiled(z: torch.Tensor, bt: BatchTensors, threshold: float, s
         distance.index_add_(1, dist_bins[dist], diag.to(torch.float64))
         row_count[:, :, a:a + r] += u.sum(dim=-1)
         col_count[:, :, c0:c0 + c] += u.sum(dim=-2).flip(-1)
-        rs, cs = sent_lo[:, a:a + r], sent[:, c0:c0 + c]
-        if bool((cs.amax(dim=1) >= rs.amin(dim=1)).any()):  # some sentence may hold pairs of this tile
-            together = (sent[:, a:a + r, None] == cs.flip(-1)[:, None, :]) & (sent[:, a:a + r, None] >= 0)
-            same += (u * together[:, None]).sum(dim=(0, 2, 3))
         here = (rep_tile == (a // side) * len(starts) + c0 // side).nonzero()[:, 0]
         if here.numel():
             rep[here] = u[rb[here], :, ri[here] - a, c0 + c - 1 - rj[here]]
+        rs, cs = sent_lo[:, a:a + r], sent[:, c0:c0 + c]
+        if bool((cs.amax(dim=1) >= rs.amin(dim=1)).any()):  # some sentence may hold pairs of this tile
+            apart = (sent[:, a:a + r, None] != cs.flip(-1)[:, None, :]) | (sent[:, a:a + r, None] < 0)
+            same += u.masked_fill_(apart[:, None], 0.0).sum(dim=(0, 2, 3))  # u is not read after this
         del u
     sim_sum += mirrored
     sim_sum += mirrored.transpose(1, 2)
