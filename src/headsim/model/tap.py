@@ -328,8 +328,9 @@ class Tap:
         head_outputs: capture each head's output vectors.
         qkv: capture queries, keys and values (interface families only).
         stop_early: end the pass once the last layer asked for is captured (no hidden state then).
-        tile_rows: query rows per block of attention (``None``: as many as :data:`TILE_BYTES` of
-            float32 probabilities ``[B, H, rows, T]`` hold; a window that fits is one block).
+        tile_rows: query rows per block of attention (``None``: as many as ``tile_bytes``, default
+            :data:`TILE_BYTES`, and :data:`BLOCK_BYTES` of float32 probabilities ``[B, H, rows, T]``
+            hold; a window that fits is one block).
     """
 
     def __init__(self, loaded, *, layers: Sequence[int] | None = None, attention: bool = False,
