@@ -50,16 +50,12 @@ _PLAIN = "headsim_plain"  # attention computed by a consumer (plain families); n
 _ACTIVE = threading.local()
 #: default block budget: float32 attention probabilities of one block of query rows
 TILE_BYTES = 64 << 20
-#: largest block of float32 probabilities computed at once, whatever the budget: the eager function's
-#: several block-sized temporaries then come back from the allocator's free lists and stay in cache,
-#: instead of fresh pages for every block (on a CPU far faster than one block of a whole long layer)
-BLOCK_BYTES = 16 << 20
 
 
 def tile_rows_for(budget: int, batch: int, heads: int, keys: int) -> int:
     """Query rows per block so that one block's float32 probabilities ``[batch, heads, rows, keys]``
-    stay within ``budget`` bytes and :data:`BLOCK_BYTES` (at least one row)."""
-    return max(1, min(int(budget), BLOCK_BYTES) // max(1, batch * heads * keys * 4))
+    stay within ``budget`` bytes (at least one row)."""
+    return max(1, int(budget) // max(1, batch * heads * keys * 4))
 
 
 @dataclass
@@ -328,9 +324,8 @@ class Tap:
         head_outputs: capture each head's output vectors.
         qkv: capture queries, keys and values (interface families only).
         stop_early: end the pass once the last layer asked for is captured (no hidden state then).
-        tile_rows: query rows per block of attention (``None``: as many as ``tile_bytes``, default
-            :data:`TILE_BYTES`, and :data:`BLOCK_BYTES` of float32 probabilities ``[B, H, rows, T]``
-            hold; a window that fits is one block).
+        tile_rows: query rows per block of attention (``None``: as many as :data:`TILE_BYTES` of
+            float32 probabilities ``[B, H, rows, T]`` hold; a window that fits is one block).
     """
 
     def __init__(self, loaded, *, layers: Sequence[int] | None = None, attention: bool = False,

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import torch
 
 from ..model.plain import attention_probs
-from ..model.tap import BLOCK_BYTES, tile_rows_for
 from .attention import attention_focus, top_columns
 from .batch import BatchTensors, distance_bins, position_bins
 from .pairs import PairReductions, SimBins
@@ -47,9 +46,8 @@ class Bins:
 
 
 def block_rows(budget: int, windows: int, heads: int, t: int, copies: int = 6) -> int:
-    """Query rows per block so that ``copies`` float32 ``[windows, heads, rows, T]`` fit ``budget`` bytes,
-    one of them at most :data:`~headsim.model.tap.BLOCK_BYTES` (the tap's block)."""
-    return max(1, min(t, int(budget) // max(1, copies * windows * heads * t * 4), tile_rows_for(BLOCK_BYTES, windows, heads, t)))
+    """Query rows per block so that ``copies`` float32 ``[windows, heads, rows, T]`` fit ``budget`` bytes."""
+    return max(1, min(t, int(budget) // max(1, copies * windows * heads * t * 4)))
 
 
 class AttentionTiles:
