@@ -14,6 +14,8 @@ sdpa attention, nothing captured), then every statistic (headsim.runs.engine.Eng
 of query rows, position bins above the resolution), each timed over ``--repeats`` passes after one
 warm-up; their windows/s and ratio. The peak RSS is that of the whole subprocess (both contenders);
 the bare forward's own peak is measured first, in the same subprocess, before the statistics run.
+Each row also carries processor seconds (``cpu_seconds``, ``cpu_ratio``), steadier than wall time on a
+shared machine; ``--threads`` sets torch's threads in each process.
 
     python benchmarks/long_windows.py --json benchmarks/results/long-windows-cpu.json --plot docs/img/long-windows.png
     python benchmarks/long_windows.py --one decoder 8192 > d8192.json   # one size, printed as JSON
@@ -117,16 +119,20 @@ def one(kind: str, t: int, n: int, repeats: int, resolution: int, max_memory: st
     bare()  # warm-up
     bare_rss = rss()
     times = {"bare": [], "stats": []}
+    cpu = {"bare": [], "stats": []}  # processor seconds of this process (all threads): steadier on a shared machine
     for _ in range(repeats):  # alternate, so both see the same machine
         for name, fn in (("bare", bare), ("stats", full)):
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             fn()
             times[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - start_cpu)
     best = {k: min(v) for k, v in times.items()}
+    best_cpu = {k: min(v) for k, v in cpu.items()}
     return {"model": kind, "model_name": loaded.name, "seq_len": t, "windows": n, "repeats": repeats,
             "resolution": resolution, "tile_bytes": memory.tile_bytes, "peak_rss_bare": bare_rss, "peak_rss": rss(),
             "bare_windows_per_s": n / best["bare"], "stats_windows_per_s": n / best["stats"],
-            "ratio": best["bare"] / best["stats"], "seconds": times, "threads": torch.get_num_threads(),
+            "ratio": best["bare"] / best["stats"], "seconds": times, "cpu_seconds": cpu,
+            "cpu_ratio": best_cpu["bare"] / best_cpu["stats"], "threads": torch.get_num_threads(),
             "load_average": os.getloadavg()}
 
 
@@ -172,10 +178,13 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--resolution", type=int, default=512)
     p.add_argument("--max-memory", default=None)
+    p.add_argument("--threads", type=int, default=0, help="torch threads in each size's process (default: torch's own)")
     p.add_argument("--rows", nargs="+", type=Path, help="rows printed by --one (one file each): tabulate and plot them")
     p.add_argument("--json", type=Path)
     p.add_argument("--plot", type=Path)
     a = p.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
     if a.one:
         kind, t = a.one[0], int(a.one[1])
         n = a.windows or (8 if t <= 512 else 2 if t <= 8192 else 1)
@@ -185,7 +194,7 @@ def main() -> int:
     for kind in [] if a.rows else a.models:
         for t in a.sizes:
             cmd = [sys.executable, __file__, "--one", kind, str(t), "--repeats", str(a.repeats), "--resolution",
-                   str(a.resolution), "--windows", str(a.windows)] + (["--max-memory", a.max_memory] if a.max_memory else [])
+                   str(a.resolution), "--windows", str(a.windows), "--threads", str(a.threads)] + (["--max-memory", a.max_memory] if a.max_memory else [])
             done = subprocess.run(cmd, capture_output=True, text=True)
             if done.returncode != 0:
                 print(f"{kind} T={t}: failed ({done.returncode}): {done.stderr.strip().splitlines()[-1:]}", file=sys.stderr)

@@ -149,7 +149,9 @@ def _binned_tile(x: torch.Tensor, bins: Bins, a: int, b: int, width: int | None,
     windows into the bin pairs ``out`` ``[H, R, R]`` float64."""
     bsz, h, r, c = x.shape
     if width:  # every bin is ``width`` consecutive positions and the tile is cut on bin edges
-        part = x.reshape(bsz, h, r // width, width, c // width, width).sum(dim=(0, 3, 5)).flip(-1)
+        # rows first (whole rows added: vectorised), then the ``width`` keys of a bin in the smaller result
+        rows = x.reshape(bsz * h, r // width, width, c).sum(dim=2)
+        part = rows.view(bsz, h, r // width, c // width, width).sum(dim=(0, 4)).flip(-1)
         out[:, a // width:(a + r) // width, b // width:(b + c) // width] += part
         return
     per_key = bins.keys(x.sum(dim=0, dtype=torch.float32).flip(-1), bins.index[b:b + c])  # [H, r, R]
@@ -256,13 +258,13 @@ def pair_reductions_tiled(z: torch.Tensor, bt: BatchTensors, threshold: float, s
         distance_sum += diag.to(torch.float64) @ dist.to(torch.float64)
         row_count[:, :, a:a + r] += u.sum(dim=-1)
         col_count[:, :, c0:c0 + c] += u.sum(dim=-2).flip(-1)
-        rs, cs = sent_lo[:, a:a + r], sent[:, c0:c0 + c]
-        if bool((cs.amax(dim=1) >= rs.amin(dim=1)).any()):  # some sentence may hold pairs of this tile
-            together = (sent[:, a:a + r, None] == cs.flip(-1)[:, None, :]) & (sent[:, a:a + r, None] >= 0)
-            same += (u * together[:, None]).sum(dim=(0, 2, 3))
         here = (rep_tile == (a // side) * len(starts) + c0 // side).nonzero()[:, 0]
         if here.numel():
             rep[here] = u[rb[here], :, ri[here] - a, c0 + c - 1 - rj[here]]
+        rs, cs = sent_lo[:, a:a + r], sent[:, c0:c0 + c]
+        if bool((cs.amax(dim=1) >= rs.amin(dim=1)).any()):  # some sentence may hold pairs of this tile
+            apart = (sent[:, a:a + r, None] != cs.flip(-1)[:, None, :]) | (sent[:, a:a + r, None] < 0)
+            same += u.masked_fill_(apart[:, None], 0.0).sum(dim=(0, 2, 3))  # u is not read after this
         del u
     sim_sum += mirrored
     sim_sum += mirrored.transpose(1, 2)
