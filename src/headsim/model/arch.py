@@ -81,6 +81,10 @@ class Arch:
             layers follow the encoder's (``stack`` is then ``"encoder"``); ``None``: one stack.
         inferred: not in the table: read off the model's modules by :func:`infer_arch` (the coverage
             sweep, ``benchmarks/coverage.py``, says which inferred families it found exact).
+        mixed: a hybrid stack: softmax self-attention at some of its layers, state-space, linear-attention,
+            convolution or recurrent layers at the others (Jamba, Qwen3-Next, Zamba ...). The analysed
+            layers are exactly those whose ``attention`` path exists and is softmax attention
+            (:meth:`attends`), in the stack's order; :meth:`model_layers` gives their own indices.
     """
 
     family: str
@@ -103,14 +107,44 @@ class Arch:
     sinks: str = "[CLS] and [SEP], sentence-final punctuation"
     decoder: Decoder | None = None
     inferred: bool = False
+    mixed: bool = False
 
     def __post_init__(self) -> None:
         assert self.framing in FRAMINGS, self.framing
 
+    def attends(self, layer: nn.Module) -> bool:
+        """Whether a layer of the stack has this family's softmax attention: its ``attention`` path
+        exists and (interface families) calls transformers' attention interface, not a linear,
+        lightning or delta-rule attention of its own."""
+        try:
+            module = layer.get_submodule(self.attention)
+        except AttributeError:
+            return False
+        return _uses_attention_interface(module) if self.interface else True
+
+    def model_layers(self, model: nn.Module) -> list[int]:
+        """The stack's own 0-based index (``layers[i]``) of each analysed layer of the stack, in order:
+        every layer, or for a :attr:`mixed` stack the layers that :meth:`attends`."""
+        if not self.mixed:
+            config = getattr(self.stack_of(model), "config", model.config)
+            return list(range(int(config_value(config, self.n_layers_attr))))
+        return [i for i, layer in enumerate(self.stack_of(model).get_submodule(self.layers)) if self.attends(layer)]
+
+    def stack_depth(self, model: nn.Module) -> int:
+        """Every layer of the analysed stack, attending or not."""
+        if self.mixed:
+            return len(self.stack_of(model).get_submodule(self.layers))
+        return self.depths(model)[0]
+
+    def forward_kwargs(self) -> dict:
+        """Arguments every pass of the stack adds: hybrid stacks run without a cache (transformers'
+        caches of linear-attention layers cannot be asked for a sequence length)."""
+        return {"use_cache": False} if self.mixed else {}
+
     def depths(self, model: nn.Module) -> tuple[int, int]:
         """Layers of the analysed stack and of the decoder (0 without one)."""
         config = getattr(self.stack_of(model), "config", model.config)
-        n = int(config_value(config, self.n_layers_attr))
+        n = len(self.model_layers(model)) if self.mixed else int(config_value(config, self.n_layers_attr))
         if self.decoder is None:
             return n, 0
         return n, int(config_value(model.config, self.decoder.n_layers_attr, n))
@@ -130,6 +164,8 @@ class Arch:
     def layer_modules(self, model: nn.Module, n_layers: int) -> list[nn.Module]:
         """Layer ``i`` of the stack for ``i`` in ``0..n_layers-1`` (the same module repeated for shared layers)."""
         got = self.stack_of(model).get_submodule(self.layers)
+        if self.mixed:
+            return [got[i] for i in self.model_layers(model)]
         return [got] * n_layers if self.shared_layers else list(got)
 
     def attention_of(self, layer: nn.Module) -> nn.Module:
@@ -260,7 +296,9 @@ def infer_arch(model: nn.Module) -> Arch | None:
 
     Accepted only when the layout is unambiguous: one stack of ``num_hidden_layers`` layers; in a
     layer, one module that calls its attention through transformers' ``AttentionInterface`` (and
-    whose modelling file defines the eager function the tap reads probabilities from), else one
+    whose modelling file defines the eager function the tap reads probabilities from), at the same
+    path in every layer that has one (where only some layers have it, the stack is a hybrid one:
+    :attr:`Arch.mixed`, the other layers are not analysed), else one
     attention module with a linear value projection of its own (BERT-like families that return
     their probabilities themselves); a linear output projection under a conventional name. Encoder-decoders are read at their encoder.
     """
@@ -277,8 +315,15 @@ def infer_arch(model: nn.Module) -> Arch | None:
             break
     else:
         return None
-    layer = layers[0]
-    attention = [name for name, m in layer.named_modules() if name and _uses_attention_interface(m)]
+    found = [[name for name, m in layer.named_modules() if name and _uses_attention_interface(m)] for layer in layers]
+    attending = {tuple(f) for f in found if f}
+    mixed = False
+    if len(attending) == 1 and len(next(iter(attending))) == 1:  # one attention module, at every layer or some
+        attention = list(next(iter(attending)))
+        mixed = not all(found)
+    else:
+        attention = found[0]
+    layer = layers[found.index(attention)] if attention in found else layers[0]
     interface = len(attention) == 1
     if not interface:  # an attention module of its own that returns (context, probabilities)
         attention = [name for name, m in layer.named_modules()
@@ -301,7 +346,7 @@ def infer_arch(model: nn.Module) -> Arch | None:
     return Arch(getattr(config, "model_type", "?"), (getattr(config, "model_type", "?"),), layers=layers_path,
                 attention=attn_path, output_projection=candidate, stack=stack_path, causal=causal, interface=interface,
                 decoder=_bart_like_decoder(model) if stack_path and interface else None,
-                framing="auto", inferred=True,
+                framing="auto", inferred=True, mixed=mixed,
                 sinks="read off the module layout: see the family's own [CLS]/BOS and punctuation")
 
 

@@ -109,3 +109,32 @@ RULES: tuple[tuple[tuple[str, ...], dict], ...] = (
 TOWER = dict(hidden_size=32, embed_dim=32, d_model=32, intermediate_size=48, encoder_ffn_dim=48, num_hidden_layers=1,
              encoder_layers=1, num_layers=1, depth=1, num_attention_heads=4, encoder_attention_heads=4, num_heads=4,
              num_key_value_heads=4, head_dim=8, out_hidden_size=32, output_dim=32, projector_hidden_size=32)
+
+#: hybrid stacks (softmax attention at some layers, state-space / linear-attention / convolution /
+#: recurrent layers at the others): four layers or so, attention at two of them
+_HYBRID = ["linear_attention", "full_attention", "linear_attention", "full_attention"]
+OVERRIDES.update({
+    "jamba": {"num_hidden_layers": 4, "attn_layer_period": 2, "attn_layer_offset": 1, "expert_layer_period": 2,
+              "expert_layer_offset": 1},
+    "bamba": dict(OVERRIDES["bamba"], num_hidden_layers=4, attn_layer_indices=[1, 3]),
+    "granitemoehybrid": dict(OVERRIDES["granitemoehybrid"], num_hidden_layers=4, layer_types=_HYBRID),
+    "qwen3_next": {"num_hidden_layers": 4, "layer_types": _HYBRID},
+    "qwen3_5_text": {"num_hidden_layers": 4, "layer_types": _HYBRID},
+    "qwen3_5_moe_text": {"num_hidden_layers": 4, "layer_types": _HYBRID},
+    "qwen4_exp_text": {"num_hidden_layers": 4, "layer_types": ["linear_attention", "indexed_attention"] * 2,
+                       "indexer_budget": 4, "indexer_compress_ratio": 2, "indexer_n_heads": 2, "indexer_kv_heads": 1,
+                       "indexer_head_dim": 8},
+    "lara_mini": {"num_hidden_layers": 4, "layer_types": ["linear_attention", "sliding_attention", "linear_attention",
+                                                          "full_attention"], "sliding_window": 5},
+    "kimi_linear": {"num_hidden_layers": 4, "layer_types": _HYBRID},
+    "olmo_hybrid": {"num_hidden_layers": 4, "layer_types": _HYBRID},
+    "minimax": {"num_hidden_layers": 4, "layer_types": _HYBRID},
+    "bailing_hybrid": {"num_hidden_layers": 4, "layer_types": _HYBRID},
+    "lfm3": {"num_hidden_layers": 4, "layer_types": ["conv", "full_attention", "conv", "full_attention"]},
+    "nemotron_h": {"num_hidden_layers": 4, "hybrid_override_pattern": "M*M*"},
+    "recurrent_gemma": {"num_hidden_layers": 3},
+    # Zamba: one shared attention block, called at layers 2 and 7 (the first at 2 is what its tied weights name)
+    "zamba": {"num_hidden_layers": 8},
+    "zamba2": {"num_hidden_layers": 4, "hybrid_layer_ids": [1, 3],
+               "layers_block_type": ["mamba", "hybrid", "mamba", "hybrid"]},
+})
