@@ -303,18 +303,10 @@ def infer_arch(model: nn.Module) -> Arch | None:
     their probabilities themselves); a linear output projection under a conventional name. Encoder-decoders are read at their encoder.
     """
     config = model.config
-    stack_path = "encoder" if getattr(config, "is_encoder_decoder", False) and hasattr(model, "encoder") else ""
-    stack = model.get_submodule(stack_path) if stack_path else model
-    n_layers = config_value(getattr(stack, "config", config), Arch.n_layers_attr)
-    for layers_path in _STACKS:
-        try:
-            layers = stack.get_submodule(layers_path)
-        except AttributeError:
-            continue
-        if isinstance(layers, nn.ModuleList) and len(layers) == n_layers and n_layers:
-            break
-    else:
+    got = _layer_list(model)
+    if got is None:
         return None
+    stack_path, layers_path, layers = got
     found = [[name for name, m in layer.named_modules() if name and _uses_attention_interface(m)] for layer in layers]
     attending = {tuple(f) for f in found if f}
     mixed = False
@@ -350,6 +342,36 @@ def infer_arch(model: nn.Module) -> Arch | None:
                 sinks="read off the module layout: see the family's own [CLS]/BOS and punctuation")
 
 
+def _layer_list(model: nn.Module) -> tuple[str, str, nn.ModuleList] | None:
+    """The stack an inferred entry reads (an encoder-decoder's encoder, else the model), the path of its
+    ``num_hidden_layers`` layers and the layers; ``None`` where no such list is found."""
+    config = model.config
+    stack_path = "encoder" if getattr(config, "is_encoder_decoder", False) and hasattr(model, "encoder") else ""
+    stack = model.get_submodule(stack_path) if stack_path else model
+    n_layers = config_value(getattr(stack, "config", config), Arch.n_layers_attr)
+    for layers_path in _STACKS:
+        try:
+            layers = stack.get_submodule(layers_path)
+        except AttributeError:
+            continue
+        if isinstance(layers, nn.ModuleList) and len(layers) == n_layers and n_layers:
+            return stack_path, layers_path, layers
+    return None
+
+
+def _unreadable(model: nn.Module) -> str:
+    """Why :func:`infer_arch` found no layout, where it can say more than that: layers that call the
+    attention function from several modules."""
+    got = _layer_list(model)
+    for layer in got[2] if got else []:
+        callers = [name for name, m in layer.named_modules() if name and _uses_attention_interface(m)]
+        if len(callers) > 1:
+            return (f"its layers call the attention function from several modules ({', '.join(callers)}): besides "
+                    "attention over the window's tokens, another attention (such as one over earlier layers' outputs) "
+                    "that the tap cannot tell apart")
+    return "its layout could not be read off its modules"
+
+
 def arch_for(model: nn.Module) -> Arch:
     """The entry for a loaded model (from the table, else :func:`infer_arch`), or a clear refusal
     naming its class and the supported families."""
@@ -364,7 +386,7 @@ def arch_for(model: nn.Module) -> Arch:
     if arch is None:
         raise HeadsimError(
             f"not supported: {type(model).__name__} (model_type {model_type!r}) has no architecture entry and "
-            "its layout could not be read off its modules",
+            + _unreadable(model),
             f"use a model of a supported family ({', '.join(families())}); `headsim models` lists them",
         )
     if getattr(config, "is_decoder", False) and not arch.causal:

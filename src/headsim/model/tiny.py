@@ -134,7 +134,7 @@ OVERRIDES.update({
     "lfm3": {"num_hidden_layers": 4, "layer_types": ["conv", "full_attention", "conv", "full_attention"]},
     "nemotron_h": {"num_hidden_layers": 4, "hybrid_override_pattern": "M*M*", "ssm_state_size": 16, "mamba_num_heads": 4,
                    "mamba_head_dim": 8, "n_groups": 1, "chunk_size": 8, "moe_shared_expert_intermediate_size": 48},
-    "recurrent_gemma": {"num_hidden_layers": 3},
+    "recurrent_gemma": {"num_hidden_layers": 6},
     # Zamba: one shared attention block, called at layers 2 and 7 (the first at 2 is what its tied weights name)
     "zamba": {"num_hidden_layers": 8},
     "zamba2": {"num_hidden_layers": 4, "hybrid_layer_ids": [1, 3], "mamba_d_state": 16, "chunk_size": 8, "adapter_rank": 8,
