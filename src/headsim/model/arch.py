@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from torch import nn
 
@@ -272,12 +273,17 @@ def eager_function_of(module: nn.Module) -> Callable | None:
 
 
 def _uses_attention_interface(module: nn.Module) -> bool:
+    return eager_function_of(module) is not None and _forward_calls_interface(type(module))
+
+
+@lru_cache(maxsize=None)
+def _forward_calls_interface(cls: type) -> bool:
+    """Whether a module class's ``forward`` looks its attention up in transformers' interface (read once
+    per class: hybrid stacks ask it of every layer whenever their depth is needed)."""
     import inspect
 
-    if eager_function_of(module) is None:
-        return False
     try:
-        return "ALL_ATTENTION_FUNCTIONS" in inspect.getsource(type(module).forward)
+        return "ALL_ATTENTION_FUNCTIONS" in inspect.getsource(cls.forward)
     except (OSError, TypeError):
         return False
 
