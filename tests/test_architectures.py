@@ -286,4 +286,7 @@ def test_a_hybrid_run_records_each_layers_own_number(tmp_path):
     assert list(res.dataset["model_layer"].values) == [2, 4] and list(res.layers["model_layer"]) == [2, 4]
     assert list(res.heads["model_layer"]) == [2] * 4 + [4] * 4
     import json
+
+    from headsim.report.html import model_description
     assert json.loads((tmp_path / "run" / "run.json").read_text())["model"]["model_layers"] == [2, 4]
+    assert "2 layers (the softmax-attention layers 2, 4 of its 4;" in model_description(model)
