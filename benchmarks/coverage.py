@@ -24,7 +24,7 @@ import torch
 import transformers
 
 from headsim.errors import HeadsimError
-from headsim.model.arch import arch_for
+from headsim.model.arch import REFUSED, arch_for
 from headsim.model.verify import tiny_config, tiny_model, verify
 from headsim.model.load import from_pretrained_objects
 
@@ -85,7 +85,7 @@ def attention_kind(model, arch) -> str:
             groups = int(m.num_heads) // max(int(m.num_kv_heads), 1)
             break
     heads = getattr(c, "num_attention_heads", None) or getattr(c, "n_head", None) or getattr(c, "num_heads", None)
-    if getattr(c, "kv_lora_rank", None):
+    if _get(c, "kv_lora_rank"):
         kind = "MLA"
     elif groups > 1:
         kind = "MQA" if heads and groups == int(heads) else "GQA"
@@ -98,7 +98,7 @@ def attention_kind(model, arch) -> str:
             or "relative" in str(getattr(c, "position_embedding_type", ""))):
         extra.append("relative")
     layer_types = [str(t) for t in (getattr(c, "layer_types", None) or [])]
-    if getattr(c, "sliding_window", None) or getattr(c, "local_attention", None) or any("sliding" in t or "local" in t
+    if _get(c, "sliding_window") or _get(c, "local_attention") or any("sliding" in t or "local" in t
                                                                                          for t in layer_types):
         extra.append("local/global" if not layer_types or any("full" in t or "global" in t for t in layer_types)
                      else "local")
@@ -260,6 +260,8 @@ def category(model_type: str, row: dict) -> tuple[bool, str]:
         return True, "refused: the layout read off its modules is not exact (attention or Z differ)"
     if "does not run" in reason:
         return True, "refused: the layout read off its modules does not run"
+    if model_type in REFUSED:
+        return True, "refused: attention or head outputs the tap cannot read exactly (the row says why)"
     if "could not be read" in reason:
         return True, "refused: no entry and no layout headsim can read off its modules"
     return True, f"{row['status']}: other"

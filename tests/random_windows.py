@@ -16,7 +16,7 @@ PUNCT = (3, 4)
 COUNTS = ["windows", "tokens", "valid_pairs", "valid_pairs_same_sentence", "pair_count_valid", "n_pairs", "n_repeat",
           "n_same_sentence", "n_repeat_same_sentence", "distance_hist", "location_counts", "sim_value_hist",
           "anchor_fraction_hist", "anchor_windows", "anchor_kind_counts", "anchor_distinct_hist", "layer_windows",
-          "attn_queries", "attn_queries_layer", "attn_windows", "attn_pair_count"]
+          "attn_queries", "attn_queries_layer", "attn_windows", "attn_pair_count", "valid_pairs_distance", "distance_sum"]
 SUMS = ["attn_sum", "attn_sum_top_zeroed", "attn_sum_top_diag_zeroed", "attn_focus", "sim_sum", "anchor_fraction_sum"]
 
 

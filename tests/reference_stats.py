@@ -55,6 +55,7 @@ def reference_stats(batches: list[dict], n_layers: int, n_heads: int, seq_len: i
     lo, hi = sim_range
     r = {
         "windows": 0, "tokens": 0, "valid_pairs": 0, "valid_pairs_same_sentence": 0,
+        "valid_pairs_distance": np.zeros(T, np.int64), "distance_sum": np.zeros((L, H), np.int64),
         "pair_count_valid": np.zeros((T, T), np.int64),
         "attn_sum": np.zeros((L, H, T, T)), "attn_sum_top_zeroed": np.zeros((L, H, T, T)),
         "attn_sum_top_diag_zeroed": np.zeros((L, H, T, T)), "attn_focus": np.zeros((L, H, 5)),
@@ -81,6 +82,7 @@ def reference_stats(batches: list[dict], n_layers: int, n_heads: int, seq_len: i
                     r["pair_count_valid"][i, j] += 1
                     if i < j:
                         r["valid_pairs"] += 1
+                        r["valid_pairs_distance"][j - i] += 1
                         if sid[w, i] >= 0 and sid[w, i] == sid[w, j]:
                             r["valid_pairs_same_sentence"] += 1
         for l in range(L):
@@ -108,6 +110,7 @@ def reference_stats(batches: list[dict], n_layers: int, n_heads: int, seq_len: i
                         r["n_same_sentence"][l, h] += same_sent
                         r["n_repeat_same_sentence"][l, h] += same_id and same_sent
                         r["distance_hist"][l, h, j - i] += 1
+                        r["distance_sum"][l, h] += j - i
                         r["location_counts"][l, h, i, j] += 1
                         r["location_counts"][l, h, j, i] += 1
                     if not pairs:
@@ -165,27 +168,47 @@ def reference_stats(batches: list[dict], n_layers: int, n_heads: int, seq_len: i
     return r
 
 
-#: the dims of each position-pair variable that hold positions (query, key) or distances
+#: the dims of each position-pair variable that hold positions (query, key)
 POSITION_AXES = {"pair_count_valid": (0, 1), "attn_pair_count": (1, 2), "attn_sum": (2, 3),
                  "attn_sum_top_zeroed": (2, 3), "attn_sum_top_diag_zeroed": (2, 3), "location_counts": (2, 3),
-                 "sim_sum": (2, 3), "distance_hist": (2,)}
+                 "sim_sum": (2, 3)}
+#: the dim of each distance variable that holds distances j − i
+DISTANCE_AXES = {"distance_hist": 2, "valid_pairs_distance": 0}
+
+
+def log_distance_edges(seq_len: int, n_bins: int) -> list[int]:
+    """The distance bins docs/statistics.md defines, by a plain search: one bin per distance 0..m−1,
+    then ``n_bins − m`` bins with edges ``round(m · q^i)``, ``q = (seq_len/m)^(1/(n_bins − m))``, ``m``
+    the least with ``m · (q − 1) ≥ 1``."""
+    for m in range(1, n_bins):
+        q = (seq_len / m) ** (1.0 / (n_bins - m))
+        if m * (q - 1) >= 1 or m == n_bins - 1:
+            break
+    return list(range(m)) + [round(m * q ** i) for i in range(n_bins - m)] + [seq_len]
 
 
 def binned_reference(ref: dict, seq_len: int, positions: int) -> dict:
-    """The reference's exact values summed into ``positions`` equal bins (position or distance ``p`` in
-    bin ``floor(p · positions / seq_len)``), by plain loops: what docs/statistics.md says a binned
-    variable holds."""
+    """The reference's exact values summed into bins, by plain loops: position ``p`` in bin
+    ``floor(p · positions / seq_len)``; distance ``d`` in the bin ``k`` of :func:`log_distance_edges`
+    with ``e_k ≤ d < e_{k+1}``: what docs/statistics.md says a binned variable holds."""
     out = dict(ref)
     for name, axes in POSITION_AXES.items():
-        exact = np.asarray(ref[name])
-        shape = list(exact.shape)
-        for axis in axes:
-            shape[axis] = positions
-        binned = np.zeros(shape, dtype=exact.dtype)
-        for index in np.ndindex(*exact.shape):
-            target = list(index)
-            for axis in axes:
-                target[axis] = index[axis] * positions // seq_len
-            binned[tuple(target)] += exact[index]
-        out[name] = binned
+        out[name] = _binned(np.asarray(ref[name]), axes, positions, lambda p: p * positions // seq_len)
+    edges = log_distance_edges(seq_len, positions)
+    in_bin = lambda d: next(k for k in range(positions) if edges[k] <= d < edges[k + 1])  # noqa: E731
+    for name, axis in DISTANCE_AXES.items():
+        out[name] = _binned(np.asarray(ref[name]), (axis,), positions, in_bin)
     return out
+
+
+def _binned(exact: np.ndarray, axes: tuple[int, ...], n: int, bin_of) -> np.ndarray:
+    shape = list(exact.shape)
+    for axis in axes:
+        shape[axis] = n
+    binned = np.zeros(shape, dtype=exact.dtype)
+    for index in np.ndindex(*exact.shape):
+        target = list(index)
+        for axis in axes:
+            target[axis] = bin_of(index[axis])
+        binned[tuple(target)] += exact[index]
+    return binned

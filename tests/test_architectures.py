@@ -23,7 +23,8 @@ from headsim.model.load import from_pretrained_objects
 ROWS = ["bert", "roberta", "xlm-roberta", "distilbert", "albert", "electra", "deberta", "deberta-v2", "mpnet",
         "modernbert", "t5", "bart", "mbart", "marian", "gpt2", "gpt_neox", "gptj", "codegen", "opt", "bloom", "falcon",
         "mpt", "xglm", "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2",
-        "gemma3_text", "phi", "phi3", "cohere", "olmo2", "starcoder2", "granite", "deepseek_v3"]
+        "gemma3_text", "phi", "phi3", "cohere", "olmo2", "starcoder2", "granite", "deepseek_v3", "emu3", "t5gemma2",
+        "prophetnet"]
 
 
 @pytest.fixture(scope="module", params=ROWS)
@@ -33,7 +34,7 @@ def family(request):
 
 
 def test_rows_cover_every_family():
-    assert [a.family for a in ARCHS if not set(a.model_types) & set(ROWS)] == []
+    assert [a.family for a in ARCHS if not set(a.model_types) & (set(ROWS) | set(MORE_ROWS))] == []
 
 
 @pytest.mark.parametrize("layout, kv_heads", [(dict(new_decoder_architecture=True, num_kv_heads=2), 2),
@@ -215,6 +216,64 @@ def test_the_coverage_sweep_rechecks_a_changed_row_and_counts_only_text_attentio
     assert sweep.category("jamba", dict(refused, kind="no attention"))[1].startswith("refused, hybrid")
     assert sweep.category("flaubert", dict(refused, kind="MHA")) == (
         True, "refused: no entry and no layout headsim can read off its modules")
+
+
+#: further families with an entry (issue 31): one tiny model each, checked exact (HRM-text gates each
+#: head's output before its projection: Z is what the projection receives, checked there)
+MORE_ROWS = ["openai-gpt", "xlm", "flaubert", "gpt_neox_japanese", "ibert", "hrm_text", "moshi", "longcat_flash",
+             "bigbird_pegasus", "seamless_m4t", "seamless_m4t_v2", "modernvbert", "ultravbert"]
+
+
+@pytest.mark.parametrize("model_type", MORE_ROWS)
+def test_more_families_are_exact(model_type):
+    model, eager = tiny_model(model_type)
+    loaded = from_pretrained_objects(model, None, model_type)
+    got = verify(loaded, eager)
+    assert got.exact_at_projection(1e-5), (model_type, got)
+    assert got.exact(1e-5) or (model_type == "hrm_text" and got.head_outputs > 1e-2)
+    if model_type == "longcat_flash":  # two attentions per decoder layer, each an analysed layer
+        assert loaded.n_layers == 2 * model.config.num_layers == 4
+    if model_type == "hrm_text":  # its two stacks' layers, once per call of their cycles
+        c = model.config
+        assert loaded.n_layers == c.num_layers_per_stack * c.H_cycles * (c.L_cycles + 1) > 2 * c.num_layers_per_stack
+    assert len(set(loaded.stacks)) == (3 if loaded.arch.decoder is not None else 1)
+
+
+@pytest.mark.parametrize("model_type", ["led", "squeezebert", "cpmant", "xlnet", "jetmoe", "diffllama",
+                                        "nystromformer", "deepseek_v4"])
+def test_a_family_the_tap_cannot_read_exactly_is_refused_with_its_reason(model_type):
+    from types import SimpleNamespace
+
+    from headsim.model.arch import REFUSED, arch_for
+
+    model = torch.nn.Module()
+    model.config = SimpleNamespace(model_type=model_type)
+    with pytest.raises(HeadsimError, match=f"model_type '{model_type}'"):
+        arch_for(model)
+    assert len(REFUSED[model_type]) > 40
+
+
+@pytest.mark.parametrize("model_type, setting", [("ibert", dict(quant_mode=True)),
+                                                 ("bigbird_pegasus", dict(attention_type="block_sparse"))])
+def test_a_configuration_the_tap_cannot_read_is_refused(model_type, setting):
+    """I-BERT's integer-only mode and BigBird-Pegasus's block-sparse attention are refused by name;
+    the same families' other settings are exact (:func:`test_more_families_are_exact`)."""
+    model, _ = tiny_model(model_type, **setting)
+    (name, value), = setting.items()
+    with pytest.raises(HeadsimError, match=f"{name}={value!r}"):
+        from_pretrained_objects(model, None, model_type)
+@pytest.mark.parametrize("model_type, gated", [("cohere_compass_text", False), ("zaya", False), ("phi4_multimodal", False),
+                                               ("vibevoice_asr", False), ("dots3_note_text", True), ("neomme", True)])
+def test_a_family_built_at_its_own_config_constraints_is_exact(model_type, gated):
+    """Families whose config classes need sizes of their own (per-layer-type RoPE, one expert per
+    token, towers of their own scaled down, per-layer latent attention with a sparse indexer, a
+    partial rotary factor under M-RoPE): exact, and where the family gates each head's output before
+    its output projection (Dots3, NeoMME), exact at the projection with the gate seen by the check
+    against probabilities × values."""
+    model, eager = tiny_model(model_type)
+    got = verify(from_pretrained_objects(model, None, model_type), eager)
+    assert got.exact_at_projection(1e-5) and got.exact(1e-5) != gated, got
+    assert not gated or got.head_outputs > 1e-2
 
 
 #: hybrid stacks (issue 31): softmax attention at some layers only, between Mamba (Bamba, Granite-MoE-hybrid,

@@ -9,7 +9,7 @@ import pytest
 import torch
 from random_windows import assert_matches_reference, to_info
 from random_windows import random_batch as random_batch_stats
-from reference_stats import binned_reference, reference_stats
+from reference_stats import binned_reference, log_distance_edges, reference_stats
 
 from headsim.model.arch import ARCHS
 from headsim.model.tap import Tap
@@ -168,7 +168,9 @@ def test_2048_tokens_of_a_grouped_query_decoder_equal_a_float64_recomputation(to
     ids_t, mask_t = torch.as_tensor(ids), torch.ones(1, t, dtype=torch.long)
     attentions = eager_attentions(loaded, eager, ids_t, mask_t)
     vals = values(loaded, ids_t, mask_t)
-    bins = torch.as_tensor(np.arange(t) * r // t)
+    edges = log_distance_edges(t, r)
+    distance_bin = torch.as_tensor(np.searchsorted(edges, np.arange(t), side="right") - 1)
+    assert ds["distance"].values.tolist() == edges[:-1]
     upper = torch.ones(t, t, dtype=torch.bool).triu(1)
     group = loaded.n_heads // vals[0].shape[1]
 
@@ -194,7 +196,32 @@ def test_2048_tokens_of_a_grouped_query_decoder_equal_a_float64_recomputation(to
                                      2 * slack + 1)
         d = torch.zeros(loaded.n_heads, r, dtype=torch.float64)
         hi, qi, ki = high.nonzero(as_tuple=True)
-        d.index_put_((hi, bins[ki - qi]), torch.ones(len(hi), dtype=torch.float64), accumulate=True)
+        d.index_put_((hi, distance_bin[ki - qi]), torch.ones(len(hi), dtype=torch.float64), accumulate=True)
         assert (np.abs(ds["distance_hist"].values[layer] - d.numpy()).sum(axis=1) <= slack).all()
+        sums = torch.zeros(loaded.n_heads, dtype=torch.float64).index_add_(0, hi, (ki - qi).double()).numpy()
+        assert (np.abs(ds["distance_sum"].values[layer] - sums) <= slack * t).all()
         same_id = torch.as_tensor(ids[0][:, None] == ids[0][None, :])
         assert (np.abs(ds["n_repeat"].values[layer] - (high & same_id).sum(dim=(-1, -2)).numpy()) <= slack).all()
+
+
+@pytest.mark.parametrize("t,r", [(21, 5), (2048, 256), (8192, 512), (32768, 512), (600, 512), (64, 64), (40, 64)])
+def test_distance_bins_keep_short_distances_exact_and_space_the_rest_logarithmically(t, r):
+    """R bins covering 0..T−1, none empty; one per distance up to m, then a constant ratio between
+    consecutive edges (within rounding), m the fewest exact distances that keep every bin a token wide;
+    the same edges as the plain definition of the reference; one bin per distance when R ≥ T."""
+    from headsim.stats.batch import distance_bins, distance_edges
+
+    edges = distance_edges(t, r)
+    width = np.diff(edges)
+    assert edges[0] == 0 and edges[-1] == t and len(width) == min(r, t) and (width >= 1).all()
+    assert edges.tolist() == log_distance_edges(t, r) if r < t else edges.tolist() == list(range(t + 1))
+    bins = distance_bins(t, r)
+    assert (np.diff(bins) >= 0).all() and bins[0] == 0 and bins[-1] == len(width) - 1
+    assert all(edges[bins[d]] <= d < edges[bins[d] + 1] for d in range(t))
+    if r < t:
+        m = int(np.argmax(width > 1))
+        assert (width[:m] == 1).all() and m < r
+    if r < t and t >= 2048:  # geometric where rounding no longer shows
+        q = edges[-1] / edges[-2]
+        tail = edges[m + 1:] / edges[m:-1]
+        assert np.allclose(tail[len(tail) // 2:], q, rtol=0.02)

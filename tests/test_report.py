@@ -93,6 +93,7 @@ def contradicting_dataset(ds: xr.Dataset) -> xr.Dataset:
     for li in range(L):
         dh[li, :, min(2 + 4 * li, dh.shape[-1] - 1)] = ds["n_pairs"].values[li]
     ds["distance_hist"][:] = dh
+    ds["distance_sum"][:] = dh @ ds["distance"].values
     fh = np.zeros_like(ds["anchor_fraction_hist"].values)
     fh[..., 2] = ds["anchor_windows"].values  # anchor fraction ~0.12
     ds["anchor_fraction_hist"][:] = fh
@@ -484,8 +485,11 @@ def test_figures_of_a_binned_run_speak_in_token_positions(run_a: Path) -> None:
     binned = ds.assign_coords(query=3 * np.arange(t), key=3 * np.arange(t), distance=3 * np.arange(t))
     binned.attrs.update(position_binned=1, seq_len=3 * t)
     heads, _ = summary_tables(binned)
-    mean, _ = distance_summary(binned["distance_hist"].values, np.arange(t))
-    assert np.allclose(heads["mean_distance"].to_numpy(), 3 * mean.ravel(), equal_nan=True)
+    exact = binned["distance_sum"].values / binned["n_pairs"].values  # the mean distance is exact at any binning
+    assert np.allclose(heads["mean_distance"].to_numpy(), exact.ravel(), equal_nan=True)
+    mean, _ = distance_summary(binned.drop_vars("distance_sum"))  # without it: each bin at its first distance
+    plain, _ = distance_summary(ds.drop_vars("distance_sum"))
+    assert np.allclose(mean, 3 * plain, equal_nan=True)
     fig = fig02_summed_attention(binned, model="m")
     ax = fig.axes[0]
     labels = [x.get_text() for x in ax.get_xticklabels()]

@@ -125,11 +125,16 @@ def test_histogram_helpers():
     assert np.isnan(histogram_median(np.zeros(4), edges))
     assert histogram_share(np.array([1, 1, 1, 1]), edges, -np.inf, 0.5) == pytest.approx(0.5)
     assert histogram_share(np.array([1, 1, 1, 1]), edges, 0.25, 0.375) == pytest.approx(0.125)
-    mean, median = distance_summary(np.array([0, 1, 1, 2]))
+    hist = lambda coords, **more: xr.Dataset({"distance_hist": ("distance", [0, 1, 1, 2]), **more},  # noqa: E731
+                                             coords={"distance": coords})
+    mean, median = distance_summary(hist([0, 1, 2, 3]))
     assert mean == pytest.approx(2.25) and median == 2
-    # a binned run: each bin counts at its first distance (the Dataset's distance coordinate), not its index
-    mean, median = distance_summary(np.array([0, 1, 1, 2]), np.array([0, 4, 8, 12]))
+    # a binned run: the median's bin counts at its first distance (the distance coordinate), not its index;
+    # the mean is the exact distance_sum / n_pairs where the Dataset has it (else the histogram's)
+    mean, median = distance_summary(hist([0, 4, 8, 12]))
     assert mean == pytest.approx(9.0) and median == 8
+    mean, median = distance_summary(hist([0, 4, 8, 12], distance_sum=((), 41)))
+    assert mean == pytest.approx(41 / 4) and median == 8
 
 
 def test_ratio_is_nan_only_where_the_denominator_is_zero():

@@ -10,34 +10,44 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from ..plots.style import COUNT_CMAP, head_grid, layer_head_heatmap, layer_head_size, outline_rows, titled
-from ..stats.tables import chance_distances, hist_stats
+from ..stats.tables import chance_distances, distance_summary
 from .base import PaperFigure, ReportedRun, bin_width, layer_arg, n_windows
 
 
 def distance_bars(ax, ds: xr.Dataset, share: np.ndarray, chance: np.ndarray) -> None:
     """Bars of a distance histogram's ``share`` per distance (from 1) with the ``chance`` distribution as
-    a line; on a binned run each bar spans its bin of distances."""
+    a line. On a binned run each bar spans its bin of distances (one per distance up to a few dozen
+    tokens, then log-spaced) and shows the share per token of distance, on a log axis."""
     dist = ds["distance"].values.astype(np.float64)
     if bin_width(ds) is None:
         ax.bar(dist[1:], share[1:], width=1.0, color="#8fb8de", label="high-similarity pairs")
         ax.step(dist[1:], chance[1:], where="mid", color="0.15", lw=1.1, label="all valid pairs (chance)")
         return
     edges = np.append(dist, float(ds.attrs["seq_len"]))
-    ax.bar(dist[1:], share[1:], width=np.diff(edges)[1:], align="edge", color="#8fb8de", label="high-similarity pairs")
-    ax.stairs(chance[1:], edges[1:], baseline=None, color="0.15", lw=1.1, label="all valid pairs (chance)")
+    width = np.diff(edges)
+    ax.bar(dist[1:], share[1:] / width[1:], width=width[1:], align="edge", color="#8fb8de", label="high-similarity pairs")
+    ax.stairs(chance[1:] / width[1:], edges[1:], baseline=None, color="0.15", lw=1.1, label="all valid pairs (chance)")
+    ax.set_xscale("log")
 
 
 def distance_label(ds: xr.Dataset) -> str:
-    """The distance axis' label (with the bin width on a binned run)."""
-    w = bin_width(ds)
-    return "distance |i − j| (tokens)" if w is None else f"distance |i − j| (tokens, bins of {w:g})"
+    """The distance axis' label (how distances are binned on a binned run)."""
+    if bin_width(ds) is None:
+        return "distance |i − j| (tokens)"
+    width = np.diff(np.append(ds["distance"].values, int(ds.attrs["seq_len"])))
+    exact = int(np.argmax(width > 1)) if (width > 1).any() else len(width)
+    return f"distance |i − j| (tokens, log scale; one bin per distance below {exact}, then log-spaced bins)"
+
+
+def share_label(ds: xr.Dataset) -> str:
+    """The share axis' label: per distance, or per token of distance on a binned run."""
+    return "share of pairs" if bin_width(ds) is None else "share of pairs per token of distance"
 
 
 def fig07_distance_histograms(ds: xr.Dataset, heads: pd.DataFrame, *, model: str, layer: int | None = None) -> Figure:
     """Fig 7: per head of one layer (default the last), histogram of |i − j| of high-similarity pairs; below, mean distance of every head."""
     layer = layer_arg(ds, layer)
     L, H = ds.sizes["layer"], ds.sizes["head"]
-    dist = ds["distance"].values.astype(np.float64)
     chance = chance_distances(ds)
     ncols = min(4, H)
     nrows = math.ceil(H / ncols)
@@ -46,12 +56,13 @@ def fig07_distance_histograms(ds: xr.Dataset, heads: pd.DataFrame, *, model: str
                  f"Fig 7 — distance |i − j| of high-similarity pairs, layer {layer}, {n_windows(ds)} windows ({model})")
     gs = fig.add_gridspec(nrows + 1, ncols, height_ratios=[2.5] * nrows + [h_map])
     hist = ds["distance_hist"].sel(layer=layer).values
+    means, _ = distance_summary(ds.sel(layer=layer))
     first = None
     for hi in range(H):
         ax = fig.add_subplot(gs[hi // ncols, hi % ncols], sharex=first)
         first = first or ax
         counts = hist[hi].astype(np.float64)
-        mean, median, n = hist_stats(counts, dist)
+        n, mean = int(counts.sum()), float(means[hi])
         share = counts / n if n else counts
         distance_bars(ax, ds, share, chance)
         if n:
@@ -59,7 +70,7 @@ def fig07_distance_histograms(ds: xr.Dataset, heads: pd.DataFrame, *, model: str
         ax.set_title(f"head {hi + 1}: n = {n:,}, mean {mean:.1f}" if n else f"head {hi + 1}: no pairs", fontsize=8)
         ax.tick_params(labelsize=7)
         if hi % ncols == 0:
-            ax.set_ylabel("share of pairs", fontsize=8)
+            ax.set_ylabel(share_label(ds), fontsize=8)
         if hi // ncols == nrows - 1 or hi + ncols >= H:
             ax.set_xlabel(distance_label(ds), fontsize=8)
         if hi == 0:

@@ -11,10 +11,10 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from ..plots.style import figure
-from ..stats.tables import chance_distances, hist_stats, random_pair_distance
+from ..stats.tables import chance_distances, distance_summary, random_pair_distance
 from .base import PaperFigure, ReportedRun, RunStatistics, first_middle_last, layer_arg, layers_text, middle_layer
 from .claim import FAILS, HOLDS, NA, Claim, column, finite, signed_pct
-from .fig07 import distance_bars, distance_label
+from .fig07 import distance_bars, distance_label, share_label
 
 #: claim 4: relative drop of the mean distance from the first to the middle layer
 DISTANCE_DROP = 0.10
@@ -25,7 +25,6 @@ SUMMARY_DROP = 0.30
 def fig13_layer_distances(ds: xr.Dataset, *, model: str, layers: list[int] | None = None) -> Figure:
     """Fig 13: distance distribution of high-similarity pairs pooled over heads, first / middle / last layer."""
     layers = first_middle_last(ds.sizes["layer"]) if layers is None else [layer_arg(ds, x) for x in layers]
-    dist = ds["distance"].values.astype(np.float64)
     chance = chance_distances(ds)
     fig, axes = figure(len(layers), 1, (8.0, 2.6 * len(layers) + 0.8),
                        suptitle=f"Fig 13 — distance of high-similarity pairs by layer, all heads pooled ({model})",
@@ -33,14 +32,15 @@ def fig13_layer_distances(ds: xr.Dataset, *, model: str, layers: list[int] | Non
     for row, layer in enumerate(layers):
         ax = axes[row, 0]
         counts = ds["distance_hist"].sel(layer=layer).sum("head").values.astype(np.float64)
-        mean, median, n = hist_stats(counts, dist)
+        mean, median = (float(x) for x in distance_summary(ds.sel(layer=layer), ("head",)))
+        n = int(counts.sum())
         share = counts / n if n else counts
         distance_bars(ax, ds, share, chance)
         if n:
             ax.axvline(mean, color="C3", ls="--", lw=1.0, label=f"mean {mean:.1f}")
             ax.axvline(median, color="C1", ls=":", lw=1.2, label=f"median {median:.0f}")
         ax.set_title(f"layer {layer}: {n:,} pairs", fontsize=9)
-        ax.set_ylabel("share of pairs", fontsize=8)
+        ax.set_ylabel(share_label(ds), fontsize=8)
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=7, loc="upper right")
     axes[-1, 0].set_xlabel(distance_label(ds), fontsize=8)

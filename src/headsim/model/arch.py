@@ -86,6 +86,18 @@ class Arch:
             convolution or recurrent layers at the others (Jamba, Qwen3-Next, Zamba ...). The analysed
             layers are exactly those whose ``attention`` path exists and is softmax attention
             (:meth:`attends`), in the stack's order; :meth:`model_layers` gives their own indices.
+        probabilities: outside the interface, where the attention module's output holds the
+            probabilities (index path: ``(1,)`` is ``output[1]``; I-BERT nests them in ``output[0]``).
+        other_layers: paths from the analysed stack to further ``nn.ModuleList``s of layers that the
+            stack calls besides ``layers`` (HRM's high-level stack, called in cycles with its low-level
+            one): each call is one analysed layer, numbered by call order as shared layers are.
+        causal_attr: a config flag that makes the family causal (XLM's ``causal`` language models).
+        refused_when: ``(config name, value, reason)``: a configuration of the family that the tap
+            cannot read exactly, refused at load with the reason.
+        attentions_per_layer: attention modules each layer calls in turn (LongCat-Flash: two, each one
+            analysed layer); ``attention`` and ``output_projection`` then say where the ``{i}``-th is.
+        scores: outside the interface, the attention module returns its masked pre-softmax scores
+            (ProphetNet): the probabilities are their softmax over keys, as the module computes them.
     """
 
     family: str
@@ -109,6 +121,12 @@ class Arch:
     decoder: Decoder | None = None
     inferred: bool = False
     mixed: bool = False
+    probabilities: tuple[int, ...] = (1,)
+    other_layers: tuple[str, ...] = ()
+    causal_attr: str | None = None
+    refused_when: tuple[tuple[str, object, str], ...] = ()
+    attentions_per_layer: int = 1
+    scores: bool = False
 
     def __post_init__(self) -> None:
         assert self.framing in FRAMINGS, self.framing
@@ -163,27 +181,34 @@ class Arch:
         return model.get_submodule(self.stack) if self.stack else model
 
     def layer_modules(self, model: nn.Module, n_layers: int) -> list[nn.Module]:
-        """Layer ``i`` of the stack for ``i`` in ``0..n_layers-1`` (the same module repeated for shared layers)."""
+        """Layer ``i`` of the stack for ``i`` in ``0..n_layers-1`` (the same module repeated for shared layers;
+        with :attr:`other_layers`, each distinct layer once, in the order of the paths)."""
         got = self.stack_of(model).get_submodule(self.layers)
         if self.mixed:
             return [got[i] for i in self.model_layers(model)]
-        return [got] * n_layers if self.shared_layers else list(got)
+        others = [m for path in self.other_layers for m in self.stack_of(model).get_submodule(path)]
+        return [got] * n_layers if self.shared_layers else list(got) + others
+
+    def _paths(self, path: str) -> list[str]:
+        return [path.format(i=i) for i in range(self.attentions_per_layer)]
 
     def attention_of(self, layer: nn.Module) -> nn.Module:
-        return layer.get_submodule(self.attention)
+        return layer.get_submodule(self._paths(self.attention)[0])
 
     def output_projection_of(self, layer: nn.Module) -> nn.Module:
-        return layer.get_submodule(self.output_projection)
+        return layer.get_submodule(self._paths(self.output_projection)[0])
 
     def output_projections(self, model: nn.Module, n_layers: int) -> list[nn.Module]:
         """Every distinct attention output projection, in layer order (one for shared layers; an
         encoder-decoder's decoder self- and cross-attention projections after the encoder's)."""
-        own = [self.output_projection_of(x) for x in self.layer_modules(model, self.depths(model)[0])]
+        own = [x.get_submodule(p) for x in self.layer_modules(model, self.depths(model)[0])
+               for p in self._paths(self.output_projection)]
         return _distinct(own + self._decoder_modules(model, "self_projection", "cross_projection"))
 
     def attention_modules(self, model: nn.Module, n_layers: int) -> list[nn.Module]:
         """Every distinct attention module, in layer order (as :meth:`output_projections`)."""
-        own = [self.attention_of(x) for x in self.layer_modules(model, self.depths(model)[0])]
+        own = [x.get_submodule(p) for x in self.layer_modules(model, self.depths(model)[0])
+               for p in self._paths(self.attention)]
         return _distinct(own + self._decoder_modules(model, "self_attention", "cross_attention"))
 
     def _decoder_modules(self, model: nn.Module, own: str, cross: str) -> list[nn.Module]:
@@ -250,9 +275,67 @@ ARCHS: tuple[Arch, ...] = (
     Arch("gemma2", ("gemma2",), **_DECODER),
     Arch("gemma3-text", ("gemma3_text",), **_DECODER),
     Arch("phi3", ("phi3",), **_DECODER),
+    Arch("openai-gpt", ("openai-gpt",), layers="h", attention="attn", output_projection="attn.c_proj",
+         interface=False, causal=True, framing="auto",
+         sinks="the first token (GPT has no BOS token); sentence-final punctuation"),
+    Arch("xlm", ("xlm", "flaubert"), layers="attentions", attention="", output_projection="out_lin", interface=False,
+         hidden_attr=("emb_dim",), causal_attr="causal", sinks="</s> (XLM opens and closes every text with it), sentence-final punctuation"),
+    Arch("gpt-neox-japanese", ("gpt_neox_japanese",), layers="layers", attention="attention",
+         output_projection="attention.dense", interface=False, causal=True, framing="auto", sinks=_DECODER["sinks"]),
+    Arch("ibert", ("ibert",), **_BERT, interface=False, position_offset=-1, probabilities=(0, 1),
+         refused_when=(("quant_mode", True, "its integer-only kernels do not give a window the same numbers alone "
+                        "and inside a padded batch (a tiny model differs by 6e-2), so no capture of it can be exact"),),
+         sinks="<s> and </s>, sentence-final punctuation"),
+    Arch("hrm-text", ("hrm_text",), **dict(_DECODER, layers="L_module.layers", other_layers=("H_module.layers",))),
+    Arch("moshi", ("moshi",), **_DECODER),
+    Arch("longcat-flash", ("longcat_flash",), **dict(_DECODER, attention="self_attn.{i}",
+                                                     output_projection="self_attn.{i}.o_proj"), attentions_per_layer=2),
+    Arch("bigbird-pegasus", ("bigbird_pegasus",), **dict(_BART, attention="self_attn.self",
+                                                         output_projection="self_attn.output"), interface=False,
+         refused_when=(("attention_type", "block_sparse", "block-sparse attention (random, window and global blocks) "
+                        "is not read; the model itself runs full attention on windows of up to (5 + 2 x "
+                        "num_random_blocks) x block_size tokens: load it with attention_type='original_full'"),),
+         sinks="</s> and sentence-final punctuation (Pegasus windows have no opening token)", framing="eos"),
+    Arch("seamless-m4t", ("seamless_m4t", "seamless_m4t_v2"), stack="text_encoder", layers="layers", attention="self_attn",
+         output_projection="self_attn.out_proj", n_heads_attr=("encoder_attention_heads",),
+         decoder=Decoder("text_decoder.layers", "self_attn", "self_attn.out_proj", "cross_attention",
+                         "cross_attention.out_proj"),
+         framing="auto", sinks="</s> and the language token that open its texts; sentence-final punctuation"),
+    # its Llama-like text stack (``text_model``) beside the VQ-VAE that turns images into tokens
+    Arch("emu3", ("emu3",), stack="text_model", **dict(_DECODER, framing="auto")),
+    # its encoder alone: the decoder's self-attention runs n-gram predicting streams beside the main one
+    Arch("prophetnet", ("prophetnet",), stack="encoder", layers="layers", attention="self_attn",
+         output_projection="self_attn.out_proj", interface=False, scores=True, n_layers_attr=("num_encoder_layers",),
+         framing="auto", sinks="[SEP] (ProphetNet's text ends with it); sentence-final punctuation"),
+    # its encoder's text stack alone: the decoder merges self- and cross-attention into one softmax
+    Arch("t5gemma2", ("t5gemma2",), stack="encoder.text_model", layers="layers", attention="self_attn",
+         output_projection="self_attn.o_proj", framing="auto",
+         sinks="read off the module layout: see the family's own [CLS]/BOS and punctuation"),
 )
 
 _BY_TYPE: dict[str, Arch] = {t: a for a in ARCHS for t in a.model_types}
+
+#: model types whose attention or head outputs the tap cannot read exactly, and why (refused by name
+#: before any layout is inferred)
+REFUSED: dict[str, str] = {
+    "led": "its encoder attends through Longformer's sliding-window chunks (a local window plus global tokens) and "
+           "its output_attentions come in that banded form ([query, window + 1] per head), not as a map over keys",
+    "squeezebert": "its output_attentions are the masked pre-softmax scores, not probabilities, and its output "
+                   "projection (a grouped Conv1d) receives the heads channels-first",
+    "cpmant": "it prepends learned prompt positions that every token attends to and drops them from its "
+              "output_attentions, so its maps over the window are not its whole attention (padding is read from token id 0)",
+    "xlnet": "its attention output projection is a bare weight applied by einsum (no module receives the heads' output "
+             "vectors), after two-stream relative attention over time-major tensors",
+    "jetmoe": "mixture of attention heads: a router picks, per token, the experts whose query and output projections "
+              "fill each head slot, so a head index is not one set of weights across positions",
+    "diffllama": "differential attention: each output head applies the difference of two softmax maps (A1 - lambda A2, "
+                 "not a probability distribution) and a group norm; its output_attentions are the single softmax maps, "
+                 "which no head's output follows",
+    "nystromformer": "Nystrom approximation: queries attend to segment means of the keys (landmarks) through a "
+                     "pseudo-inverse, plus a convolution of the values, so no head has a softmax map over keys",
+    "deepseek_v4": "its attention reaches, beyond the window's tokens, compressed key/value blocks appended after them "
+                   "(CSA/HCA compressors), so a head's probabilities are not a map over the window's tokens",
+}
 
 
 def families() -> list[str]:
@@ -261,7 +344,8 @@ def families() -> list[str]:
 
 _STACKS = ("layers", "encoder.layer", "encoder.layers", "h", "transformer.h", "transformer.layer", "decoder.layers", "blocks",
            "model.layers", "block", "encoder.block")
-_PROJECTIONS = ("o_proj", "out_proj", "c_proj", "dense", "o", "Wo", "out_lin", "output.dense")
+_PROJECTIONS = ("o_proj", "out_proj", "c_proj", "dense", "o", "Wo", "out_lin", "output.dense",
+                "output_projection.o_proj")  # the last: behind a gate module of its own (NeoMME)
 
 
 def eager_function_of(module: nn.Module) -> Callable | None:
@@ -383,18 +467,28 @@ def arch_for(model: nn.Module) -> Arch:
     naming its class and the supported families."""
     config = model.config
     model_type = getattr(config, "model_type", "")
-    text = _text_stack(model)
-    if text is not None:  # a multimodal language model: its text stack, read as that family's
+    found = _text_stack(model)
+    if found is not None:  # a multimodal language model: its text stack, read as that family's
+        name, text = found
         inner = arch_for(text)
-        return replace(inner, stack=".".join(p for p in ("language_model", inner.stack) if p),
+        return replace(inner, stack=".".join(p for p in (name, inner.stack) if p),
                        family=f"{inner.family} (text stack of {model_type})")
+    if model_type in REFUSED and model_type not in _BY_TYPE:
+        raise HeadsimError(f"not supported: {type(model).__name__} (model_type {model_type!r}): {REFUSED[model_type]}",
+                           f"use a model of a supported family ({', '.join(families())}); `headsim models` lists them")
     arch = _BY_TYPE.get(model_type) or infer_arch(model)
+    if arch is not None and arch.causal_attr and getattr(config, arch.causal_attr, False):
+        arch = replace(arch, causal=True)
     if arch is None:
         raise HeadsimError(
             f"not supported: {type(model).__name__} (model_type {model_type!r}) has no architecture entry and "
             + _unreadable(model),
             f"use a model of a supported family ({', '.join(families())}); `headsim models` lists them",
         )
+    for name, value, why in arch.refused_when:
+        if getattr(config, name, None) == value:
+            raise HeadsimError(f"not supported: {type(model).__name__} with {name}={value!r}: {why}",
+                               f"use a {arch.family} model configured otherwise")
     if getattr(config, "is_decoder", False) and not arch.causal:
         raise HeadsimError(f"not supported: {type(model).__name__} configured as a decoder (is_decoder=True)",
                            "load the model as a bidirectional encoder (is_decoder=False)")
@@ -428,11 +522,21 @@ def _bart_like_decoder(model: nn.Module) -> Decoder | None:
                                                                                     got.cross_attention)) else None
 
 
-def _text_stack(model: nn.Module) -> nn.Module | None:
-    """A multimodal model's language model (Llava, Qwen2-VL, Gemma 3, Qwen2-Audio, Voxtral …: a
-    ``language_model`` beside vision or audio towers), or ``None``."""
-    text = getattr(model, "language_model", None)
-    return text if isinstance(text, nn.Module) and hasattr(text, "config") and text is not model else None
+#: where a multimodal model keeps its language model (ModernVBERT and UltraVBERT: ``text_model``)
+TEXT_STACKS = ("language_model", "text_model")
+
+
+def _text_stack(model: nn.Module) -> tuple[str, nn.Module] | None:
+    """A multimodal model's language model and its attribute name (Llava, Qwen2-VL, Gemma 3,
+    Qwen2-Audio, Voxtral …: a ``language_model`` beside vision or audio towers; ModernVBERT: a
+    ``text_model`` beside a ``vision_model``), or ``None``."""
+    for name in TEXT_STACKS:
+        text = getattr(model, name, None)
+        if name == "text_model" and not hasattr(model, "vision_model"):
+            continue  # a model's own text encoder (CLIP-like towers) is not a language model beside others
+        if isinstance(text, nn.Module) and hasattr(text, "config") and text is not model:
+            return name, text
+    return None
 
 
 def config_value(config, names: tuple[str, ...], default=None):

@@ -21,7 +21,7 @@ from torch import nn
 
 from ..errors import HeadsimError, require
 from . import hub
-from .arch import Arch, arch_for, config_value
+from .arch import TEXT_STACKS, Arch, arch_for, config_value
 
 DEFAULT_MODEL = "default"
 _DTYPES = {
@@ -107,7 +107,7 @@ class LoadedModel:
             return f"the softmax-attention layers of {name}{where}: {self.hybrid_note}"
         if self.arch.decoder is not None:
             return f"the encoder self-attention, decoder self-attention and cross-attention of {name}"
-        if self.arch.stack.startswith("language_model"):
+        if self.arch.stack.startswith(TEXT_STACKS):
             return f"the text stack of {name} (text-only input)"
         return f"the encoder of {name}" if self.arch.stack else name
 

@@ -466,7 +466,11 @@ class Tap:
             layer = run.attention_calls
             run.attention_calls += 1
             if layer in self.layer_set and self.attention:
-                run.capture_of(layer).attention = run.unshift(output[1].float(), (2, 3))
+                probs = output
+                for i in arch.probabilities:
+                    probs = probs[i]
+                probs = probs.float().softmax(-1) if arch.scores else probs.float()
+                run.capture_of(layer).attention = run.unshift(probs, (2, 3))
                 run.deliver(layer)
 
         if run.compute is None:

@@ -22,6 +22,15 @@ _T5 = {"d_model": 32, "d_kv": 8, "num_layers": 2, "num_heads": 4, "d_ff": 48}
 _GEMMA_MODULE = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
                      num_key_value_heads=2, head_dim=8, vocab_size=96, sliding_window=5, query_pre_attn_scalar=8)
 
+#: SeamlessM4T's speech encoder, text-to-unit model and vocoder, scaled down beside its text stacks
+_SEAMLESS = dict(speech_encoder_layers=1, speech_encoder_attention_heads=4, speech_encoder_intermediate_size=48,
+                 num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4, conv_depthwise_kernel_size=3,
+                 t2u_vocab_size=96, t2u_encoder_layers=1, t2u_encoder_ffn_dim=48, t2u_encoder_attention_heads=4,
+                 t2u_decoder_layers=1, t2u_decoder_ffn_dim=48, t2u_decoder_attention_heads=4,
+                 upsample_initial_channel=16, upsample_rates=[2], upsample_kernel_sizes=[4], resblock_kernel_sizes=[3],
+                 resblock_dilation_sizes=[[1]], unit_hifi_gan_vocab_size=96, unit_embed_dim=16, lang_embed_dim=8,
+                 spkr_embed_dim=8, vocoder_num_langs=2, vocoder_num_spkrs=2)
+
 #: an override that removes a name of :data:`SMALL` (the family computes it)
 DROP = object()
 
@@ -69,6 +78,10 @@ OVERRIDES: dict[str, dict] = {
              "ffn_config": {"ffn_hidden_size": 48, "moe_num_experts": 4, "moe_top_k": 2}},
     "gemma2": {"sliding_window": 5, "attn_logit_softcapping": 5.0, "query_pre_attn_scalar": 8},
     "gemma3_text": {"sliding_window": 5, "query_pre_attn_scalar": 8},
+    "longcat_flash": {"num_hidden_layers": 4, "head_dim": 4, "ffn_hidden_size": 48, "expert_ffn_hidden_size": 16,
+                      "moe_topk": 2, "zero_expert_num": 2, "n_routed_experts": 4},
+    "bigbird_pegasus": dict(_BART, attention_type="original_full"),
+    "seamless_m4t": _SEAMLESS, "seamless_m4t_v2": _SEAMLESS,
 }
 
 
@@ -109,6 +122,38 @@ RULES: tuple[tuple[tuple[str, ...], dict], ...] = (
 TOWER = dict(hidden_size=32, embed_dim=32, d_model=32, intermediate_size=48, encoder_ffn_dim=48, num_hidden_layers=1,
              encoder_layers=1, num_layers=1, depth=1, num_attention_heads=4, encoder_attention_heads=4, num_heads=4,
              num_key_value_heads=4, head_dim=8, out_hidden_size=32, output_dim=32, projector_hidden_size=32)
+
+#: models whose sub-configs (other than a ``text_config``) are scaled at :data:`TOWER` sizes though
+#: they have no ``text_config``: a byte-level model's patcher and local / global stacks (BLT), a
+#: language model's own vision and audio towers (Phi-4 multimodal), an encoder-decoder's stacks (T5Gemma 2)
+TOWERED = {"blt", "phi4_multimodal", "t5gemma2"}
+
+# families whose own config classes need sizes of their own names (their constraints at tiny sizes)
+OVERRIDES.update({
+    "cohere_compass_text": {"layer_types": ["sliding_attention", "full_attention"], "sliding_window": 5,
+                            "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                                "full_attention": {"rope_type": "default", "rope_theta": 10000.0}}},
+    "dots3_note_text": {"swa_num_attention_heads": 4, "swa_num_key_value_heads": 4, "swa_q_lora_rank": 16,
+                        "swa_kv_lora_rank": 8, "swa_head_dim": 8, "swa_qk_nope_head_dim": 4, "swa_v_head_dim": 8,
+                        "index_topk": 64, "index_head_dim": 8, "index_n_heads": 2, "sliding_window": 5, "num_hidden_layers": 3,
+                        "shared_experts_intermediate_size": 16},
+    "emu3": {"vocabulary_map": {"<image>": 95, "<|extra_200|>": 94},
+             "vq_config": {"base_channels": 32, "num_res_blocks": 1, "codebook_size": 64}},
+    "funnel": dict(OVERRIDES["funnel"], architectures=["FunnelModel"]),
+    "lfm2_moe": {"layer_types": ["conv", "full_attention"], "num_dense_layers": 1},
+    "neomme": {"head_dim": 16, "embedding_rank": 16, "sliding_window": 5},
+    "reformer": {"attn_layers": ["local", "local"], "axial_pos_shape": [8, 8], "axial_pos_embds_dim": [16, 16],
+                 "attention_head_size": 8, "feed_forward_size": 48, "local_attn_chunk_length": 4,
+                 "lsh_attn_chunk_length": 4, "num_buckets": 2, "num_hidden_layers": DROP},
+    "zaya": {"num_experts_per_tok": 1, "router_hidden_size": 16},
+    "prophetnet": dict(OVERRIDES["prophetnet"], encoder_layers=DROP, decoder_layers=DROP),
+    "blt": {"encoder_hash_byte_group_vocab": 64, "local_attention_window_len": 5},
+    "vibevoice_asr": {name: {"num_filters": 8, "downsampling_ratios": [2, 2], "depths": [1, 1, 1]}
+                      for name in ("semantic_tokenizer_encoder_config", "acoustic_tokenizer_encoder_config")},
+    "dots3_note": {"vision_config": {"adapter_in_dim": 32, "adapter_out_dim": 32},
+                   "audio_config": {"adapter_input_size": 32, "adapter_out_dim": 32}},
+    "nemo_speechlm": {"audio_config": {"diarization_config": {"head_config": {"audio_hidden_size": 32}}}},
+})
 
 #: hybrid stacks (softmax attention at some layers, state-space / linear-attention / convolution /
 #: recurrent layers at the others): four layers or so, attention at two of them

@@ -5,7 +5,8 @@ text model type of the installed transformers). Each check compares the tap with
 directly (no headsim code on the reference side, except the tap's own capture of the values the
 attention function receives):
 
-- ``attention``: the tap's probabilities against the eager model's ``output_attentions``;
+- ``attention``: the tap's probabilities against the eager model's ``output_attentions`` (their
+  softmax where the family returns pre-softmax scores there: ``Arch.scores``);
 - ``head_outputs``: the tap's Z against eager probabilities × values in float64 (grouped key/value
   heads expanded to their query heads);
 - ``invariance``: one window alone, inside a padded batch, and left-padded, give the same numbers.
@@ -26,7 +27,7 @@ import torch
 
 from ..errors import HeadsimError
 from .tap import Tap, _configs, _implementation, capture
-from .tiny import DROP, MULTIMODAL, OVERRIDES, RULES, SMALL, TOWER, VOCAB  # noqa: F401 (re-exported)
+from .tiny import DROP, MULTIMODAL, OVERRIDES, RULES, SMALL, TOWER, TOWERED, VOCAB  # noqa: F401 (re-exported)
 
 
 def _defaults(model_type: str):
@@ -46,40 +47,81 @@ def tiny_config_kwargs(model_type: str, **overrides) -> dict:
     kwargs = dict(MULTIMODAL[model_type]) if model_type in MULTIMODAL else dict(SMALL)
     defaults = _defaults(model_type) if model_type not in MULTIMODAL else None
     for names, sizes in RULES:
-        if defaults is not None and any(getattr(defaults, n, None) is not None for n in names):
-            kwargs.update({k: v for k, v in sizes.items() if k == "head_dim" or hasattr(defaults, k)})
+        if defaults is not None and any(_attr(defaults, n) is not None for n in names):
+            kwargs.update({k: v for k, v in sizes.items() if k == "head_dim" or _has(defaults, k)})
     kwargs.update(OVERRIDES.get(model_type, {}))
     kwargs.update(overrides)
     return {k: v for k, v in kwargs.items() if v is not DROP}
 
 
+def _attr(config, name: str):
+    """``getattr(config, name, None)``, also where a config refuses a global read of a name that may
+    vary per layer (it is then present)."""
+    try:
+        return getattr(config, name, None)
+    except Exception:  # noqa: BLE001 (transformers' per-layer attribute error)
+        return True
+
+
+def _has(config, name: str) -> bool:
+    """``hasattr(config, name)``, also for a name that may vary per layer."""
+    try:
+        return hasattr(config, name)
+    except Exception:  # noqa: BLE001 (transformers' per-layer attribute error)
+        return True
+
+
+def _scaled_tower(own: dict) -> dict:
+    """A tower's config dict at :data:`TOWER` sizes wherever it has the name, and so each config
+    nested in it (an audio tower's encoder, a patcher's ...)."""
+    depth = own.get("num_hidden_layers")
+    own = dict(own, **{k: v for k, v in TOWER.items() if k in own})
+    own.pop("layer_types", None)
+    n = own.get("num_hidden_layers")
+    for k, v in own.items():
+        if isinstance(v, dict) and "model_type" in v:
+            own[k] = _scaled_tower(v)
+        elif depth != n and isinstance(v, list) and len(v) == depth:  # one entry per layer: the first layers'
+            own[k] = v[:n]
+        elif depth != n and k == "per_layer_config" and isinstance(v, dict):
+            own[k] = {i: c for i, c in v.items() if int(i) < n}
+    return own
+
+
 def _composite_kwargs(model_type: str) -> dict | None:
     """A composite model's config arguments (a language model beside vision / audio towers, named
-    ``text_config``): a tiny text stack of its own family, each tower at :data:`TOWER` sizes; ``None``
-    for a model of one stack."""
+    ``text_config``): a tiny text stack of its own family, each tower at :data:`TOWER` sizes
+    (:func:`_scaled_tower`); for a model of :data:`TOWERED` (sub-configs but no ``text_config``), its
+    tiny sizes with every sub-config scaled so; ``None`` for a model of one stack."""
     defaults = _defaults(model_type)
     text = getattr(defaults, "text_config", None)
-    if text is None or model_type in MULTIMODAL:
+    if (text is None and model_type not in TOWERED) or model_type in MULTIMODAL:
         return None
-    kwargs = {"text_config": dict(tiny_config_kwargs(text.model_type), model_type=text.model_type)}
+    if text is None:
+        kwargs = tiny_config_kwargs(model_type)
+    else:
+        kwargs = {"text_config": dict(tiny_config_kwargs(text.model_type), model_type=text.model_type)}
     for name in getattr(defaults, "sub_configs", {}):
         tower = getattr(defaults, name, None)
         if name != "text_config" and tower is not None and hasattr(tower, "to_dict"):
-            own = tower.to_dict()
-            own.update({k: v for k, v in TOWER.items() if k in own})
-            own.pop("layer_types", None)
-            kwargs[name] = own
+            kwargs[name] = _scaled_tower(tower.to_dict())
     return kwargs
+
+
+def _merged(sizes: dict, overrides: dict) -> dict:
+    """``sizes`` updated by ``overrides``, a nested dict of both merged (a tower's one size named)."""
+    return {**sizes, **{k: _merged(sizes[k], v) if isinstance(v, dict) and isinstance(sizes.get(k), dict) else v
+                        for k, v in overrides.items()}}
 
 
 def tiny_config(model_type: str, **overrides):
     """The config of a tiny ``model_type`` (:func:`tiny_config_kwargs`; a composite model's towers
-    scaled down as :func:`_composite_kwargs` says)."""
+    scaled down as :func:`_composite_kwargs` says, updated by the family's :data:`OVERRIDES`)."""
     from transformers import AutoConfig
 
     composite = _composite_kwargs(model_type)
-    if composite is not None:
-        return AutoConfig.for_model(model_type, **dict(composite, **OVERRIDES.get(model_type, {}), **overrides))
+    if composite is not None:  # a family's overrides of a tower update its scaled sizes
+        return AutoConfig.for_model(model_type, **_merged(composite, dict(OVERRIDES.get(model_type, {}), **overrides)))
     return AutoConfig.for_model(model_type, **tiny_config_kwargs(model_type, **overrides))
 
 
@@ -143,7 +185,7 @@ def _eager_pass(loaded, eager, ids, mask) -> tuple[list[torch.Tensor], list[torc
     if got is None or len(got) != loaded.n_layers or len(received) != loaded.n_layers:
         raise AssertionError(f"the eager model returned {0 if got is None else len(got)} attention maps and called "
                              f"its output projections {len(received)} times for {loaded.n_layers} layers")
-    return [a.double() for a in got], received
+    return [a.double().softmax(-1) if loaded.arch.scores else a.double() for a in got], received
 
 
 def _heads(x: torch.Tensor, n: int) -> torch.Tensor:
@@ -163,19 +205,25 @@ VALUE_PROJECTIONS: dict[str, tuple[str, Callable]] = {
     "deberta-v2": ("value_proj", lambda a, o: _heads(o, a.num_attention_heads)),
     "mpnet": ("v", lambda a, o: _heads(o, a.num_attention_heads)),
     "xglm": ("v_proj", lambda a, o: _heads(o, a.num_heads)),
+    "prophetnet": ("value_proj", lambda a, o: _heads(o, a.num_attn_heads)),
     "mpt": ("Wqkv", lambda a, o: _heads(o.chunk(3, dim=2)[2], a.n_heads)),
     "bloom": ("query_key_value", lambda a, o: o.view(*o.shape[:2], a.num_heads, 3, a.head_dim)[..., 2, :].transpose(1, 2)),
     "falcon": ("query_key_value", _falcon_values),
+    "openai-gpt": ("c_attn", lambda a, o: _heads(o.split(a.split_size, dim=2)[2], a.n_head)),
+    "gpt_neox_japanese": ("query_key_value", lambda a, o: o.view(*o.shape[:2], a.num_attention_heads, 3 * a.head_size)
+                          [..., 2 * a.head_size:].transpose(1, 2)),
+    "ibert": ("value_activation", lambda a, o: _heads(o[0], a.num_attention_heads)),
     "deberta": ("in_proj", lambda a, o: _heads(o, a.num_attention_heads).chunk(3, dim=-1)[2]
                 + a.transpose_for_scores(a.v_bias[None, None, :])),
 }
 
 
-def _own_values(loaded) -> tuple[str, Callable]:
-    """An inferred entry outside the interface: its value projection, split into ``n_heads`` heads."""
+def _own_values(loaded, attn) -> tuple[str, Callable]:
+    """An attention module outside the interface without a :data:`VALUE_PROJECTIONS` row (inferred
+    entries; the decoders of encoder-decoders read through their modules): its own value
+    projection, split into ``n_heads`` heads."""
     from .arch import own_value_projection
 
-    attn = loaded.arch.attention_modules(loaded.model, loaded.n_layers)[0]
     return own_value_projection(attn), lambda a, o: _heads(o, loaded.n_heads)
 
 
@@ -184,15 +232,19 @@ def values(loaded, ids, mask) -> list[torch.Tensor]:
     if loaded.arch.interface:
         got = Tap(loaded, qkv=True, head_outputs=False).run(ids, mask).layers
         return [got[i].value.double() for i in range(loaded.n_layers)]
-    path, read = VALUE_PROJECTIONS.get(loaded.config.model_type) or _own_values(loaded)
     out: list[torch.Tensor] = []
     hooks = []
     for attn in loaded.arch.attention_modules(loaded.model, loaded.n_layers):
+        path, read = VALUE_PROJECTIONS.get(loaded.config.model_type) or _own_values(loaded, attn)
         hooks.append(attn.get_submodule(path).register_forward_hook(
-            lambda m, a, o, attn=attn: out.append(read(attn, o))))
+            lambda m, a, o, attn=attn, read=read: out.append(read(attn, o))))
     try:
         with torch.no_grad(), _implementation(loaded.model, "eager"):  # as the tap runs these families
-            loaded.arch.stack_of(loaded.model)(input_ids=ids, attention_mask=mask, **loaded.arch.forward_kwargs())
+            if loaded.arch.decoder is None:
+                loaded.arch.stack_of(loaded.model)(input_ids=ids, attention_mask=mask, **loaded.arch.forward_kwargs())
+            else:
+                loaded.model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids, decoder_attention_mask=mask,
+                             use_cache=False)
     finally:
         for h in hooks:
             h.remove()

@@ -125,7 +125,7 @@ def _pooled(run: ReportRun) -> dict[str, float]:
     n_pairs = v("n_pairs").sum()
     chance = same_sentence_chance(ds)
     ok = heads["p_same_sentence"].notna()
-    mean_d = float(distance_summary(v("distance_hist").sum(axis=(0, 1)), ds["distance"].values)[0])
+    mean_d = float(distance_summary(ds, ("layer", "head"))[0])
     random_d = random_pair_distance(ds)
     distinct = v("anchor_distinct_hist").sum(axis=0)
     sim = v("sim_value_hist").sum(axis=(0, 1))

@@ -305,9 +305,10 @@ class CorpusStats:
             tiles.finish(self.top_k_columns, attn)
             self._count_attention(layer, b, self._chunks)
             del tiles
-        red, distance = tiled.pair_reductions_tiled(head_outputs, bt, self.threshold, self.bins, self._bins, rows)
+        red, distance, distance_sum = tiled.pair_reductions_tiled(head_outputs, bt, self.threshold, self.bins, self._bins, rows)
         add_pairs(red, bt, pairs)
         pairs["distance_hist"] += distance.round().to(torch.int64)
+        pairs["distance_sum"] += distance_sum.round().to(torch.int64)
         self.acc["layer_windows"][layer] += b
         self._finish_layer(layer)
 

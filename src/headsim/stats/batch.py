@@ -25,6 +25,41 @@ def position_bins(seq_len: int, positions: int) -> np.ndarray:
     return np.arange(seq_len, dtype=np.int64) * positions // seq_len
 
 
+def distance_edges(seq_len: int, n_bins: int) -> np.ndarray:
+    """Edges ``e_0 = 0 < e_1 < … < e_n = seq_len`` of ``n_bins`` distance bins (bin ``k`` holds the
+    distances ``e_k ≤ d < e_{k+1}``): one bin per distance while ``n_bins ≥ seq_len``; else one bin per
+    distance ``0..m−1`` and ``n_bins − m`` log-spaced bins from ``m`` to ``seq_len`` (edges
+    ``round(m · q^i)``, ``q = (seq_len / m)^(1/(n_bins − m))``), with ``m`` the fewest exact distances
+    for which no log-spaced bin is narrower than one token (``m · (q − 1) ≥ 1``)."""
+    t, r = int(seq_len), int(n_bins)
+    if r >= t:
+        return np.arange(t + 1, dtype=np.int64)
+    m = 1
+    while m < r - 1 and m * ((t / m) ** (1.0 / (r - m)) - 1.0) < 1.0:
+        m += 1
+    q = (t / m) ** (1.0 / (r - m))
+    edges = np.concatenate([np.arange(m, dtype=np.int64), np.round(m * q ** np.arange(r - m + 1)).astype(np.int64)])
+    edges[-1] = t
+    for k in range(m + 1, r):  # rounding never merges two bins (every bin at least one token wide)
+        edges[k] = min(max(edges[k], edges[k - 1] + 1), t - (r - k))
+    return edges
+
+
+def distance_bins(seq_len: int, n_bins: int) -> np.ndarray:
+    """Bin of every distance ``0..seq_len−1`` among the ``n_bins`` bins of :func:`distance_edges`."""
+    return np.searchsorted(distance_edges(seq_len, n_bins), np.arange(seq_len), side="right").astype(np.int64) - 1
+
+
+def valid_pairs_by_distance(valid: torch.Tensor, bins: torch.Tensor, n_bins: int) -> torch.Tensor:
+    """Valid pairs ``i < j`` of a batch ``[B, T]`` by distance bin ``bins[j − i]`` ``[n_bins]`` int64
+    (``Σ_i valid[i]·valid[i + d]`` per distance ``d``: an autocorrelation, exact by rounding float64 FFTs)."""
+    b, t = valid.shape
+    f = torch.fft.rfft(valid.to(torch.float64), n=2 * t)
+    per_distance = torch.fft.irfft(f * f.conj(), n=2 * t)[:, :t].sum(dim=0).round().to(torch.int64)
+    per_distance[0] = 0  # a position with itself is no pair
+    return torch.zeros(n_bins, dtype=torch.int64, device=valid.device).index_add_(0, bins, per_distance)
+
+
 @dataclass
 class BatchInfo:
     """One batch of ``B`` windows of ``T`` tokens, as torch tensors on the compute device.
@@ -117,7 +152,8 @@ class BatchTensors:
         sentences: ``[B, T]`` int64 sentence ids, -1 at padding (and wherever a position is in no sentence).
         counts: the batch's window-level counts (0-d int64 tensors, ``pair_count_valid`` ``[T, T]``, or
             ``[R, R]`` over position bins): ``windows``, ``tokens``, ``valid_pairs``,
-            ``valid_pairs_same_sentence``, ``pair_count_valid``.
+            ``valid_pairs_same_sentence``, ``pair_count_valid``; binned also ``valid_pairs_distance``
+            ``[R]`` (valid pairs ``i < j`` by distance bin, :func:`distance_bins`).
 
     In a binned batch (:func:`batch_tensors` with ``positions < T``) nothing ``T×T`` is built:
     ``pair_valid``, ``pair_invalid`` and ``same_sentence`` are ``None`` and ``pair_count_valid`` is binned.
@@ -206,6 +242,8 @@ def batch_tensors(info: BatchInfo, positions: int | None = None, rows: int = 102
     bins = torch.as_tensor(position_bins(t, positions), device=dev)
     per_bin = torch.zeros(b, positions, dtype=torch.int64, device=dev).index_add_(1, bins, valid.long())
     counts["pair_count_valid"] = torch.einsum("bi,bj->ij", per_bin, per_bin)
+    counts["valid_pairs_distance"] = valid_pairs_by_distance(
+        valid, torch.as_tensor(distance_bins(t, positions), device=dev), positions)
     repeat_same = (sent[rb, ri] == sent[rb, rj]) & (sent[rb, ri] >= 0)
     return BatchTensors(info, valid, not bool(valid.all()), None, None, None, (rb, ri, rj), repeat_same, first,
                         targets, categories, counts, sent)

@@ -23,7 +23,7 @@ import xarray as xr
 
 from ..errors import HeadsimError, require
 from .attention import TARGETS
-from .batch import position_bins
+from .batch import distance_edges, position_bins
 from .pairs import ANCHOR_KINDS, SimBins
 
 SCHEMA = "headsim.stats/1"
@@ -73,6 +73,11 @@ class Layout:
         t, r = self.seq_len, self.positions
         return (np.arange(r) * t + r - 1) // r
 
+    def distance_edges(self) -> np.ndarray:
+        """Edges of the ``distance`` bins (:func:`headsim.stats.batch.distance_edges`: one per distance
+        when not binned; above the resolution exact short distances, then log-spaced bins)."""
+        return distance_edges(self.seq_len, self.positions)
+
     @property
     def bins(self) -> SimBins:
         return SimBins(self.sim_bins, float(self.sim_range[0]), float(self.sim_range[1]))
@@ -92,7 +97,7 @@ class Layout:
         """Coordinates of every Dataset dim."""
         t, f = self.bin_starts(), self.fraction_edges
         return {"layer": np.arange(1, self.n_layers + 1), "head": np.arange(1, self.n_heads + 1), "query": t,
-                "key": t, "distance": t, "target": list(TARGETS), "anchor_kind": list(ANCHOR_KINDS),
+                "key": t, "distance": self.distance_edges()[:-1], "target": list(TARGETS), "anchor_kind": list(ANCHOR_KINDS),
                 "sim_bin": self.bins.centres, "fraction_bin": (f[:-1] + f[1:]) / 2,
                 "n_anchors": np.arange(self.n_heads + 1)}
 
@@ -107,7 +112,7 @@ class Layout:
 
 #: coordinate of each dim, as the doc states it
 DIM_NOTES = {"layer": "1..L", "head": "1..H", "query": "0..T−1, or the first position of each bin",
-             "key": "0..T−1, or the first position of each bin", "distance": "0..T−1, or the first distance of each bin",
+             "key": "0..T−1, or the first position of each bin", "distance": "0..T−1, or the first distance of each distance bin",
              "target": "cls, sep, punct, prev, next", "anchor_kind": "cls, sep, punct, other",
              "sim_bin": "bin centres", "fraction_bin": "bin centres", "n_anchors": "0..H"}
 
@@ -191,6 +196,21 @@ def _distances(acc: Mapping[str, np.ndarray]) -> np.ndarray:
     return out
 
 
+def _distance_sums(acc: Mapping[str, np.ndarray]) -> np.ndarray:
+    up = acc["location_upper"]
+    t = up.shape[-1]
+    return np.einsum("lhd,d->lh", _distances(acc), np.arange(t, dtype=np.int64))
+
+
+def _valid_pairs_by_distance(acc: Mapping[str, np.ndarray]) -> np.ndarray:
+    pcv = acc["pair_count_valid"]
+    t = pcv.shape[-1]
+    out = np.zeros(t, dtype=np.int64)
+    for d in range(1, t):
+        out[d] = np.trace(pcv, offset=d)
+    return out
+
+
 def _off_near_diagonal(acc: Mapping[str, np.ndarray]) -> np.ndarray:
     a = acc["attn_sum_top_zeroed"]
     t = a.shape[-1]
@@ -246,8 +266,17 @@ VARIABLES: tuple[Variable, ...] = (
              "high-similarity pairs with equal ids inside one sentence", group="pairs"),
     Variable("distance_hist", ("layer", "head", "distance"), "count", "7, 13", "high-similarity pairs by distance j - i",
              "high-similarity pairs by `j − i` (1..T−1; distance 0 stays 0); per layer = sum over heads",
-             sources=("location_upper",), derive=_distances, binned="high-similarity pairs by distance bin (bin of `j − i`; stored, counted per pair before binning)",
+             sources=("location_upper",), derive=_distances, binned="high-similarity pairs by distance bin (bin of `j − i`: one per distance up to a few dozen, then log-spaced; stored, counted per pair before binning)",
              binned_group="pairs"),
+    Variable("distance_sum", _LH, "count", "7, 13", "sum of the distances j - i of the high-similarity pairs",
+             "Σ of `j − i` over high-similarity pairs `i < j`; mean distance = `distance_sum / n_pairs`",
+             sources=("location_upper",), derive=_distance_sums,
+             binned="the same, exact (stored: each pair's distance is added before binning)", binned_group="pairs"),
+    Variable("valid_pairs_distance", ("distance",), "count", "7, 13 chance",
+             "valid pairs i < j by distance j - i over all windows (the chance distribution of distances)",
+             "valid pairs `i < j` by `j − i` over all windows (distance 0 stays 0): the distances random pairs "
+             "would have", sources=("pair_count_valid",), derive=_valid_pairs_by_distance,
+             binned="valid pairs by distance bin (stored: counted per pair before binning)", binned_group="batch"),
     Variable("valid_pairs", (), "count", "8 chance", "valid pairs i < j over all windows",
              "valid pairs `i < j` over all windows (`Σ n(n−1)/2`, `n` valid tokens)", group="batch"),
     Variable("valid_pairs_same_sentence", (), "count", "8 chance", "valid pairs i < j inside one sentence over all windows",

@@ -40,17 +40,22 @@ def ratio(num, den) -> np.ndarray:
         return np.where(den != 0, num / np.where(den != 0, den, 1.0), np.nan)
 
 
-def distance_summary(hist: np.ndarray, distances: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and median distance of histograms ``[..., distance]``.
+def distance_summary(ds: xr.Dataset, pooled: tuple[str, ...] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and median distance ``j − i`` of the high-similarity pairs, the ``pooled`` dims of
+    ``distance_hist`` (``"layer"``, ``"head"``) summed first.
 
-    ``distances``: the distance of each entry, the Dataset's ``distance`` coordinate (0, 1, 2 …; on a
-    binned run each bin's first distance, so a bin counts at its first distance); default the index.
-    The median is the smallest distance whose cumulative share reaches 0.5.
+    The mean is exact (``distance_sum / n_pairs``; from the histogram for a Dataset written before
+    ``distance_sum`` existed). The median is the smallest entry of the ``distance`` coordinate whose
+    cumulative share reaches 0.5: on a binned run the first distance of the median's bin (exact for
+    the short distances that have a bin each).
     """
-    hist = np.asarray(hist, dtype=np.float64)
-    d = np.arange(hist.shape[-1], dtype=np.float64) if distances is None else np.asarray(distances, dtype=np.float64)
+    hist = ds["distance_hist"].sum(pooled).values.astype(np.float64)
+    d = ds["distance"].values.astype(np.float64)
     total = hist.sum(axis=-1)
-    mean = ratio((hist * d).sum(axis=-1), total)
+    if "distance_sum" in ds:
+        mean = ratio(ds["distance_sum"].sum(pooled).values, total)
+    else:
+        mean = ratio((hist * d).sum(axis=-1), total)
     cum = np.cumsum(hist, axis=-1)
     reached = cum >= 0.5 * total[..., None]
     median = np.where(total > 0, d[reached.argmax(axis=-1)], np.nan)
@@ -101,7 +106,7 @@ def heads_table(ds: xr.Dataset) -> pd.DataFrame:
     L, H = ds.sizes["layer"], ds.sizes["head"]
     v = lambda name: ds[name].values
     n_pairs = v("n_pairs")
-    mean_d, median_d = distance_summary(v("distance_hist"), ds["distance"].values)
+    mean_d, median_d = distance_summary(ds)
     focus = v("attn_focus") / np.where(_queries(ds) > 0, _queries(ds), np.nan)[:, None, None]
     target = {t: i for i, t in enumerate(ds["target"].values.tolist())}
     kinds = {t: i for i, t in enumerate(ds["anchor_kind"].values.tolist())}
@@ -153,7 +158,7 @@ def layers_table(ds: xr.Dataset) -> pd.DataFrame:
     """One row per layer, 1-based; columns :data:`LAYERS_COLUMNS` (see ``docs/statistics.md``)."""
     v = lambda name: ds[name].values
     n_pairs = v("n_pairs").sum(axis=1)
-    mean_d, median_d = distance_summary(v("distance_hist").sum(axis=1), ds["distance"].values)
+    mean_d, median_d = distance_summary(ds, ("head",))
     distinct = v("anchor_distinct_hist").astype(np.float64)
     n = np.arange(distinct.shape[-1], dtype=np.float64)
     edges = np.asarray(ds.attrs["sim_bin_edges"], dtype=np.float64)
@@ -190,34 +195,36 @@ def same_sentence_chance(ds: xr.Dataset) -> float:
 
 
 def chance_distances(ds: xr.Dataset) -> np.ndarray:
-    """Distribution of |i − j| over all valid pairs i ≠ j (what random pairs would give), per ``distance``
-    entry (sums to 1; all zeros without pairs). On a binned run: per distance bin, from the binned
-    ``pair_count_valid``."""
-    pcv = ds["pair_count_valid"].values.astype(np.float64)
-    t = pcv.shape[0]
-    out = np.zeros(ds.sizes["distance"])
-    for d in range(1, min(t, len(out))):
-        out[d] = 2 * np.trace(pcv, offset=d)
+    """Distribution of ``j − i`` over all valid pairs ``i < j`` (what random pairs would give), per
+    ``distance`` entry (bin, on a binned run): ``valid_pairs_distance`` normalised to sum to 1 (all
+    zeros without pairs; all NaN for a binned Dataset written before ``valid_pairs_distance`` existed,
+    whose bins cannot give it)."""
+    if "valid_pairs_distance" in ds:
+        out = ds["valid_pairs_distance"].values.astype(np.float64)
+    elif int(ds.attrs.get("position_binned", 0)):
+        return np.full(ds.sizes["distance"], np.nan)
+    else:
+        pcv = ds["pair_count_valid"].values.astype(np.float64)
+        out = np.array([np.trace(pcv, offset=d) if d else 0.0 for d in range(ds.sizes["distance"])])
     s = out.sum()
     return out / s if s > 0 else out
 
 
+def distance_centres(ds: xr.Dataset) -> np.ndarray:
+    """The distance each ``distance`` entry stands for: itself, or on a binned run the middle of its
+    bin of distances (``(first + last) / 2``)."""
+    d = ds["distance"].values.astype(np.float64)
+    if not int(ds.attrs.get("position_binned", 0)):
+        return d
+    last = np.append(d[1:], float(ds.attrs["seq_len"])) - 1
+    return (d + last) / 2
+
+
 def random_pair_distance(ds: xr.Dataset) -> float:
-    """Mean |i − j| of all valid pairs i ≠ j (what random pairs would give); NaN without pairs."""
+    """Mean ``j − i`` of all valid pairs ``i < j`` (what random pairs would give; on a binned run each
+    bin counted at its middle); NaN without pairs."""
     chance = chance_distances(ds)
-    return float((chance * ds["distance"].values).sum()) if chance.sum() > 0 else math.nan
-
-
-def hist_stats(counts: np.ndarray, values: np.ndarray) -> tuple[float, float, int]:
-    """Mean, median and total of a histogram ``counts`` over bin ``values`` (NaN, NaN, 0 when empty);
-    the median is the first value whose cumulative count reaches half the total."""
-    counts = np.asarray(counts, dtype=np.float64)
-    total = counts.sum()
-    if total <= 0:
-        return math.nan, math.nan, 0
-    mean = float((counts * values).sum() / total)
-    median = float(values[int(np.searchsorted(np.cumsum(counts), total / 2.0))])
-    return mean, median, int(round(total))
+    return float((chance * distance_centres(ds)).sum()) if chance.sum() > 0 else math.nan
 
 
 def sim_bin_edges(ds: xr.Dataset) -> np.ndarray:

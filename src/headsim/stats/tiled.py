@@ -1,7 +1,8 @@
 """Statistics of windows longer than the resolution, a block of query rows at a time, on position bins.
 
 A window of ``T`` tokens with ``T > resolution`` keeps every position-pair statistic on
-``R = resolution`` equal position bins (position ``p`` in bin ``p · R // T``; distances likewise), so
+``R = resolution`` equal position bins (position ``p`` in bin ``p · R // T``; distances on ``R`` bins,
+one per distance up to a few dozen tokens, then log-spaced: :func:`headsim.stats.batch.distance_bins`), so
 the accumulators do not grow with ``T``; per-window and per-head statistics stay exact. Nothing
 ``[heads, T, T]`` exists: attention arrives in blocks of query rows (the model tap's ``on_tile``, or
 computed here from queries and keys for ``plain`` families) and is reduced as it comes
@@ -19,7 +20,7 @@ import torch
 
 from ..model.plain import attention_probs
 from .attention import attention_focus, top_columns
-from .batch import BatchTensors, position_bins
+from .batch import BatchTensors, distance_bins, position_bins
 from .pairs import PairReductions, SimBins
 
 
@@ -29,11 +30,13 @@ class Bins:
 
     t: int
     r: int
-    index: torch.Tensor  # [T] int64 bin of every position (and distance)
+    index: torch.Tensor  # [T] int64 bin of every position
+    distance: torch.Tensor  # [T] int64 bin of every distance (exact short distances, then log-spaced)
 
     @classmethod
     def build(cls, t: int, r: int, device) -> Bins:
-        return cls(t, r, torch.as_tensor(position_bins(t, r), device=device))
+        return cls(t, r, torch.as_tensor(position_bins(t, r), device=device),
+                   torch.as_tensor(distance_bins(t, r), device=device))
 
     def keys(self, x: torch.Tensor, index: torch.Tensor | None = None) -> torch.Tensor:
         """``x`` ``[..., T]`` summed into key bins ``[..., R]`` (same dtype); ``index``: the bins of
@@ -156,9 +159,10 @@ def _binned_tile(x: torch.Tensor, bins: Bins, a: int, b: int, width: int | None,
 
 
 def pair_reductions_tiled(z: torch.Tensor, bt: BatchTensors, threshold: float, sim_bins: SimBins, bins: Bins,
-                          rows: int) -> tuple[PairReductions, torch.Tensor]:
-    """:class:`PairReductions` of one layer (``sim_sum`` and ``location`` on bin pairs ``[H, R, R]``)
-    and the distance histogram ``[H, R]`` of its high-similarity pairs, from head outputs ``z``
+                          rows: int) -> tuple[PairReductions, torch.Tensor, torch.Tensor]:
+    """:class:`PairReductions` of one layer (``sim_sum`` and ``location`` on bin pairs ``[H, R, R]``),
+    the distance histogram ``[H, R]`` of its high-similarity pairs (on distance bins) and the exact sum
+    of their distances ``[H]``, from head outputs ``z``
     ``[B, H, T, d]`` (see the module docstring).
 
     ``S`` is symmetric, so only its tiles on and above the diagonal are built (square tiles of about
@@ -208,7 +212,8 @@ def pair_reductions_tiled(z: torch.Tensor, bt: BatchTensors, threshold: float, s
     rep_tile = torch.div(ri, side, rounding_mode="floor") * len(starts) + torch.div(rj, side, rounding_mode="floor")
     sent = bt.sentences
     sent_lo = torch.where(sent >= 0, sent, torch.full_like(sent, t + 1))
-    dist_bins = bins.index
+    dist_bins = bins.distance
+    distance_sum = torch.zeros(h, dtype=torch.float64, device=dev)
     head_offset = torch.arange(0, h * (nb + 1), nb + 1, device=dev, dtype=torch.int32)[None, :, None, None]
     buffers: dict[tuple[int, int], tuple[torch.Tensor, ...]] = {}
     for a, c0 in tiles:
@@ -248,6 +253,7 @@ def pair_reductions_tiled(z: torch.Tensor, bt: BatchTensors, threshold: float, s
         diag = skew.view(b, h, -1)[:, :, :r * (c + r - 1)].view(b, h, r, c + r - 1).sum(dim=(0, 2))  # [H, c + r − 1]
         dist = (c0 - a + c - 1 - torch.arange(c + r - 1, device=dev)).clamp(0, t - 1)
         distance.index_add_(1, dist_bins[dist], diag.to(torch.float64))
+        distance_sum += diag.to(torch.float64) @ dist.to(torch.float64)
         row_count[:, :, a:a + r] += u.sum(dim=-1)
         col_count[:, :, c0:c0 + c] += u.sum(dim=-2).flip(-1)
         rs, cs = sent_lo[:, a:a + r], sent[:, c0:c0 + c]
@@ -263,4 +269,4 @@ def pair_reductions_tiled(z: torch.Tensor, bt: BatchTensors, threshold: float, s
     inner = torch.zeros(b, t, h, dtype=rep.dtype, device=dev).index_put_((rb, ri), rep, accumulate=True)
     red = PairReductions(sim_sum, hist, location, row_count, col_count, inner.transpose(1, 2),
                          same.float(), rep.sum(dim=0), (rep * bt.repeat_same_sentence[:, None]).sum(dim=0))
-    return red, distance
+    return red, distance, distance_sum
