@@ -103,7 +103,7 @@ class LoadedModel:
         """What the layers are, in words (an encoder-decoder's three stacks, or the model)."""
         name = type(self.model).__name__
         if self.arch.mixed:
-            where = " (text stack, text-only input)" if self.arch.stack.startswith("language_model") else ""
+            where = " (text stack, text-only input)" if self.arch.stack.startswith(TEXT_STACKS) else ""
             return f"the softmax-attention layers of {name}{where}: {self.hybrid_note}"
         if self.arch.decoder is not None:
             return f"the encoder self-attention, decoder self-attention and cross-attention of {name}"
