@@ -24,7 +24,7 @@ import torch
 import transformers
 
 from headsim.errors import HeadsimError
-from headsim.model.arch import REFUSED, arch_for
+from headsim.model.arch import arch_for
 from headsim.model.verify import tiny_config, tiny_model, verify
 from headsim.model.load import from_pretrained_objects
 
@@ -170,7 +170,8 @@ _OTHER_LAYERS = ("linear", "mamba", "conv", "recurrent", "delta", "ssm", "rwkv",
 
 
 #: model types whose tiny build fails with an empty ImportError, and the package it needs (as found)
-NEEDS = {"gemma3n": "timm (its vision tower)"}
+NEEDS = {"gemma3n": "timm (its vision tower; timm needs torchvision, whose PyPI wheel for torch 2.13 is a CUDA build "
+                   "that does not load with CPU torch)"}
 
 #: recurrent models whose "attention" modules are not softmax attention (no map to read)
 RECURRENT = {"rwkv"}
@@ -260,8 +261,8 @@ def category(model_type: str, row: dict) -> tuple[bool, str]:
         return True, "refused: the layout read off its modules is not exact (attention or Z differ)"
     if "does not run" in reason:
         return True, "refused: the layout read off its modules does not run"
-    if model_type in REFUSED:
-        return True, "refused: attention or head outputs the tap cannot read exactly (the row says why)"
+    if "not supported:" in reason and "(model_type " in reason and "no architecture entry" not in reason:
+        return True, "refused by name: attention or head outputs the tap cannot read exactly (the row says why)"
     if "could not be read" in reason:
         return True, "refused: no entry and no layout headsim can read off its modules"
     return True, f"{row['status']}: other"

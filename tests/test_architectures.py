@@ -13,7 +13,7 @@ import torch
 from headsim.errors import HeadsimError
 from headsim.model.arch import ARCHS
 from headsim.model.plain import attention_probs
-from headsim.model.tap import Tap
+from headsim.model.tap import Tap, capture
 from headsim.model.verify import random_batch as make_batch
 from headsim.model.verify import tiny_config_kwargs, tiny_model, verify
 from headsim.model.load import from_pretrained_objects
@@ -34,7 +34,7 @@ def family(request):
 
 
 def test_rows_cover_every_family():
-    assert [a.family for a in ARCHS if not set(a.model_types) & (set(ROWS) | set(MORE_ROWS))] == []
+    assert [a.family for a in ARCHS if not set(a.model_types) & (set(ROWS) | set(MORE_ROWS) | set(LAYOUT_ROWS) | {"dory"})] == []
 
 
 @pytest.mark.parametrize("layout, kv_heads", [(dict(new_decoder_architecture=True, num_kv_heads=2), 2),
@@ -262,6 +262,8 @@ def test_a_configuration_the_tap_cannot_read_is_refused(model_type, setting):
     (name, value), = setting.items()
     with pytest.raises(HeadsimError, match=f"{name}={value!r}"):
         from_pretrained_objects(model, None, model_type)
+
+
 @pytest.mark.parametrize("model_type, gated", [("cohere_compass_text", False), ("zaya", False), ("phi4_multimodal", False),
                                                ("vibevoice_asr", False), ("dots3_note_text", True), ("neomme", True)])
 def test_a_family_built_at_its_own_config_constraints_is_exact(model_type, gated):
@@ -274,6 +276,84 @@ def test_a_family_built_at_its_own_config_constraints_is_exact(model_type, gated
     got = verify(from_pretrained_objects(model, None, model_type), eager)
     assert got.exact_at_projection(1e-5) and got.exact(1e-5) != gated, got
     assert not gated or got.head_outputs > 1e-2
+
+
+#: families read through a layout of their own (issue 31): a module swapped at run time (BigBird), an
+#: output tuple with entity outputs (LUKE), fairseq's [T, B, C] (FSMT), local attention stored as [T, T]
+#: (Longformer's band, LongT5's blocks), a mask turned into a per-head bias (Doge), a text stack behind a
+#: language-model head with chunked and NoPE layers (Llama 4)
+LAYOUT_ROWS = ["big_bird", "luke", "fsmt", "longformer", "longt5", "doge", "llama4"]
+
+
+@pytest.mark.parametrize("model_type", LAYOUT_ROWS)
+def test_a_family_with_a_layout_of_its_own_is_exact(model_type):
+    model, eager = tiny_model(model_type)
+    loaded = from_pretrained_objects(model, None, model_type)
+    got = verify(loaded, eager)
+    assert got.exact(1e-5), (model_type, got)
+    if loaded.arch.layout != "dense" or loaded.arch.time_first:  # the reshaping is not vacuous: another model differs
+        assert not verify(loaded, tiny_model(model_type, seed=1)[1]).exact(1e-5)
+    if loaded.arch.layout != "dense":  # local attention: every valid row sums to 1 within the family's reach
+        radius = model.config.attention_window[0] // 2 if model_type == "longformer" else model.config.local_radius
+        ids, mask = make_batch(2)
+        att = Tap(loaded, attention=True).run(ids, mask).layers[0].attention[0]  # window 0: all 12 tokens valid
+        far = (torch.arange(12)[:, None] - torch.arange(12)[None, :]).abs() > radius
+        assert float(att[:, far].abs().max()) == 0 and float(att[:, ~far].min()) > 0
+        torch.testing.assert_close(att.sum(-1), torch.ones(att.shape[:2]), rtol=0, atol=1e-5)
+
+
+def test_bigbird_is_read_at_full_attention_and_refused_block_sparse():
+    """BigBird switches itself to full attention on windows of up to (5 + 2·num_random_blocks)·block_size
+    tokens (14 here): the capture equals that of a model built at full attention; a longer window, which it
+    runs block-sparse, is refused."""
+    sparse, _ = tiny_model("big_bird", attention_type="block_sparse")
+    full, _ = tiny_model("big_bird")
+    ids, mask = make_batch(5, lengths=(14, 9))
+    got = [capture(from_pretrained_objects(m, None, "big_bird"), ids, mask) for m in (sparse, full)]
+    for role in ("attention", "head_outputs"):
+        torch.testing.assert_close(got[0][role], got[1][role], rtol=0, atol=1e-6)
+    sparse, _ = tiny_model("big_bird", attention_type="block_sparse")
+    ids, mask = make_batch(5, lengths=(16, 9))
+    with pytest.raises(HeadsimError, match="ran its block_sparse attention on this window"):
+        capture(from_pretrained_objects(sparse, None, "big_bird"), ids, mask)
+
+
+@pytest.mark.parametrize("model_type, overrides, reason", [
+    ("yoso", {}, "approximation of softmax attention"), ("convbert", {}, "padding of its batch"),
+    ("pegasus_x", {}, "learned global tokens"), ("longt5", {"encoder_attention_type": "transient-global"},
+                                                 "summaries of blocks")])
+def test_a_family_headsim_cannot_read_is_refused_with_its_reason(model_type, overrides, reason):
+    model, _ = tiny_model(model_type, **overrides)
+    with pytest.raises(HeadsimError, match=f"{type(model).__name__}.*{reason}"):
+        from_pretrained_objects(model, None, model_type)
+
+
+def test_a_looped_family_is_read_at_every_attention_call():
+    """Dory runs its recurrent block twice a pass: six analysed layers over four layers' weights, each
+    call's map the eager model's own; Z is what the output projection receives (after Dory's gate and
+    norm, so it differs from probabilities × values)."""
+    model, eager = tiny_model("dory")
+    loaded = from_pretrained_objects(model, None, "dory")
+    layers = loaded.arch.layer_modules(model, loaded.n_layers)
+    assert loaded.n_layers == 6 and [list(model.layers).index(x) for x in layers] == [0, 1, 2, 1, 2, 3]
+    got = verify(loaded, eager)
+    assert got.exact_at_projection(1e-5) and got.head_outputs > 1e-2
+    ids, mask = make_batch(1)
+    caps = Tap(loaded, attention=True).run(ids, mask).layers
+    assert not torch.allclose(caps[1].attention, caps[3].attention)  # same weights, another input: another map
+
+
+def test_scores_read_as_probabilities_are_caught():
+    """ProphetNet's module hands out pre-softmax scores: read as probabilities by the tap and the eager
+    reference alike, the two agree, but the rows are no probability distributions, so the check fails."""
+    from dataclasses import replace
+
+    model, eager = tiny_model("prophetnet")
+    loaded = from_pretrained_objects(model, None, "prophetnet")
+    assert verify(loaded, eager).exact_at_projection(1e-5)
+    loaded.arch = replace(loaded.arch, scores=False)
+    got = verify(loaded, eager)
+    assert got.attention <= 1e-5 and got.distribution > 1e-2 and not got.exact_at_projection(1e-5)
 
 
 #: hybrid stacks (issue 31): softmax attention at some layers only, between Mamba (Bamba, Granite-MoE-hybrid,

@@ -19,7 +19,7 @@ from headsim.stats import CorpusStats
 from headsim.windows import check_seq_len
 
 ROWS = sorted({a.model_types[0] for a in ARCHS})
-FLOAT32_ONLY = {"gemma2", "gemma3_text", "mistral"}  # their float64 pass is NaN from layer 2 on (whole or tiled alike)
+FLOAT32_ONLY = {"gemma2", "gemma3_text", "mistral", "dory"}  # their float64 pass is NaN from layer 2 on (whole or tiled alike)
 
 
 def tolerance(loaded) -> float:

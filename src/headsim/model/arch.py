@@ -19,6 +19,8 @@ from torch import nn
 from ..errors import HeadsimError
 
 FRAMINGS = ("cls_sep", "bos", "eos", "none", "auto")
+#: how a family outside the interface lays out its probabilities (:attr:`Arch.layout`)
+LAYOUTS = ("dense", "band", "blocks")
 #: what a layer of the analysed model is: one self-attention stack (encoders, decoders), or one of an
 #: encoder-decoder's three (its decoder's layers each give a self- and a cross-attention layer)
 STACKS = ("self", "encoder self", "decoder self", "decoder cross")
@@ -87,17 +89,31 @@ class Arch:
             layers are exactly those whose ``attention`` path exists and is softmax attention
             (:meth:`attends`), in the stack's order; :meth:`model_layers` gives their own indices.
         probabilities: outside the interface, where the attention module's output holds the
-            probabilities (index path: ``(1,)`` is ``output[1]``; I-BERT nests them in ``output[0]``).
+            probabilities under ``output_attentions`` (index path: ``(1,)`` is ``output[1]``; I-BERT nests
+            them in ``output[0]``; LUKE puts them after its word and entity outputs, ``(2,)``).
         other_layers: paths from the analysed stack to further ``nn.ModuleList``s of layers that the
             stack calls besides ``layers`` (HRM's high-level stack, called in cycles with its low-level
             one): each call is one analysed layer, numbered by call order as shared layers are.
         causal_attr: a config flag that makes the family causal (XLM's ``causal`` language models).
-        refused_when: ``(config name, value, reason)``: a configuration of the family that the tap
-            cannot read exactly, refused at load with the reason.
         attentions_per_layer: attention modules each layer calls in turn (LongCat-Flash: two, each one
             analysed layer); ``attention`` and ``output_projection`` then say where the ``{i}``-th is.
         scores: outside the interface, the attention module returns its masked pre-softmax scores
             (ProphetNet): the probabilities are their softmax over keys, as the module computes them.
+        time_first: the family's attention modules take and give ``[T, B, …]`` (FSMT, fairseq's
+            layout): the output projection's input and the value projection's output are transposed
+            to ``[B, T, …]`` where they are read.
+        layout: how the family lays out its probabilities (:data:`LAYOUTS`): ``"dense"`` ``[B, H, T,
+            T]``; ``"band"``: over a band of ``2w + 1`` keys around each query, ``[B, T, H, 2w + 1]``
+            from its attention module (Longformer's sliding window); ``"blocks"``: per block of ``L``
+            queries over the three blocks around it, ``[B, T/L, H, L, 3L]`` (LongT5's local attention).
+            headsim stores them as ``[B, H, T, T]`` with zeros outside what the family attends to
+            (:func:`headsim.model.tap.local_to_dense`), and keeps the window's own rows where the
+            family pads it to whole bands or blocks.
+        refuse: ``config → reason`` for configurations of the family headsim does not read
+            (``None``: read it).
+        call_order: ``config → [module layer index of each attention call of a pass]`` where a family
+            re-runs some of its layers within one pass (Dory's recurrent loops): the analysed layers
+            are the calls, numbered in that order (like ALBERT's shared layers, weights repeat).
     """
 
     family: str
@@ -124,12 +140,16 @@ class Arch:
     probabilities: tuple[int, ...] = (1,)
     other_layers: tuple[str, ...] = ()
     causal_attr: str | None = None
-    refused_when: tuple[tuple[str, object, str], ...] = ()
     attentions_per_layer: int = 1
     scores: bool = False
+    time_first: bool = False
+    layout: str = "dense"
+    refuse: Callable[[object], str | None] | None = None
+    call_order: Callable[[object], list[int]] | None = None
 
     def __post_init__(self) -> None:
         assert self.framing in FRAMINGS, self.framing
+        assert self.layout in LAYOUTS, self.layout
 
     def attends(self, layer: nn.Module) -> bool:
         """Whether a layer of the stack has this family's softmax attention: its ``attention`` path
@@ -143,9 +163,12 @@ class Arch:
 
     def model_layers(self, model: nn.Module) -> list[int]:
         """The stack's own 0-based index (``layers[i]``) of each analysed layer of the stack, in order:
-        every layer, or for a :attr:`mixed` stack the layers that :meth:`attends`."""
+        every layer, for a :attr:`mixed` stack the layers that :meth:`attends`, with :attr:`call_order`
+        the layer of each call."""
         if not self.mixed:
             config = getattr(self.stack_of(model), "config", model.config)
+            if self.call_order is not None:
+                return list(self.call_order(config))
             return list(range(int(config_value(config, self.n_layers_attr))))
         return [i for i, layer in enumerate(self.stack_of(model).get_submodule(self.layers)) if self.attends(layer)]
 
@@ -163,7 +186,10 @@ class Arch:
     def depths(self, model: nn.Module) -> tuple[int, int]:
         """Layers of the analysed stack and of the decoder (0 without one)."""
         config = getattr(self.stack_of(model), "config", model.config)
-        n = len(self.model_layers(model)) if self.mixed else int(config_value(config, self.n_layers_attr))
+        if self.mixed:
+            n = len(self.model_layers(model))
+        else:
+            n = len(self.call_order(config)) if self.call_order else int(config_value(config, self.n_layers_attr))
         if self.decoder is None:
             return n, 0
         return n, int(config_value(model.config, self.decoder.n_layers_attr, n))
@@ -186,6 +212,8 @@ class Arch:
         got = self.stack_of(model).get_submodule(self.layers)
         if self.mixed:
             return [got[i] for i in self.model_layers(model)]
+        if self.call_order is not None:
+            return [got[i] for i in self.call_order(getattr(self.stack_of(model), "config", model.config))]
         others = [m for path in self.other_layers for m in self.stack_of(model).get_submodule(path)]
         return [got] * n_layers if self.shared_layers else list(got) + others
 
@@ -233,6 +261,11 @@ _BART = dict(stack="encoder", layers="layers", attention="self_attn", output_pro
 
 #: Every supported family, encoders first. ``plain`` is set only where tests show headsim's own
 #: softmax equals the model's eager attention.
+def _refused_when(name: str, value: object, why: str) -> Callable[[object], str | None]:
+    """An :attr:`Arch.refuse` for one configuration of a family: ``config.name == value``, with the reason."""
+    return lambda config: f"{name}={value!r}: {why}" if getattr(config, name, None) == value else None
+
+
 ARCHS: tuple[Arch, ...] = (
     Arch("bert", ("bert",), **_BERT, plain=True),
     Arch("roberta", ("roberta", "camembert", "data2vec-text"), **_BERT, plain=True, position_offset=-1,
@@ -283,8 +316,8 @@ ARCHS: tuple[Arch, ...] = (
     Arch("gpt-neox-japanese", ("gpt_neox_japanese",), layers="layers", attention="attention",
          output_projection="attention.dense", interface=False, causal=True, framing="auto", sinks=_DECODER["sinks"]),
     Arch("ibert", ("ibert",), **_BERT, interface=False, position_offset=-1, probabilities=(0, 1),
-         refused_when=(("quant_mode", True, "its integer-only kernels do not give a window the same numbers alone "
-                        "and inside a padded batch (a tiny model differs by 6e-2), so no capture of it can be exact"),),
+         refuse=_refused_when("quant_mode", True, "its integer-only kernels do not give a window the same numbers alone "
+                              "and inside a padded batch (a tiny model differs by 6e-2), so no capture of it can be exact"),
          sinks="<s> and </s>, sentence-final punctuation"),
     Arch("hrm-text", ("hrm_text",), **dict(_DECODER, layers="L_module.layers", other_layers=("H_module.layers",))),
     Arch("moshi", ("moshi",), **_DECODER),
@@ -292,9 +325,9 @@ ARCHS: tuple[Arch, ...] = (
                                                      output_projection="self_attn.{i}.o_proj"), attentions_per_layer=2),
     Arch("bigbird-pegasus", ("bigbird_pegasus",), **dict(_BART, attention="self_attn.self",
                                                          output_projection="self_attn.output"), interface=False,
-         refused_when=(("attention_type", "block_sparse", "block-sparse attention (random, window and global blocks) "
-                        "is not read; the model itself runs full attention on windows of up to (5 + 2 x "
-                        "num_random_blocks) x block_size tokens: load it with attention_type='original_full'"),),
+         refuse=_refused_when("attention_type", "block_sparse", "block-sparse attention (random, window and global blocks) "
+                              "is not read; the model itself runs full attention on windows of up to (5 + 2 x "
+                              "num_random_blocks) x block_size tokens: load it with attention_type='original_full'"),
          sinks="</s> and sentence-final punctuation (Pegasus windows have no opening token)", framing="eos"),
     Arch("seamless-m4t", ("seamless_m4t", "seamless_m4t_v2"), stack="text_encoder", layers="layers", attention="self_attn",
          output_projection="self_attn.out_proj", n_heads_attr=("encoder_attention_heads",),
@@ -313,11 +346,60 @@ ARCHS: tuple[Arch, ...] = (
          sinks="read off the module layout: see the family's own [CLS]/BOS and punctuation"),
 )
 
-_BY_TYPE: dict[str, Arch] = {t: a for a in ARCHS for t in a.model_types}
+def _dory_calls(config) -> list[int]:
+    """Dory's layers in the order one pass runs them: its input layers, its recurrent block
+    ``n_recurrent_loops`` times, its output layers."""
+    start, n = int(config.n_input_layers), int(config.n_recurrent_layers)
+    loop = list(range(start, start + n))
+    return list(range(start)) + loop * int(config.n_recurrent_loops) + list(range(start + n, int(config.num_hidden_layers)))
 
-#: model types whose attention or head outputs the tap cannot read exactly, and why (refused by name
-#: before any layout is inferred)
+
+#: families read through a layout of their own (appended after the main table; each has a row in
+#: ``tests/test_architectures.py``)
+ARCHS += (
+    # BigBird swaps its attention module (``attention.self``) between block-sparse and full at run time:
+    # read at the parent that returns the same (output, probabilities); windows it runs block-sparse
+    # are refused by the tap (:func:`headsim.model.tap.check_full_attention`)
+    Arch("big_bird", ("big_bird",), layers="encoder.layer", attention="attention",
+         output_projection="attention.output.dense", interface=False),
+    # LUKE on text alone (no entity inputs): BERT attention over the words
+    Arch("luke", ("luke",), **_BERT, interface=False, probabilities=(2,), position_offset=-1,
+         sinks="<s> and </s>, sentence-final punctuation"),
+    # FSMT (fairseq's [T, B, C] layout) at its encoder only: its decoder reads another vocabulary than its
+    # encoder, so the window's ids cannot be fed to both as headsim does for BART, T5 and Marian
+    Arch("fsmt", ("fsmt",), stack="encoder", layers="layers", attention="self_attn",
+         output_projection="self_attn.out_proj", interface=False, time_first=True, framing="eos",
+         sinks="</s> and sentence-final punctuation (FSMT windows have no opening token)"),
+    # Longformer on headsim's windows (no global tokens: the mask is 0 / 1): softmax over a band of keys
+    Arch("longformer", ("longformer",), **_BERT, interface=False, layout="band", position_offset=-1,
+         sinks="<s> and </s>, sentence-final punctuation"),
+    # LongT5's local attention (each block of local_radius + 1 queries over its own and the two neighbouring
+    # blocks, keys within local_radius), at its encoder: its decoder's attention runs through the attention
+    # interface while the encoder's does not, and an entry reads one kind
+    Arch("longt5", ("longt5",), stack="encoder", layers="block", attention="layer.0.LocalSelfAttention",
+         output_projection="layer.0.LocalSelfAttention.o", interface=False, probabilities=(2,), layout="blocks",
+         framing="eos", refuse=lambda c: None if c.encoder_attention_type == "local" else (
+             "its transient-global attention also attends to summaries of blocks of tokens, which are not positions "
+             "of the window"),
+         sinks="</s> and sentence-final punctuation (LongT5 windows have no opening token)"),
+    # Dory (looped depth): every attention call is an analysed layer, its recurrent block's weights repeated
+    Arch("dory", ("dory",), **dict(_DECODER, framing="auto"), call_order=_dory_calls),
+)
+
+#: model types refused by name, with the reason (their attention or head outputs are not a softmax
+#: map and vectors headsim can read exactly, or their stack does not run on text alone), checked
+#: before any layout is inferred
 REFUSED: dict[str, str] = {
+    "yoso": "its attention replaces softmax by the collision probability of locality-sensitive hashes (an "
+            "approximation of softmax attention), with no probability map to read (output_attentions returns its outputs)",
+    "mra": "its attention is a multi-resolution block approximation of softmax attention (MRA, a kernel of its own; "
+           "without it, on CPU, the family returns zeros), with no probability map to read",
+    "voxtral_realtime": "its text stack runs only inside the streaming speech model, conditioned on audio frames "
+                        "and a delay-time embedding added to every token (no text-only pass)",
+    "convbert": "half of each layer's mixing is a span-based dynamic convolution over neighbouring positions, padding "
+                "included, so a window's numbers depend on the padding of its batch",
+    "pegasus_x": "its block-local attention also attends to learned global tokens, which are not positions of the "
+                 "window (a map over the window's tokens is not its whole attention)",
     "led": "its encoder attends through Longformer's sliding-window chunks (a local window plus global tokens) and "
            "its output_attentions come in that banded form ([query, window + 1] per head), not as a map over keys",
     "squeezebert": "its output_attentions are the masked pre-softmax scores, not probabilities, and its output "
@@ -336,6 +418,8 @@ REFUSED: dict[str, str] = {
     "deepseek_v4": "its attention reaches, beyond the window's tokens, compressed key/value blocks appended after them "
                    "(CSA/HCA compressors), so a head's probabilities are not a map over the window's tokens",
 }
+
+_BY_TYPE: dict[str, Arch] = {t: a for a in ARCHS for t in a.model_types}
 
 
 def families() -> list[str]:
@@ -467,6 +551,9 @@ def arch_for(model: nn.Module) -> Arch:
     naming its class and the supported families."""
     config = model.config
     model_type = getattr(config, "model_type", "")
+    if model_type in REFUSED:
+        raise HeadsimError(f"not supported: {type(model).__name__} (model_type {model_type!r}): {REFUSED[model_type]}",
+                           f"use a model of a supported family ({', '.join(families())}); `headsim models` lists them")
     found = _text_stack(model)
     if found is not None:  # a multimodal language model: its text stack, read as that family's
         name, text = found
@@ -485,10 +572,10 @@ def arch_for(model: nn.Module) -> Arch:
             + _unreadable(model),
             f"use a model of a supported family ({', '.join(families())}); `headsim models` lists them",
         )
-    for name, value, why in arch.refused_when:
-        if getattr(config, name, None) == value:
-            raise HeadsimError(f"not supported: {type(model).__name__} with {name}={value!r}: {why}",
-                               f"use a {arch.family} model configured otherwise")
+    reason = arch.refuse(config) if arch.refuse is not None else None
+    if reason is not None:
+        raise HeadsimError(f"not supported: {type(model).__name__} (model_type {model_type!r}): {reason}",
+                           f"use a model of a supported family ({', '.join(families())}); `headsim models` lists them")
     if getattr(config, "is_decoder", False) and not arch.causal:
         raise HeadsimError(f"not supported: {type(model).__name__} configured as a decoder (is_decoder=True)",
                            "load the model as a bidirectional encoder (is_decoder=False)")
@@ -527,15 +614,20 @@ TEXT_STACKS = ("language_model", "text_model")
 
 
 def _text_stack(model: nn.Module) -> tuple[str, nn.Module] | None:
-    """A multimodal model's language model and its attribute name (Llava, Qwen2-VL, Gemma 3,
-    Qwen2-Audio, Voxtral …: a ``language_model`` beside vision or audio towers; ModernVBERT: a
-    ``text_model`` beside a ``vision_model``), or ``None``."""
+    """A multimodal model's language model and its path (Llava, Qwen2-VL, Gemma 3, Qwen2-Audio,
+    Voxtral …: a ``language_model`` beside vision or audio towers; ModernVBERT: a ``text_model``
+    beside a ``vision_model``), or ``None``. A language model with a head (Llama 4's
+    ``Llama4ForCausalLM``) is read at its base model (``language_model.model``)."""
     for name in TEXT_STACKS:
         text = getattr(model, name, None)
         if name == "text_model" and not hasattr(model, "vision_model"):
             continue  # a model's own text encoder (CLIP-like towers) is not a language model beside others
-        if isinstance(text, nn.Module) and hasattr(text, "config") and text is not model:
-            return name, text
+        if not (isinstance(text, nn.Module) and hasattr(text, "config") and text is not model):
+            continue
+        base = getattr(text, "model", None)
+        if isinstance(base, nn.Module) and hasattr(base, "config") and hasattr(text, "lm_head"):
+            return f"{name}.model", base
+        return name, text
     return None
 
 

@@ -8,9 +8,11 @@ hands each consumer, per layer, what it asked for (:class:`LayerCapture`):
   attention function with the queries and keys the model passes (rotated, grouped), the model's own
   mask (causal, sliding window, padding, position bias) and its own kwargs (scaling, softcap,
   sinks); headsim never re-implements positions or masks. Families outside the interface
-  (ALiBi families, Falcon, XGLM, DeBERTa, MPNet) return them from their attention modules, read by a
-  forward hook; their passes run the family's eager path, so the probabilities and Z come from
-  the one computation.
+  (ALiBi families, Falcon, XGLM, DeBERTa, MPNet, BigBird, LUKE, FSMT, Longformer, LongT5) return them
+  from their attention modules, read by a forward hook; their passes run the family's eager path, so
+  the probabilities and Z come from the one computation. Local attention that a family lays out as
+  a band or as blocks (Longformer, LongT5) is stored as ``[T, T]`` with zeros outside its reach
+  (:func:`local_to_dense`).
 - ``head_outputs``: each query head's output vectors Z, read as the input of the attention output
   projection (so whatever the module does between attention and projection is included), split
   into heads: ``[batch, head, seq, d_head]``.
@@ -145,8 +147,13 @@ class RowMask:
     def shape(self) -> torch.Size:
         return self.whole().shape
 
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype of eager's float mask (families that turn it into a bias of their own read it: Doge)."""
+        return self.kwargs.get("dtype", torch.float32)
+
     def __getattr__(self, name: str):
-        """Any other tensor attribute or method (``dtype``, ``masked_fill`` ...) of the whole mask: for
+        """Any other tensor attribute or method (``masked_fill``, ``device`` ...) of the whole mask: for
         families whose attention edits the mask before the attention function (Qwen4-Exp's indexed
         attention keeps the keys its indexer selects)."""
         if name.startswith("__") or name == "kwargs":
@@ -179,6 +186,7 @@ class _Pass:
         self.pending: dict[int, LayerCapture] = {}
         self.out: dict[int, LayerCapture] = {}
         self.compute = None
+        self.t = 0  # the window's length (a family may pad it inside its own forward)
 
     def capture_of(self, layer: int) -> LayerCapture:
         return self.pending.setdefault(layer, LayerCapture(layer))
@@ -415,6 +423,7 @@ class Tap:
         with _implementation(model, impl, self._configs) as original:
             run = _Pass(self, on_layer, shift, original, on_tile)
             run.compute = compute
+            run.t = ids.shape[1]
             handles = self._hooks(run, stack)
             previous = getattr(_ACTIVE, "run", None)
             _ACTIVE.run = run
@@ -458,18 +467,22 @@ class Tap:
                 return
             cap = run.capture_of(layer)
             if self.head_outputs:
-                z = args[0]
+                z = args[0].transpose(0, 1) if arch.time_first else args[0]
+                z = z[:, :run.t]  # a family that pads the window to whole bands (Longformer): the window's rows
                 cap.head_outputs = run.unshift(z.view(*z.shape[:-1], n_heads, z.shape[-1] // n_heads).transpose(1, 2), (2,))
             run.deliver(layer)
 
-        def on_attention(_module, _args, output):
+        def on_attention(module, _args, output):
             layer = run.attention_calls
             run.attention_calls += 1
+            check_full_attention(module, arch.family)
             if layer in self.layer_set and self.attention:
                 probs = output
                 for i in arch.probabilities:
                     probs = probs[i]
                 probs = probs.float().softmax(-1) if arch.scores else probs.float()
+                if arch.layout != "dense":  # Longformer's module gives its band as [B, T, H, 2w + 1]
+                    probs = local_to_dense(probs.transpose(1, 2) if arch.layout == "band" else probs, arch.layout, run.t)
                 run.capture_of(layer).attention = run.unshift(probs, (2, 3))
                 run.deliver(layer)
 
@@ -480,6 +493,41 @@ class Tap:
             for module in arch.attention_modules(loaded.model, loaded.n_layers):
                 handles.append(module.register_forward_hook(on_attention))
         return handles
+
+
+def local_to_dense(probs: torch.Tensor, layout: str, t: int) -> torch.Tensor:
+    """Probabilities laid out as a family computes local attention, as ``[B, H, t, t]`` with zeros
+    outside what it attends to (keys past the window, where the family pads it, are dropped):
+
+    - ``"band"``: ``[B, H, T', 2w + 1]`` over a band of keys around each query (column ``w`` is the
+      query's own position; Longformer, ``T' ≥ t``);
+    - ``"blocks"``: ``[B, T'/L, H, L, 3L]``, each block of ``L`` queries over its own and the two
+      neighbouring blocks (key ``k`` of block ``b`` is position ``(b - 1)·L + k``; LongT5).
+    """
+    if layout == "blocks":
+        b, n_blocks, h, size, width = probs.shape
+        probs = probs.transpose(1, 2).reshape(b, h, n_blocks * size, width)  # query i = block·L + q
+        offset = torch.arange(n_blocks * size, device=probs.device)[:, None] // size * size - size
+    else:
+        width = probs.shape[-1]
+        offset = torch.arange(probs.shape[2], device=probs.device)[:, None] - (width - 1) // 2
+    rows = torch.arange(t, device=probs.device)[:, None].expand(t, width)
+    cols = offset[:t] + torch.arange(width, device=probs.device)[None, :]
+    inside = (cols >= 0) & (cols < t)
+    dense = probs.new_zeros(*probs.shape[:2], t, t)
+    dense[:, :, rows[inside], cols[inside]] = probs[:, :, :t][:, :, inside]
+    return dense
+
+
+def check_full_attention(module: nn.Module, family: str) -> None:
+    """Refuse a pass in which a family that switches between full and block-sparse attention by window
+    length (BigBird: its ``attention_type``) ran block-sparse: headsim reads its full softmax attention."""
+    kind = getattr(module, "attention_type", "original_full")
+    if kind != "original_full":
+        config = getattr(module, "config", None)
+        limit = (5 + 2 * int(getattr(config, "num_random_blocks", 0))) * int(getattr(config, "block_size", 0))
+        raise HeadsimError(f"{family} ran its {kind} attention on this window (longer than {limit} tokens): headsim "
+                           "reads its full softmax attention only", f"use windows of at most {limit} tokens")
 
 
 def capture(loaded, input_ids, attention_mask, *, layers: Sequence[int] | None = None, attention: bool = True,
@@ -514,7 +562,11 @@ def edit_head_outputs(loaded, edits: dict[int, Callable[[torch.Tensor], torch.Te
         layer = count[0]
         count[0] += 1
         fn = edits.get(layer)
-        return None if fn is None else (fn(args[0]), *args[1:])
+        if fn is None:
+            return None
+        if arch.time_first:  # [T, B, …] in the family's own layout
+            return (fn(args[0].transpose(0, 1)).transpose(0, 1), *args[1:])
+        return (fn(args[0]), *args[1:])
 
     handles = [arch.stack_of(loaded.model).register_forward_pre_hook(reset)]
     try:

@@ -42,7 +42,7 @@ OVERRIDES: dict[str, dict] = {
     "albert": {"embedding_size": 16, "num_hidden_groups": 1},
     "deberta-v2": {"relative_attention": True, "pos_att_type": ["p2c", "c2p"], "max_relative_positions": 16},
     "modernbert": {"global_attn_every_n_layers": 2, "local_attention": 4, "cls_token_id": 1, "sep_token_id": 2},
-    "t5": _T5, "mt5": _T5, "umt5": _T5, "longt5": _T5,
+    "t5": _T5, "mt5": _T5, "umt5": _T5, "longt5": dict(_T5, local_radius=3),
     "bart": _BART, "mbart": _BART, "marian": _BART,
     "gpt2": {"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64},
     "qwen2_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16, "shared_expert_intermediate_size": 16},
@@ -154,6 +154,26 @@ OVERRIDES.update({
                    "audio_config": {"adapter_input_size": 32, "adapter_out_dim": 32}},
     "nemo_speechlm": {"audio_config": {"diarization_config": {"head_config": {"audio_hidden_size": 32}}}},
 })
+# Llama 4's text stack at sizes where its chunked attention splits a window (chunks of 5 tokens) and
+# its second layer is a full-attention NoPE layer (no rotary positions, temperature-tuned queries)
+OVERRIDES["llama4_text"] = {"attention_chunk_size": 5, "no_rope_layers": [1, 0]}
+
+# BigBird at its full attention (what it computes itself at windows of up to (5 + 2·num_random_blocks)·block_size
+# tokens), small blocks so that tests/test_architectures.py can also run it block-sparse on a short window
+OVERRIDES["big_bird"] = {"attention_type": "original_full", "block_size": 2, "num_random_blocks": 1}
+
+# Longformer with a band of 2 keys either side (windows of the tests are longer than one band)
+OVERRIDES["longformer"] = {"attention_window": 4}
+
+# LUKE without its half-million-entry entity table (headsim reads it on text alone)
+OVERRIDES["luke"] = {"entity_vocab_size": 8, "entity_emb_size": 16}
+
+# Dory: one input layer, a recurrent block of two layers run twice, one output layer (six attention calls a
+# pass over four layers' weights); a window longer than its sliding window
+OVERRIDES["dory"] = {"num_hidden_layers": 4, "n_input_layers": 1, "n_output_layers": 1, "n_recurrent_loops": 2,
+                     "sliding_window": 5}
+
+
 
 #: hybrid stacks (softmax attention at some layers, state-space / linear-attention / convolution /
 #: recurrent layers at the others): four layers or so, attention at two of them

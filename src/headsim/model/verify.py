@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ..errors import HeadsimError
-from .tap import Tap, _configs, _implementation, capture
+from .tap import Tap, _configs, _implementation, capture, local_to_dense
 from .tiny import DROP, MULTIMODAL, OVERRIDES, RULES, SMALL, TOWER, TOWERED, VOCAB  # noqa: F401 (re-exported)
 
 
@@ -164,7 +164,9 @@ def _eager_pass(loaded, eager, ids, mask) -> tuple[list[torch.Tensor], list[torc
     same pass (``[B, T, H·d]`` float64, in call order)."""
     model = loaded.model if eager is None else eager
     received: list[torch.Tensor] = []
-    hooks = [m.register_forward_pre_hook(lambda _m, args: received.append(args[0].detach().double()))
+    first = loaded.arch.time_first  # [T, B, …]: read as [B, T, …]
+    hooks = [m.register_forward_pre_hook(lambda _m, args: received.append(
+        (args[0].transpose(0, 1) if first else args[0]).detach().double()))
              for m in loaded.arch.output_projections(model, loaded.n_layers)]
     try:
         with torch.no_grad(), _implementation(model, "eager" if eager is None else None):
@@ -185,6 +187,8 @@ def _eager_pass(loaded, eager, ids, mask) -> tuple[list[torch.Tensor], list[torc
     if got is None or len(got) != loaded.n_layers or len(received) != loaded.n_layers:
         raise AssertionError(f"the eager model returned {0 if got is None else len(got)} attention maps and called "
                              f"its output projections {len(received)} times for {loaded.n_layers} layers")
+    if loaded.arch.layout != "dense":  # local attention's own layout, as [B, H, T, T] (tap.local_to_dense)
+        got = [local_to_dense(a, loaded.arch.layout, ids.shape[1]) for a in got]
     return [a.double().softmax(-1) if loaded.arch.scores else a.double() for a in got], received
 
 
@@ -213,6 +217,11 @@ VALUE_PROJECTIONS: dict[str, tuple[str, Callable]] = {
     "gpt_neox_japanese": ("query_key_value", lambda a, o: o.view(*o.shape[:2], a.num_attention_heads, 3 * a.head_size)
                           [..., 2 * a.head_size:].transpose(1, 2)),
     "ibert": ("value_activation", lambda a, o: _heads(o[0], a.num_attention_heads)),
+    "big_bird": ("self.value", lambda a, o: _heads(o, a.config.num_attention_heads)),
+    "luke": ("value", lambda a, o: _heads(o, a.num_attention_heads)),
+    "fsmt": ("v_proj", lambda a, o: _heads(o.transpose(0, 1), a.num_heads)),
+    "longformer": ("value", lambda a, o: _heads(o.transpose(0, 1), a.num_heads)),
+    "longt5": ("v", lambda a, o: _heads(o, a.n_heads)),
     "deberta": ("in_proj", lambda a, o: _heads(o, a.num_attention_heads).chunk(3, dim=-1)[2]
                 + a.transpose_for_scores(a.v_bias[None, None, :])),
 }
@@ -248,7 +257,7 @@ def values(loaded, ids, mask) -> list[torch.Tensor]:
     finally:
         for h in hooks:
             h.remove()
-    return [v.double() for v in out]
+    return [v[..., :ids.shape[1], :].double() for v in out]  # the window's positions (Longformer pads to whole bands)
 
 
 @dataclass
@@ -260,11 +269,16 @@ class Verification:
     invariance: float
     causal_upper: float  # attention above the diagonal of valid rows (causal families: must be 0)
     projection: float = 0.0  # Z against what the eager model's output projection received
+    #: how far the attention of valid rows is from probabilities: negative entries, or a row over the
+    #: valid keys summing above 1 (below 1 is allowed: attention sinks take the rest). Catches a family
+    #: whose module hands out scores where both the tap and the eager reference read them
+    distribution: float = 0.0
 
     @property
     def worst(self) -> float:
         """The largest difference of all checks."""
-        return max(self.attention, self.head_outputs, self.invariance, self.causal_upper, self.projection)
+        return max(self.attention, self.head_outputs, self.invariance, self.causal_upper, self.projection,
+                   self.distribution)
 
     def exact(self, tol: float = 1e-5) -> bool:
         return self.worst <= tol
@@ -274,7 +288,7 @@ class Verification:
         """The largest difference but for probabilities × values: for families that change a head's
         output between attention and the output projection (a gate, a norm), whose Z is what the
         projection receives."""
-        return max(self.attention, self.invariance, self.causal_upper, self.projection)
+        return max(self.attention, self.invariance, self.causal_upper, self.projection, self.distribution)
 
     def exact_at_projection(self, tol: float = 1e-5) -> bool:
         return self.worst_at_projection <= tol
@@ -295,10 +309,12 @@ def verify(loaded, eager=None, seed: int = 0) -> Verification:
     want, received = _eager_pass(loaded, eager, ids, mask)
     want = torch.stack(want, dim=1)
     vals = values(loaded, ids, mask)
-    err_att = err_z = 0.0
+    err_att = err_z = err_dist = 0.0
     for b in range(ids.shape[0]):
         n = int(rows[b].sum())
-        err_att = max(err_att, float((_valid_block(att, b, n, True) - _valid_block(want, b, n, True)).abs().max()))
+        block = _valid_block(att, b, n, True)
+        err_att = max(err_att, float((block - _valid_block(want, b, n, True)).abs().max()))
+        err_dist = max(err_dist, float((-block).clamp_min(0).max()), float((block.sum(-1) - 1).clamp_min(0).max()))
     for li in range(loaded.n_layers):
         v = vals[li].repeat_interleave(loaded.n_heads // vals[li].shape[1], dim=1)
         ref = want[:, li] @ v
@@ -332,7 +348,7 @@ def verify(loaded, eager=None, seed: int = 0) -> Verification:
         else:
             shifted, full = shifted[:, :, :n], full[:, :, :n]
         err_inv = max(err_inv, float((full - one).abs().max()) / unit, float((shifted - full).abs().max()) / unit)
-    return Verification(err_att, err_z, err_inv, causal_upper, err_proj)
+    return Verification(err_att, err_z, err_inv, causal_upper, err_proj, err_dist)
 
 
 def self_check(loaded, tol: float | None = None) -> Verification:
