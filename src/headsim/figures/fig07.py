@@ -30,13 +30,18 @@ def distance_bars(ax, ds: xr.Dataset, share: np.ndarray, chance: np.ndarray) -> 
     ax.set_xscale("log")
 
 
-def distance_label(ds: xr.Dataset) -> str:
-    """The distance axis' label (how distances are binned on a binned run)."""
+def distance_label(ds: xr.Dataset, short: bool = False) -> str:
+    """The distance axis' label (``short``: without how distances are binned on a binned run)."""
     if bin_width(ds) is None:
         return "distance |i − j| (tokens)"
+    return "distance |i − j| (tokens, log scale)" if short else f"distance |i − j| (tokens, log scale; {binning(ds)})"
+
+
+def binning(ds: xr.Dataset) -> str:
+    """How a binned run's distances are binned, in words."""
     width = np.diff(np.append(ds["distance"].values, int(ds.attrs["seq_len"])))
     exact = int(np.argmax(width > 1)) if (width > 1).any() else len(width)
-    return f"distance |i − j| (tokens, log scale; one bin per distance below {exact}, then log-spaced bins)"
+    return f"one bin per distance below {exact}, then log-spaced bins"
 
 
 def share_label(ds: xr.Dataset) -> str:
@@ -72,7 +77,7 @@ def fig07_distance_histograms(ds: xr.Dataset, heads: pd.DataFrame, *, model: str
         if hi % ncols == 0:
             ax.set_ylabel(share_label(ds), fontsize=8)
         if hi // ncols == nrows - 1 or hi + ncols >= H:
-            ax.set_xlabel(distance_label(ds), fontsize=8)
+            ax.set_xlabel(distance_label(ds, short=True), fontsize=8)
         if hi == 0:
             fig.legend(loc="outside lower center", ncol=3, fontsize=8, frameon=False)
     ax_m = fig.add_subplot(gs[nrows, :])
@@ -90,7 +95,9 @@ def caption(r: ReportedRun) -> str:
             "dashed). Bars above the grey line at short distances mean the head prefers near neighbours. Below: the "
             "mean distance of every head of every layer, the shown layer outlined. The paper (BERT-base, last "
             "layer): every head but one averages below 50 tokens; the exception pairs identical tokens across the "
-            "whole input.")
+            "whole input." + ("" if bin_width(r.dataset) is None else
+                              f" Windows of {int(r.dataset.attrs['seq_len']):,} tokens: distances on a log axis, "
+                              f"{binning(r.dataset)}, bars as the share of pairs per token of distance."))
 
 
 FIGURE = PaperFigure("fig07_distance_histograms", "Fig 7", "distances of high-similarity pairs per head",
