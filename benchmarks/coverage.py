@@ -243,10 +243,13 @@ def category(model_type: str, row: dict) -> tuple[bool, str]:
     reads = text_input(model_type)
     if reads is not None:
         return False, f"not counted: reads `{reads}`, not text (speech, vision or structure)"
+    if "from several modules" in row.get("reason", ""):
+        return True, ("refused: its layers call the attention function from several modules (another attention, "
+                      "such as one over earlier layers' outputs, besides the tokens')")
     hybrid = hybrid_layers(model_type)
     if hybrid is not None:
-        return True, ("refused, hybrid: attention at some layers only, between other kinds "
-                      "(headsim reads stacks whose every layer attends)")
+        return True, ("refused, hybrid: attention at some layers only, between other kinds, and its "
+                      "softmax-attention layers not read exactly (the row says why)")
     if no_attention(model_type, row):
         return False, "not counted: no attention layers (state-space, recurrent or Fourier mixing)"
     reason = row.get("reason", "")

@@ -354,3 +354,78 @@ def test_scores_read_as_probabilities_are_caught():
     loaded.arch = replace(loaded.arch, scores=False)
     got = verify(loaded, eager)
     assert got.attention <= 1e-5 and got.distribution > 1e-2 and not got.exact_at_projection(1e-5)
+
+
+#: hybrid stacks (issue 31): softmax attention at some layers only, between Mamba (Bamba, Granite-MoE-hybrid,
+#: Nemotron-H, Zamba), lightning-attention (MiniMax), convolution (LFM3) or recurrent (RecurrentGemma) layers;
+#: Jamba, Qwen3-Next/3.5, Kimi-Linear and the others of the coverage sweep are built the same way but slower
+HYBRID_ROWS = ["granitemoehybrid", "lfm3", "minimax", "nemotron_h", "recurrent_gemma", "zamba"]
+_SOFTMAX_KINDS = ("full_attention", "sliding_attention", "attention", "hybrid", "*")
+
+
+def _attending_by_config(config) -> list[int]:
+    """1-based numbers of the layers the config says attend with softmax (independent of the modules)."""
+    if getattr(config, "hybrid_override_pattern", None):
+        kinds = list(config.hybrid_override_pattern)
+    elif getattr(config, "block_types", None):
+        kinds = [config.block_types[i % len(config.block_types)] for i in range(config.num_hidden_layers)]
+    else:
+        kinds = getattr(config, "layers_block_type", None) or config.layer_types
+    return [i + 1 for i, k in enumerate(kinds) if k in _SOFTMAX_KINDS]
+
+
+@pytest.mark.parametrize("model_type", HYBRID_ROWS)
+def test_a_hybrid_stack_is_read_at_its_softmax_attention_layers_exactly(model_type):
+    """The analysed layers are exactly those the config says attend (a lightning-attention layer of
+    MiniMax is not one), in order, each exact at its own depth (Zamba's one shared block at two)."""
+    model, eager = tiny_model(model_type)
+    with pytest.warns(UserWarning, match=r"is a hybrid stack: headsim is analysing \d of \d+ layers"):
+        loaded = from_pretrained_objects(model, None, model_type)
+    want = _attending_by_config(model.config)
+    assert loaded.arch.mixed and loaded.model_layers == want and loaded.n_layers == len(want) >= 2
+    assert loaded.arch.stack_depth(model) == model.config.num_hidden_layers > len(want)
+    got = verify(loaded, eager)
+    assert got.exact_at_projection(1e-5), (model_type, got)
+
+
+def test_a_hybrid_stacks_layers_are_told_apart_and_the_checks_can_fail():
+    """Zamba calls one shared attention block at layers 3 and 8: the tap tells the two calls apart
+    (their maps differ), and an eager twin with other weights is not found exact."""
+    model, eager = tiny_model("zamba")
+    loaded = from_pretrained_objects(model, None, "zamba")
+    assert loaded.model_layers == [3, 8] and "the other 6 are" in loaded.hybrid_note
+    ids, mask = make_batch(2)
+    got = Tap(loaded, attention=True).run(ids, mask).layers
+    assert sorted(got) == [0, 1] and not torch.allclose(got[0].attention, got[1].attention)
+    _, other = tiny_model("zamba", seed=1)
+    assert not verify(loaded, other).exact_at_projection(1e-5)
+
+
+@pytest.mark.slow
+def test_a_hybrid_run_records_each_layers_own_number(tmp_path):
+    """A tiny Granite-MoE-hybrid analysed end to end: run.json, the Dataset and the tables give each
+    analysed layer its number in the model (layers 2 and 4 of 4; 1 and 3 are Mamba layers)."""
+    import copy
+
+    import headsim
+    from transformers import AutoConfig, AutoModel
+
+    tok = copy.deepcopy(headsim.load_model().tokenizer)
+    config = AutoConfig.for_model("granitemoehybrid", **dict(tiny_config_kwargs("granitemoehybrid"), vocab_size=len(tok),
+                                                             max_position_embeddings=128))
+    torch.manual_seed(0)
+    AutoModel.from_config(config).save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    (tmp_path / "c.txt").write_text(("The red fox jumps over the fence. A small bird sings in the garden. " * 6 + "\n\n") * 4)
+    with pytest.warns(UserWarning, match=r"analysing 2 of 4 layers \(the softmax-attention ones: 2, 4\)"):
+        res = headsim.analyze(str(tmp_path / "m"), str(tmp_path / "c.txt"), windows=4, seq_len=32, out=tmp_path / "run")
+    model = res.meta["model"]
+    assert model["model_layers"] == [2, 4] and model["stack_layers"] == 4 and model["n_layers"] == 2
+    assert "analysing 2 of 4 layers" in model["analysed"]
+    assert list(res.dataset["model_layer"].values) == [2, 4] and list(res.layers["model_layer"]) == [2, 4]
+    assert list(res.heads["model_layer"]) == [2] * 4 + [4] * 4
+    import json
+
+    from headsim.report.html import model_description
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["model"]["model_layers"] == [2, 4]
+    assert "2 layers (the softmax-attention layers 2, 4 of its 4;" in model_description(model)

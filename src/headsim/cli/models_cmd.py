@@ -28,3 +28,7 @@ def models() -> None:
         table.add_row(a.family, ", ".join(a.model_types), kind + (", shared layers" if a.shared_layers else ""),
                       source, framing[a.framing], a.sinks)
     console.print(table)
+    console.print("Hybrid stacks (Jamba, Bamba, Nemotron-H, Zamba, Qwen3-Next, Qwen3.5, MiniMax, LFM3, RecurrentGemma …, "
+                  "read off their modules): headsim analyses their softmax-attention layers only; loading one says "
+                  "\"analysing N of M layers (the softmax-attention ones: …)\" and run.json records their numbers "
+                  "(model.model_layers). See docs/models.md.")

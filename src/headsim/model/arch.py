@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from torch import nn
 
@@ -83,6 +84,10 @@ class Arch:
             layers follow the encoder's (``stack`` is then ``"encoder"``); ``None``: one stack.
         inferred: not in the table: read off the model's modules by :func:`infer_arch` (the coverage
             sweep, ``benchmarks/coverage.py``, says which inferred families it found exact).
+        mixed: a hybrid stack: softmax self-attention at some of its layers, state-space, linear-attention,
+            convolution or recurrent layers at the others (Jamba, Qwen3-Next, Zamba ...). The analysed
+            layers are exactly those whose ``attention`` path exists and is softmax attention
+            (:meth:`attends`), in the stack's order; :meth:`model_layers` gives their own indices.
         probabilities: outside the interface, where the attention module's output holds the
             probabilities under ``output_attentions`` (index path: ``(1,)`` is ``output[1]``; I-BERT nests
             them in ``output[0]``; LUKE puts them after its word and entity outputs, ``(2,)``).
@@ -131,6 +136,7 @@ class Arch:
     sinks: str = "[CLS] and [SEP], sentence-final punctuation"
     decoder: Decoder | None = None
     inferred: bool = False
+    mixed: bool = False
     probabilities: tuple[int, ...] = (1,)
     other_layers: tuple[str, ...] = ()
     causal_attr: str | None = None
@@ -145,10 +151,45 @@ class Arch:
         assert self.framing in FRAMINGS, self.framing
         assert self.layout in LAYOUTS, self.layout
 
+    def attends(self, layer: nn.Module) -> bool:
+        """Whether a layer of the stack has this family's softmax attention: its ``attention`` path
+        exists and (interface families) calls transformers' attention interface, not a linear,
+        lightning or delta-rule attention of its own."""
+        try:
+            module = layer.get_submodule(self.attention)
+        except AttributeError:
+            return False
+        return _uses_attention_interface(module) if self.interface else True
+
+    def model_layers(self, model: nn.Module) -> list[int]:
+        """The stack's own 0-based index (``layers[i]``) of each analysed layer of the stack, in order:
+        every layer, for a :attr:`mixed` stack the layers that :meth:`attends`, with :attr:`call_order`
+        the layer of each call."""
+        if not self.mixed:
+            config = getattr(self.stack_of(model), "config", model.config)
+            if self.call_order is not None:
+                return list(self.call_order(config))
+            return list(range(int(config_value(config, self.n_layers_attr))))
+        return [i for i, layer in enumerate(self.stack_of(model).get_submodule(self.layers)) if self.attends(layer)]
+
+    def stack_depth(self, model: nn.Module) -> int:
+        """Every layer of the analysed stack, attending or not."""
+        if self.mixed:
+            return len(self.stack_of(model).get_submodule(self.layers))
+        return self.depths(model)[0]
+
+    def forward_kwargs(self) -> dict:
+        """Arguments every pass of the stack adds: hybrid stacks run without a cache (transformers'
+        caches of linear-attention layers cannot be asked for a sequence length)."""
+        return {"use_cache": False} if self.mixed else {}
+
     def depths(self, model: nn.Module) -> tuple[int, int]:
         """Layers of the analysed stack and of the decoder (0 without one)."""
         config = getattr(self.stack_of(model), "config", model.config)
-        n = len(self.call_order(config)) if self.call_order else int(config_value(config, self.n_layers_attr))
+        if self.mixed:
+            n = len(self.model_layers(model))
+        else:
+            n = len(self.call_order(config)) if self.call_order else int(config_value(config, self.n_layers_attr))
         if self.decoder is None:
             return n, 0
         return n, int(config_value(model.config, self.decoder.n_layers_attr, n))
@@ -169,6 +210,8 @@ class Arch:
         """Layer ``i`` of the stack for ``i`` in ``0..n_layers-1`` (the same module repeated for shared layers;
         with :attr:`other_layers`, each distinct layer once, in the order of the paths)."""
         got = self.stack_of(model).get_submodule(self.layers)
+        if self.mixed:
+            return [got[i] for i in self.model_layers(model)]
         if self.call_order is not None:
             return [got[i] for i in self.call_order(getattr(self.stack_of(model), "config", model.config))]
         others = [m for path in self.other_layers for m in self.stack_of(model).get_submodule(path)]
@@ -398,12 +441,17 @@ def eager_function_of(module: nn.Module) -> Callable | None:
 
 
 def _uses_attention_interface(module: nn.Module) -> bool:
+    return eager_function_of(module) is not None and _forward_calls_interface(type(module))
+
+
+@lru_cache(maxsize=None)
+def _forward_calls_interface(cls: type) -> bool:
+    """Whether a module class's ``forward`` looks its attention up in transformers' interface (read once
+    per class: hybrid stacks ask it of every layer whenever their depth is needed)."""
     import inspect
 
-    if eager_function_of(module) is None:
-        return False
     try:
-        return "ALL_ATTENTION_FUNCTIONS" in inspect.getsource(type(module).forward)
+        return "ALL_ATTENTION_FUNCTIONS" in inspect.getsource(cls.forward)
     except (OSError, TypeError):
         return False
 
@@ -422,25 +470,26 @@ def infer_arch(model: nn.Module) -> Arch | None:
 
     Accepted only when the layout is unambiguous: one stack of ``num_hidden_layers`` layers; in a
     layer, one module that calls its attention through transformers' ``AttentionInterface`` (and
-    whose modelling file defines the eager function the tap reads probabilities from), else one
+    whose modelling file defines the eager function the tap reads probabilities from), at the same
+    path in every layer that has one (where only some layers have it, the stack is a hybrid one:
+    :attr:`Arch.mixed`, the other layers are not analysed), else one
     attention module with a linear value projection of its own (BERT-like families that return
     their probabilities themselves); a linear output projection under a conventional name. Encoder-decoders are read at their encoder.
     """
     config = model.config
-    stack_path = "encoder" if getattr(config, "is_encoder_decoder", False) and hasattr(model, "encoder") else ""
-    stack = model.get_submodule(stack_path) if stack_path else model
-    n_layers = config_value(getattr(stack, "config", config), Arch.n_layers_attr)
-    for layers_path in _STACKS:
-        try:
-            layers = stack.get_submodule(layers_path)
-        except AttributeError:
-            continue
-        if isinstance(layers, nn.ModuleList) and len(layers) == n_layers and n_layers:
-            break
-    else:
+    got = _layer_list(model)
+    if got is None:
         return None
-    layer = layers[0]
-    attention = [name for name, m in layer.named_modules() if name and _uses_attention_interface(m)]
+    stack_path, layers_path, layers = got
+    found = [[name for name, m in layer.named_modules() if name and _uses_attention_interface(m)] for layer in layers]
+    attending = {tuple(f) for f in found if f}
+    mixed = False
+    if len(attending) == 1 and len(next(iter(attending))) == 1:  # one attention module, at every layer or some
+        attention = list(next(iter(attending)))
+        mixed = not all(found)
+    else:
+        attention = found[0]
+    layer = layers[found.index(attention)] if attention in found else layers[0]
     interface = len(attention) == 1
     if not interface:  # an attention module of its own that returns (context, probabilities)
         attention = [name for name, m in layer.named_modules()
@@ -463,8 +512,38 @@ def infer_arch(model: nn.Module) -> Arch | None:
     return Arch(getattr(config, "model_type", "?"), (getattr(config, "model_type", "?"),), layers=layers_path,
                 attention=attn_path, output_projection=candidate, stack=stack_path, causal=causal, interface=interface,
                 decoder=_bart_like_decoder(model) if stack_path and interface else None,
-                framing="auto", inferred=True,
+                framing="auto", inferred=True, mixed=mixed,
                 sinks="read off the module layout: see the family's own [CLS]/BOS and punctuation")
+
+
+def _layer_list(model: nn.Module) -> tuple[str, str, nn.ModuleList] | None:
+    """The stack an inferred entry reads (an encoder-decoder's encoder, else the model), the path of its
+    ``num_hidden_layers`` layers and the layers; ``None`` where no such list is found."""
+    config = model.config
+    stack_path = "encoder" if getattr(config, "is_encoder_decoder", False) and hasattr(model, "encoder") else ""
+    stack = model.get_submodule(stack_path) if stack_path else model
+    n_layers = config_value(getattr(stack, "config", config), Arch.n_layers_attr)
+    for layers_path in _STACKS:
+        try:
+            layers = stack.get_submodule(layers_path)
+        except AttributeError:
+            continue
+        if isinstance(layers, nn.ModuleList) and len(layers) == n_layers and n_layers:
+            return stack_path, layers_path, layers
+    return None
+
+
+def _unreadable(model: nn.Module) -> str:
+    """Why :func:`infer_arch` found no layout, where it can say more than that: layers that call the
+    attention function from several modules."""
+    got = _layer_list(model)
+    for layer in got[2] if got else []:
+        callers = [name for name, m in layer.named_modules() if name and _uses_attention_interface(m)]
+        if len(callers) > 1:
+            return (f"its layers call the attention function from several modules ({', '.join(callers)}): besides "
+                    "attention over the window's tokens, another attention (such as one over earlier layers' outputs) "
+                    "that the tap cannot tell apart")
+    return "its layout could not be read off its modules"
 
 
 def arch_for(model: nn.Module) -> Arch:
@@ -490,7 +569,7 @@ def arch_for(model: nn.Module) -> Arch:
     if arch is None:
         raise HeadsimError(
             f"not supported: {type(model).__name__} (model_type {model_type!r}) has no architecture entry and "
-            "its layout could not be read off its modules",
+            + _unreadable(model),
             f"use a model of a supported family ({', '.join(families())}); `headsim models` lists them",
         )
     reason = arch.refuse(config) if arch.refuse is not None else None

@@ -78,9 +78,33 @@ class LoadedModel:
         return self.arch.stacks(self.model)
 
     @property
+    def model_layers(self) -> list[int]:
+        """The model's own 1-based number of each layer of the analysed stack (``layers[n - 1]``;
+        an encoder-decoder's decoder layers are not listed): ``1..n`` but for a hybrid stack, whose
+        analysed layers are its softmax-attention ones only (:attr:`headsim.model.arch.Arch.mixed`)."""
+        return [i + 1 for i in self.arch.model_layers(self.model)]
+
+    @property
+    def hybrid_note(self) -> str | None:
+        """For a hybrid stack: which of its layers are analysed, and what the others are; else ``None``."""
+        if not self.arch.mixed:
+            return None
+        own, m = self.model_layers, self.arch.stack_depth(self.model)
+        config = self.stack_config
+        kinds = getattr(config, "layers_block_type", None) or getattr(config, "layer_types", None)
+        layers = self.arch.stack_of(self.model).get_submodule(self.arch.layers)
+        other = sorted({str(kinds[i]) if kinds and len(kinds) == m else type(layers[i]).__name__
+                        for i in range(m) if i + 1 not in own})
+        return (f"analysing {len(own)} of {m} layers (the softmax-attention ones: {', '.join(map(str, own))}); "
+                f"the other {m - len(own)} are {' / '.join(other)} layers without attention probabilities")
+
+    @property
     def analysed(self) -> str:
         """What the layers are, in words (an encoder-decoder's three stacks, or the model)."""
         name = type(self.model).__name__
+        if self.arch.mixed:
+            where = " (text stack, text-only input)" if self.arch.stack.startswith(TEXT_STACKS) else ""
+            return f"the softmax-attention layers of {name}{where}: {self.hybrid_note}"
         if self.arch.decoder is not None:
             return f"the encoder self-attention, decoder self-attention and cross-attention of {name}"
         if self.arch.stack.startswith(TEXT_STACKS):
@@ -164,6 +188,8 @@ class LoadedModel:
             "causal": self.arch.causal,
             "framing": self._framing_record(),
             "n_layers": self.n_layers,
+            **({"model_layers": self.model_layers, "stack_layers": self.arch.stack_depth(self.model)}
+               if self.arch.mixed else {}),
             "n_heads": self.n_heads,
             "n_kv_heads": self.n_kv_heads,
             "d_head": self.d_head,
@@ -503,8 +529,8 @@ def from_pretrained_objects(model: nn.Module, tokenizer, name: str = "custom") -
 def _checked(loaded: LoadedModel) -> LoadedModel:
     """An entry read off the model's modules is used only once the tap reproduces the model's own
     attention and head outputs on a few random tokens (:func:`headsim.model.verify.self_check`).
-    An encoder-decoder says that its encoder is what headsim analyses (a warning; run.json's
-    ``model.analysed`` records it too)."""
+    An encoder-decoder says that its encoder is what headsim analyses, a hybrid stack which of its
+    layers are analysed (a warning; run.json's ``model.analysed`` records it too)."""
     if loaded.arch.stack == "encoder":
         import warnings
 
@@ -513,6 +539,10 @@ def _checked(loaded: LoadedModel) -> LoadedModel:
                 "decoder and encoder fed the same window" if n_dec else f"its encoder ({n} layers)")
         warnings.warn(f"{type(loaded.model).__name__} is an encoder-decoder: headsim analyses {what}, "
                       f"{loaded.n_heads} heads each", stacklevel=3)
+    if loaded.arch.mixed:
+        import warnings
+
+        warnings.warn(f"{type(loaded.model).__name__} is a hybrid stack: headsim is {loaded.hybrid_note}", stacklevel=3)
     if loaded.arch.inferred:
         from .verify import self_check
 

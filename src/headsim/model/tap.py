@@ -152,6 +152,22 @@ class RowMask:
         """The dtype of eager's float mask (families that turn it into a bias of their own read it: Doge)."""
         return self.kwargs.get("dtype", torch.float32)
 
+    def __getattr__(self, name: str):
+        """Any other tensor attribute or method (``masked_fill``, ``device`` ...) of the whole mask: for
+        families whose attention edits the mask before the attention function (Qwen4-Exp's indexed
+        attention keeps the keys its indexer selects)."""
+        if name.startswith("__") or name == "kwargs":
+            raise AttributeError(name)
+        return getattr(self.whole(), name)
+
+    def __eq__(self, other):  # compared element-wise, as the tensor it stands for (Qwen4-Exp's ``mask == 0``)
+        return self.whole() == other
+
+    def __ne__(self, other):
+        return self.whole() != other
+
+    __hash__ = object.__hash__
+
     def for_sdpa(self) -> torch.Tensor | None:
         """The whole mask as sdpa takes it (``None`` where sdpa's own causal flag covers it)."""
         from transformers.masking_utils import sdpa_mask
@@ -415,9 +431,10 @@ class Tap:
             try:
                 with torch.enable_grad() if grad else torch.inference_mode():
                     kwargs = {"output_attentions": True} if (self.attention and not self.arch.interface) else {}
+                    kwargs.update(self.arch.forward_kwargs())
                     if through_decoder:
                         out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids,
-                                    decoder_attention_mask=mask, use_cache=False, **kwargs)
+                                    decoder_attention_mask=mask, **dict(kwargs, use_cache=False))
                         hidden = out.encoder_last_hidden_state
                     else:
                         out = stack(input_ids=ids, attention_mask=mask, **kwargs)

@@ -172,3 +172,41 @@ OVERRIDES["luke"] = {"entity_vocab_size": 8, "entity_emb_size": 16}
 # pass over four layers' weights); a window longer than its sliding window
 OVERRIDES["dory"] = {"num_hidden_layers": 4, "n_input_layers": 1, "n_output_layers": 1, "n_recurrent_loops": 2,
                      "sliding_window": 5}
+
+
+
+#: hybrid stacks (softmax attention at some layers, state-space / linear-attention / convolution /
+#: recurrent layers at the others): four layers or so, attention at two of them
+_HYBRID = ["linear_attention", "full_attention", "linear_attention", "full_attention"]
+_DELTA = dict(num_hidden_layers=4, layer_types=_HYBRID, linear_key_head_dim=8, linear_value_head_dim=8,
+              linear_num_key_heads=2, linear_num_value_heads=4)  # gated delta-rule layers (Qwen3-Next and kin)
+_MAMBA = dict(num_hidden_layers=4, mamba_d_state=16, mamba_chunk_size=8)
+OVERRIDES.update({
+    "jamba": {"num_hidden_layers": 4, "attn_layer_period": 2, "attn_layer_offset": 1, "expert_layer_period": 2,
+              "expert_layer_offset": 1},
+    "bamba": dict(OVERRIDES["bamba"], **_MAMBA, attn_layer_indices=[1, 3]),
+    "granitemoehybrid": dict(OVERRIDES["granitemoehybrid"], **_MAMBA, layer_types=_HYBRID, shared_intermediate_size=48),
+    "qwen3_next": _DELTA, "qwen3_5_text": _DELTA, "qwen3_5_moe_text": _DELTA,
+    "qwen4_exp_text": {**_DELTA, "layer_types": ["linear_attention", "indexed_attention"] * 2,
+                       "indexer_budget": 4, "indexer_compress_ratio": 2, "indexer_n_heads": 2, "indexer_kv_heads": 1,
+                       "indexer_head_dim": 8},
+    "lara_mini": {**_DELTA, "layer_types": ["linear_attention", "sliding_attention", "linear_attention",
+                                             "full_attention"], "sliding_window": 5},
+    "kimi_linear": {"num_hidden_layers": 4, "layer_types": _HYBRID, "linear_head_dim": 8, "linear_num_heads": 4},
+    "olmo_hybrid": {"num_hidden_layers": 4, "layer_types": _HYBRID},
+    "minimax": {"num_hidden_layers": 4, "layer_types": _HYBRID},
+    "bailing_hybrid": {"num_hidden_layers": 4, "layer_types": _HYBRID, "linear_head_dim": 8},
+    "lfm3": {"num_hidden_layers": 4, "layer_types": ["conv", "full_attention", "conv", "full_attention"]},
+    "nemotron_h": {"num_hidden_layers": 4, "hybrid_override_pattern": "M*M*", "ssm_state_size": 16, "mamba_num_heads": 4,
+                   "mamba_head_dim": 8, "n_groups": 1, "chunk_size": 8, "moe_shared_expert_intermediate_size": 48},
+    "recurrent_gemma": {"num_hidden_layers": 6},
+    # Zamba: one shared attention block, called at layers 2 and 7 (the first at 2 is what its tied weights name)
+    "zamba": {"num_hidden_layers": 8},
+    "zamba2": {"num_hidden_layers": 4, "hybrid_layer_ids": [1, 3], "mamba_d_state": 16, "chunk_size": 8, "adapter_rank": 8,
+               "layers_block_type": ["mamba", "hybrid", "mamba", "hybrid"]},
+})
+_ASR = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=4)
+#: NeMo SpeechLM: a Nemotron-H language model beside an audio tower whose own sub-configs (ASR encoder,
+#: diarization model) the tower sizes do not reach
+OVERRIDES["nemo_speechlm"] = {"audio_config": {"asr_config": _ASR, "diarization_config": {
+    "audio_config": _ASR, "head_config": {"hidden_size": 32, "audio_hidden_size": 32}}}}

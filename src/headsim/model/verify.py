@@ -171,7 +171,8 @@ def _eager_pass(loaded, eager, ids, mask) -> tuple[list[torch.Tensor], list[torc
     try:
         with torch.no_grad(), _implementation(model, "eager" if eager is None else None):
             if loaded.arch.decoder is None:
-                got = loaded.arch.stack_of(model)(input_ids=ids, attention_mask=mask, output_attentions=True).attentions
+                got = loaded.arch.stack_of(model)(input_ids=ids, attention_mask=mask, output_attentions=True,
+                                                  **loaded.arch.forward_kwargs()).attentions
             else:  # the tap's order: encoder layers, then each decoder layer's self- and cross-attention
                 out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids, decoder_attention_mask=mask,
                             output_attentions=True, use_cache=False)
@@ -180,6 +181,9 @@ def _eager_pass(loaded, eager, ids, mask) -> tuple[list[torch.Tensor], list[torc
     finally:
         for h in hooks:
             h.remove()
+    arch = loaded.arch
+    if arch.mixed and got is not None and len(got) == arch.stack_depth(model) != loaded.n_layers:
+        got = [got[i] for i in arch.model_layers(model)]  # a map per layer (MiniMax's lightning layers too): the attending ones
     if got is None or len(got) != loaded.n_layers or len(received) != loaded.n_layers:
         raise AssertionError(f"the eager model returned {0 if got is None else len(got)} attention maps and called "
                              f"its output projections {len(received)} times for {loaded.n_layers} layers")
@@ -246,7 +250,7 @@ def values(loaded, ids, mask) -> list[torch.Tensor]:
     try:
         with torch.no_grad(), _implementation(loaded.model, "eager"):  # as the tap runs these families
             if loaded.arch.decoder is None:
-                loaded.arch.stack_of(loaded.model)(input_ids=ids, attention_mask=mask)
+                loaded.arch.stack_of(loaded.model)(input_ids=ids, attention_mask=mask, **loaded.arch.forward_kwargs())
             else:
                 loaded.model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids, decoder_attention_mask=mask,
                              use_cache=False)

@@ -66,6 +66,17 @@ def model_label(model: dict) -> str:
     return Path(name).name if "/" in name and Path(name).exists() else name
 
 
+def layers_text(model: dict, n_layers=None, unit: str = " layers") -> str:
+    """``L layers`` (``L`` followed by ``unit``); for a hybrid stack, which of the model's layers they
+    are (run.json's ``model_layers``)."""
+    n = model.get("n_layers", "?") if n_layers is None else n_layers
+    own = model.get("model_layers")
+    if not own:
+        return f"{n}{unit}"
+    return (f"{n} layers (the softmax-attention layers {', '.join(map(str, own))} of its {model.get('stack_layers', '?')}; "
+            "the others have no attention probabilities)")
+
+
 def model_description(model: dict) -> str:
     """``label — class, model type, L layers × H heads, …`` of a run's ``model`` block (a hub model's
     commit, the exact weights, and a placement over several devices included)."""
@@ -79,7 +90,7 @@ def model_description(model: dict) -> str:
     if placement:
         where = f"{', '.join(placement.get('devices') or [])} (device map {placement.get('device_map')})"
     return (f"{model_label(model)}{commit} \u2014 {model.get('class', '?')}, model type {model.get('model_type', '?')}, "
-            f"{model.get('n_layers', '?')} layers \u00d7 {model.get('n_heads', '?')} heads, "
+            f"{layers_text(model)} \u00d7 {model.get('n_heads', '?')} heads, "
             f"{model.get('d_head', '?')} dimensions per head, {model.get('dtype', '?')} on {where}")
 
 
@@ -109,7 +120,8 @@ def run_rows(run) -> list[tuple[str, str]]:
         ("model", f"{model_label(run.model)} — {m.get('class', '?')} ({m.get('model_type', '?')})"),
         ("model source", str(m.get("source", "?"))),
         *([("model revision", str(m.get("revision") or m.get("commit")))] if m.get("revision") or m.get("commit") else []),
-        ("layers × heads", f"{m.get('n_layers', run.dataset.sizes['layer'])} × {m.get('n_heads', run.dataset.sizes['head'])}, "
+        ("layers × heads", f"{layers_text(m, m.get('n_layers', run.dataset.sizes['layer']), '')} × "
+                           f"{m.get('n_heads', run.dataset.sizes['head'])}, "
                            f"{m.get('d_head', '?')} dimensions per head"),
         ("dtype, device", f"{m.get('dtype', run.meta.get('dtype', '?'))}, {m.get('device', run.meta.get('device', '?'))}"),
         ("corpus", f"{c.get('name', '?')} ({c.get('documents', '?')} documents"

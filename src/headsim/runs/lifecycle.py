@@ -72,6 +72,9 @@ def finish_run(meta: dict, stats: CorpusStats, names: tuple[str, str], elapsed: 
     stacks = meta.get("model", {}).get("stacks") or []
     if set(stacks) - {"self"} and len(stacks) == ds.sizes["layer"]:  # an encoder-decoder's three stacks
         ds = ds.assign_coords(stack=("layer", list(stacks)))
+    own = meta.get("model", {}).get("model_layers") or []
+    if own and len(own) == ds.sizes["layer"]:  # a hybrid stack: each analysed layer's own number in the model
+        ds = ds.assign_coords(model_layer=("layer", [int(x) for x in own]))
     heads, layers = heads_table(ds), layers_table(ds)
     meta.update({"complete": True, "seconds": round(elapsed, 3), "windows_per_second": round(processed / max(elapsed, 1e-9), 3),
                  "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})

@@ -145,9 +145,12 @@ def heads_table(ds: xr.Dataset) -> pd.DataFrame:
 
 def _with_stack(out: pd.DataFrame, ds: xr.Dataset, per_layer: int) -> pd.DataFrame:
     """An encoder-decoder's tables say each layer's stack (the Dataset's ``stack`` coordinate on
-    ``layer``: encoder self, decoder self, decoder cross) in a column after ``layer``."""
+    ``layer``: encoder self, decoder self, decoder cross) in a column after ``layer``; a hybrid
+    stack's, each layer's own number in the model (``model_layer``, 1-based)."""
     if "stack" in ds.coords:
         out.insert(1, "stack", np.repeat(ds["stack"].values.astype(str), per_layer))
+    if "model_layer" in ds.coords:
+        out.insert(1, "model_layer", np.repeat(ds["model_layer"].values.astype(np.int64), per_layer))
     return out
 
 
