@@ -185,6 +185,7 @@ def _flip_bounds(und: Undecided) -> dict[str, tuple[str, np.ndarray]]:
         "n_repeat_same_sentence": ("each", per_head),
         "location_counts": ("each", at + at.transpose(0, 1, 3, 2)),
         "distance_hist": ("each", distance),
+        "distance_sum": ("each", distance @ np.arange(t)),  # each flipped pair adds or removes its distance
         "anchor_windows": ("each", (touched & (und.high == 0)).sum(axis=1)),  # only there can "has pairs" flip
         "anchor_fraction_sum": ("each", share.sum(axis=1)),
         # a changed decision moves a count from one bin to another (every valid pair and every window
