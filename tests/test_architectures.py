@@ -240,7 +240,7 @@ def test_more_families_are_exact(model_type):
 
 
 @pytest.mark.parametrize("model_type", ["led", "squeezebert", "cpmant", "xlnet", "jetmoe", "diffllama",
-                                        "nystromformer", "deepseek_v4"])
+                                        "nystromformer", "deepseek_v4", "blt", "funnel", "reformer"])
 def test_a_family_the_tap_cannot_read_exactly_is_refused_with_its_reason(model_type):
     from types import SimpleNamespace
 
@@ -429,3 +429,11 @@ def test_a_hybrid_run_records_each_layers_own_number(tmp_path):
     from headsim.report.html import model_description
     assert json.loads((tmp_path / "run" / "run.json").read_text())["model"]["model_layers"] == [2, 4]
     assert "2 layers (the softmax-attention layers 2, 4 of its 4;" in model_description(model)
+
+
+def test_an_inferred_family_with_an_attention_type_of_its_own_is_read():
+    """GPT-Neo's modules name their local / global attention ``attention_type``, as BigBird names its
+    switch to block-sparse: only BigBird's block-sparse passes are refused."""
+    model, eager = tiny_model("gpt_neo")
+    loaded = from_pretrained_objects(model, None, "gpt_neo")
+    assert loaded.arch.inferred and verify(loaded, eager).exact(1e-5)

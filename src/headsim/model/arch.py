@@ -398,6 +398,12 @@ REFUSED: dict[str, str] = {
                         "and a delay-time embedding added to every token (no text-only pass)",
     "convbert": "half of each layer's mixing is a span-based dynamic convolution over neighbouring positions, padding "
                 "included, so a window's numbers depend on the padding of its batch",
+    "blt": "a byte-level model: local stacks over bytes around a global stack over patches of bytes, so no stack "
+           "attends over the window's tokens",
+    "funnel": "its blocks pool the sequence between them, so later layers attend over fewer positions than the "
+              "window's tokens (and its attention adds relative-position and token-type terms of its own)",
+    "reformer": "its attention is computed in chunks (local layers: a chunk and the one before it; LSH layers: "
+                "buckets of hashed keys), which headsim does not lay out as a map over the window's tokens",
     "pegasus_x": "its block-local attention also attends to learned global tokens, which are not positions of the "
                  "window (a map over the window's tokens is not its whole attention)",
     "led": "its encoder attends through Longformer's sliding-window chunks (a local window plus global tokens) and "

@@ -522,8 +522,8 @@ def local_to_dense(probs: torch.Tensor, layout: str, t: int) -> torch.Tensor:
 def check_full_attention(module: nn.Module, family: str) -> None:
     """Refuse a pass in which a family that switches between full and block-sparse attention by window
     length (BigBird: its ``attention_type``) ran block-sparse: headsim reads its full softmax attention."""
-    kind = getattr(module, "attention_type", "original_full")
-    if kind != "original_full":
+    kind = getattr(module, "attention_type", None)
+    if kind == "block_sparse":  # (GPT-Neo's modules also have an attention_type: "global" / "local")
         config = getattr(module, "config", None)
         limit = (5 + 2 * int(getattr(config, "num_random_blocks", 0))) * int(getattr(config, "block_size", 0))
         raise HeadsimError(f"{family} ran its {kind} attention on this window (longer than {limit} tokens): headsim "
