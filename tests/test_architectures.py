@@ -224,11 +224,16 @@ MORE_ROWS = ["openai-gpt", "xlm", "flaubert", "gpt_neox_japanese", "ibert", "hrm
              "bigbird_pegasus", "seamless_m4t", "seamless_m4t_v2", "modernvbert", "ultravbert"]
 
 
-@pytest.mark.parametrize("model_type", MORE_ROWS)
-def test_more_families_are_exact(model_type):
+def _verified(model_type: str):
+    """A tiny model of ``model_type``, loaded, and its :func:`verify` against its eager twin."""
     model, eager = tiny_model(model_type)
     loaded = from_pretrained_objects(model, None, model_type)
-    got = verify(loaded, eager)
+    return model, loaded, verify(loaded, eager)
+
+
+@pytest.mark.parametrize("model_type", MORE_ROWS)
+def test_more_families_are_exact(model_type):
+    model, loaded, got = _verified(model_type)
     assert got.exact_at_projection(1e-5), (model_type, got)
     assert got.exact(1e-5) or (model_type == "hrm_text" and got.head_outputs > 1e-2)
     if model_type == "longcat_flash":  # two attentions per decoder layer, each an analysed layer
@@ -272,8 +277,7 @@ def test_a_family_built_at_its_own_config_constraints_is_exact(model_type, gated
     partial rotary factor under M-RoPE): exact, and where the family gates each head's output before
     its output projection (Dots3, NeoMME), exact at the projection with the gate seen by the check
     against probabilities × values."""
-    model, eager = tiny_model(model_type)
-    got = verify(from_pretrained_objects(model, None, model_type), eager)
+    _, _, got = _verified(model_type)
     assert got.exact_at_projection(1e-5) and got.exact(1e-5) != gated, got
     assert not gated or got.head_outputs > 1e-2
 
@@ -287,9 +291,7 @@ LAYOUT_ROWS = ["big_bird", "luke", "fsmt", "longformer", "longt5", "doge", "llam
 
 @pytest.mark.parametrize("model_type", LAYOUT_ROWS)
 def test_a_family_with_a_layout_of_its_own_is_exact(model_type):
-    model, eager = tiny_model(model_type)
-    loaded = from_pretrained_objects(model, None, model_type)
-    got = verify(loaded, eager)
+    model, loaded, got = _verified(model_type)
     assert got.exact(1e-5), (model_type, got)
     if loaded.arch.layout != "dense" or loaded.arch.time_first:  # the reshaping is not vacuous: another model differs
         assert not verify(loaded, tiny_model(model_type, seed=1)[1]).exact(1e-5)
@@ -434,6 +436,5 @@ def test_a_hybrid_run_records_each_layers_own_number(tmp_path):
 def test_an_inferred_family_with_an_attention_type_of_its_own_is_read():
     """GPT-Neo's modules name their local / global attention ``attention_type``, as BigBird names its
     switch to block-sparse: only BigBird's block-sparse passes are refused."""
-    model, eager = tiny_model("gpt_neo")
-    loaded = from_pretrained_objects(model, None, "gpt_neo")
-    assert loaded.arch.inferred and verify(loaded, eager).exact(1e-5)
+    _, loaded, got = _verified("gpt_neo")
+    assert loaded.arch.inferred and got.exact(1e-5)
