@@ -165,7 +165,7 @@ def test_binned_state_round_trips_and_other_backends_are_refused():
 
     stats, _, t = _binned_run(7, resolution=8)
     assert stats.backend_record() == {"requested": "auto", "chosen": "numba", "ran": "numba", "fallbacks": []}
-    assert CorpusStats(2, 3, t, resolution=t).backend == "eager"  # within the resolution: no tiles
+    assert CorpusStats(2, 3, t, resolution=t).backend == "numba"  # within the resolution: one tile
     again = CorpusStats.from_state_dict(stats.state_dict())
     assert again.binned and again.resolution == 8
     for name in stats.acc:

@@ -35,6 +35,12 @@ def _flush(rows_sum, query_bin, pos_bin, bin_end, c0, c, out):  # pragma: no cov
     """Add ``rows_sum`` (tile columns from key ``c0``) to ``out[query_bin]`` by key bin, and zero it."""
     if query_bin < 0:
         return
+    if bin_end[pos_bin[c0]] == c0 + 1 and pos_bin[c0 + c - 1] - pos_bin[c0] == c - 1:  # a bin per key
+        target = out[query_bin, pos_bin[c0]:]
+        for j in range(c):
+            target[j] += rows_sum[j]
+            rows_sum[j] = 0
+        return
     lo = 0
     while lo < c:
         q = pos_bin[c0 + lo]
