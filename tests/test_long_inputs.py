@@ -140,6 +140,24 @@ def test_the_cpu_kernel_counts_what_the_torch_tiles_count(t, tile_bytes):
     assert got["eager"]["location_upper"].sum() > 0
 
 
+def test_the_cpu_kernel_leaves_torchs_thread_count_as_it_was():
+    """Numba's OpenMP pool, started by the first kernel of a process, sets the thread count torch
+    shares: the kernel puts torch's back (a run on fewer threads than cores stays on them). In a
+    fresh process, where the pool starts."""
+    import subprocess
+    import sys
+
+    code = ("import torch; torch.set_num_threads(1)\n"
+            "import numpy as np\n"
+            "from headsim.stats import CorpusStats\n"
+            "s = CorpusStats(1, 2, 16, resolution=8, backend='numba')\n"
+            "from headsim.stats import cpu_kernels; cpu_kernels.set_threads(1)\n"
+            "print(torch.get_num_threads())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["1"]
+
+
 def test_a_failing_cpu_kernel_falls_back_under_auto_and_stops_a_named_run(monkeypatch):
     """A kernel failure adds nothing: under ``auto`` the step is redone by the torch tiles (warned,
     recorded) and equals an eager run; with ``--backend numba`` it is a one-line error naming the fix."""

@@ -52,15 +52,16 @@ class CorpusStats:
             ``[windows, H, T, T]`` float32 tensor of at most about 8 MiB, so temporaries stay in cache
             and reuse allocator memory instead of page-faulting fresh pages; on GPU the whole batch.
         backend: how each step's ``T×T`` work is computed (:mod:`headsim.stats.backends`): ``"auto"``
-            (Triton kernels on CUDA where Triton runs, eager elsewhere), ``"eager"``, ``"compiled"``
-            (``torch.compile``) or ``"triton"``, or a :class:`~headsim.stats.backends.Choice`; chosen
+            (Triton kernels on CUDA where Triton runs, the Numba kernel on a CPU where Numba is
+            installed, eager elsewhere), ``"eager"``, ``"numba"``, ``"compiled"`` (``torch.compile``) or
+            ``"triton"``, or a :class:`~headsim.stats.backends.Choice`; chosen
             once, here (:func:`~headsim.stats.backends.choose_backend`). A named backend that cannot run
             on ``device`` is refused at once; one that fails during the run raises a
             :class:`~headsim.errors.HeadsimError` if it was named, and under ``auto`` switches to eager
             with a warning, recorded in :attr:`fallbacks` (never silently).
         resolution: windows up to this length keep every position-pair statistic per position;
             longer ones keep them on ``resolution`` position bins (:mod:`headsim.stats.tiled`, eager
-            backend), so memory does not grow with ``seq_len``.
+            or numba backend), so memory does not grow with ``seq_len``.
         tile_bytes: working memory of one block of query rows of a binned window.
     """
 

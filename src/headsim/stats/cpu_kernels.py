@@ -1,14 +1,17 @@
-"""Numba kernel of the similarity tiles of a window longer than the resolution (CPU).
+"""Numba kernel of the similarity tiles ``S = Z·Zᵀ`` (CPU): the pair statistics in one pass per tile.
 
-:func:`reduce_tile` reads one tile of ``S = Z·Zᵀ`` once and adds everything the pair statistics need
-from it, in one pass per window and head (:func:`headsim.stats.tiled.pair_reductions_tiled` builds the
-tiles and takes the exact maximum first). Its decisions are the eager tile code's, float32 operation
-for float32 operation: the value ``v = s / max · keep``, its histogram bin
-``clamp(v · scale + offset, 0, bins − 1)`` truncated (NaN in bin 0) and ``v > threshold`` with a
-float32 threshold; sums are float64 (the eager code sums a tile in float32 first: they agree to float
-rounding). Heads run in parallel (each head's outputs are its own), windows one after another.
+:func:`reduce_tile` reads one tile of ``S`` once and adds everything the pair statistics need from
+it, per window and head (:func:`headsim.stats.tiled.pair_reductions_tiled` builds the tiles and
+takes the exact maximum first; a window within the resolution is one tile with a bin per position).
+Its decisions are the torch code's, float32 operation for float32 operation: the value
+``v = s / max · keep``, its histogram bin ``clamp(v · scale + offset, 0, bins − 1)`` truncated (NaN
+in bin 0) and ``v > threshold`` with a float32 threshold, so every count equals the eager backend's
+on the same ``S``. Similarity sums add float32 values over the rows of one query bin, then float64:
+they agree with eager's to float rounding. Heads run in parallel (each head's outputs are its own),
+windows one after another.
 
-Numba is optional: :data:`AVAILABLE` says whether it imports; :mod:`headsim.stats.backends` chooses.
+Numba is a dependency, imported with the first kernel: :data:`AVAILABLE` says whether it is installed
+and :mod:`headsim.stats.backends` chooses; Numba caches the compiled kernel on disk.
 """
 
 from __future__ import annotations
@@ -143,16 +146,23 @@ _kernel = None
 
 
 def _compiled():
-    """The compiled kernel (compiled once per machine: Numba caches it on disk)."""
+    """The compiled kernel (compiled once per machine: Numba caches it on disk where it can write)."""
     global numba, _kernel, _segment_sum, _count_above, _flush
     if _kernel is None:
         import numba as nb
 
         numba = nb
-        _segment_sum = nb.njit(inline="always", fastmath={"reassoc"}, cache=True)(_segment_sum)
-        _count_above = nb.njit(inline="always", cache=True)(_count_above)
-        _flush = nb.njit(cache=True)(_flush)
-        _kernel = nb.njit(parallel=True, cache=True, nogil=True)(_reduce_tile)
+
+        def jit(fn, **options):
+            try:
+                return nb.njit(cache=True, **options)(fn)
+            except RuntimeError:  # no writable cache directory: compiled in every process instead
+                return nb.njit(**options)(fn)
+
+        _segment_sum = jit(_segment_sum, inline="always", fastmath={"reassoc"})
+        _count_above = jit(_count_above, inline="always")
+        _flush = jit(_flush)
+        _kernel = jit(_reduce_tile, parallel=True, nogil=True)
     return _kernel
 
 
@@ -165,8 +175,8 @@ def reduce_tile(s: np.ndarray, a: int, c0: int, diagonal: bool, divisor: np.ndar
     (keys in order); ``diagonal``: the tile sits on the diagonal (``a == c0``; only keys after the
     query are read). ``divisor`` / ``keep`` ``[B, H]`` float32: each window's and head's maximum (1
     where it is not positive) and 1/0 whether it is positive. ``pos_bin`` / ``dist_bin`` ``[T]``
-    int64 position and distance bins, ``bin_end`` ``[R]`` the first position after each position bin; ``valid`` ``[B, T]`` bool; ``sent`` ``[B, T]`` int64 sentence ids
-    (−1: none). Pairs ``i < j`` between valid positions are read. ``out``: ``hist`` ``[H, bins]``
+    int64 position and distance bins, ``bin_end`` ``[R]`` the first position after each position
+    bin; ``valid`` ``[B, T]`` bool; ``sent`` ``[B, T]`` int64 sentence ids (−1: none). Pairs ``i < j`` between valid positions are read. ``out``: ``hist`` ``[H, bins]``
     int64, ``upper_sum`` / ``location`` ``[H, R, R]`` float64 (pairs ``i < j`` only), ``distance``
     ``[H, R]`` float64, ``distance_sum`` / ``same`` ``[H]`` int64, ``row_count`` / ``col_count``
     ``[B, H, T]`` float32.
@@ -177,6 +187,14 @@ def reduce_tile(s: np.ndarray, a: int, c0: int, diagonal: bool, divisor: np.ndar
 
 
 def set_threads(n: int) -> None:
-    """Run the kernel on at most ``n`` threads (torch's count, so both libraries share the cores alike)."""
+    """Run the kernel on at most ``n`` threads (torch's count, so both libraries share the cores alike).
+
+    Numba's OpenMP pool starts on the first call and sets the process's OpenMP thread count, which
+    torch shares, to all cores: torch's own count is put back."""
+    import torch
+
     _compiled()
+    before = torch.get_num_threads()
     numba.set_num_threads(max(1, min(int(n), numba.config.NUMBA_NUM_THREADS)))
+    if torch.get_num_threads() != before:
+        torch.set_num_threads(before)

@@ -201,7 +201,7 @@ def pair_reductions_tiled(z: torch.Tensor, bt: BatchTensors, threshold: float, s
     else by torch operations (any device)."""
     b, h, t, _ = z.shape
     dev = z.device
-    zf = z.float()
+    zf = z.detach().float()
     if bt.padded:
         zf = torch.where(bt.valid[:, None, :, None], zf, torch.zeros((), device=dev))
     width = t // bins.r if t % bins.r == 0 else None
