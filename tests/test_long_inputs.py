@@ -12,7 +12,7 @@ from random_windows import random_batch as random_batch_stats
 from reference_stats import binned_reference, log_distance_edges, reference_stats
 
 from headsim.model.arch import ARCHS
-from headsim.model.tap import Tap
+from headsim.model.tap import Tap, full_keys
 from headsim.model.verify import random_batch, tiny_model
 from headsim.model.load import from_pretrained_objects
 from headsim.stats import CorpusStats
@@ -42,8 +42,8 @@ def test_blocks_of_query_rows_equal_one_block(loaded):
     tiled = Tap(loaded, attention=True, tile_rows=4).run(ids, mask).layers
     seen: dict[int, list] = {}
 
-    def on_tile(layer, rows, probs):
-        seen.setdefault(layer, []).append((rows, probs.clone()))
+    def on_tile(layer, rows, probs, keys):
+        seen.setdefault(layer, []).append((rows, full_keys(probs, keys, 23)))
 
     streamed = Tap(loaded, attention=True, tile_rows=5).run(ids, mask, on_tile=on_tile).layers
     rows = mask.bool()[:, None, :, None].expand(-1, loaded.n_heads, -1, 23)
