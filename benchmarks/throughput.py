@@ -379,7 +379,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--workers", type=int, default=None, help="windowing processes, 0 = in-process (default: as headsim analyze)")
     ap.add_argument("--corpus", default="default", help="corpus spec as for headsim analyze (default: the embedded one)")
     ap.add_argument("--tokenizer", default=None, help="CUDA mode: tokenizer directory (default: the embedded model's)")
-    ap.add_argument("--backend", default="auto", choices=["auto", "eager", "compiled", "triton"],
+    ap.add_argument("--backend", default="auto", choices=["auto", "eager", "numba", "compiled", "triton"],
                     help="headsim's statistics backend (default auto: Triton kernels on CUDA where Triton runs, else eager)")
     ap.add_argument("--fused", action="store_true", help="old spelling of --backend compiled")
     ap.add_argument("--kernels", action=argparse.BooleanOptionalAction, default=None,

@@ -194,14 +194,14 @@ def test_an_encoder_decoder_run_labels_every_layer_with_its_stack(tmp_path):
 
 
 def test_the_coverage_sweep_rechecks_a_changed_row_and_counts_only_text_attention(monkeypatch):
-    """``benchmarks/coverage.py``: a row's fingerprint follows its own tiny config (``--resume``
+    """``benchmarks/family_coverage.py``: a row's fingerprint follows its own tiny config (``--resume``
     re-checks it alone), and the table counts the models that have a text self-attention stack."""
     import importlib.util
     from pathlib import Path
 
     from headsim.model.tiny import OVERRIDES
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "coverage.py"
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "family_coverage.py"
     spec = importlib.util.spec_from_file_location("headsim_coverage_sweep", path)
     sweep = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sweep)

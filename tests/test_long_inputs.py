@@ -102,16 +102,42 @@ def test_windows_within_the_resolution_equal_todays_statistics(tile_rows):
 
 @pytest.mark.parametrize("t,starts", [(21, [0, 5, 9, 13, 17]), (20, [0, 4, 8, 12, 16])])
 @pytest.mark.parametrize("tile_bytes", [1, 20000, 1 << 30])
-def test_binned_statistics_equal_binning_the_exact_ones(tile_bytes, t, starts):
+@pytest.mark.parametrize("backend", ["eager", "numba"])
+def test_binned_statistics_equal_binning_the_exact_ones(tile_bytes, t, starts, backend):
     """Above the resolution (21 tokens on 5 bins, or 20 on bins of 4 that tiles follow) every
     position-pair statistic is the binned exact one, the rest exact, whether the blocks are one row,
-    a few, or the whole window."""
-    stats, ref, t = _binned_run(4, resolution=5, t=t, tile_bytes=tile_bytes)
-    assert stats.binned and stats.rows_per_block(4) == {1: 1, 20000: 3, 1 << 30: t}[tile_bytes]
+    a few, or the whole window, with the similarity tiles reduced by torch operations or the CPU kernel."""
+    stats, ref, t = _binned_run(4, resolution=5, t=t, tile_bytes=tile_bytes, backend=backend)
+    assert stats.binned and stats.backend == backend
+    assert stats.rows_per_block(4) == {1: 1, 20000: 3, 1 << 30: t}[tile_bytes]
     ds = stats.to_dataset()
     assert ds.sizes["query"] == ds.sizes["key"] == ds.sizes["distance"] == 5
     assert list(ds["query"].values) == starts  # first position of each bin p·5//T
     assert_matches_reference(ds, binned_reference(ref, t, 5))
+
+
+@pytest.mark.parametrize("t,tile_bytes", [(300, 40000), (256, 1 << 30)])
+def test_the_cpu_kernel_counts_what_the_torch_tiles_count(t, tile_bytes):
+    """The Numba tile kernel against the torch tiles on windows of padding, repeats and sentences, with
+    a head whose outputs are all zero (no positive maximum) and bins the tiles do not follow (300 on 64):
+    every count equal, every sum to float rounding."""
+    rng = np.random.default_rng(5)
+    batch = random_batch_stats(rng, 3, 1, 3, t, attention=False)
+    batch["head_outputs"][:, 0, 1] = 0.0
+    info = to_info(batch)
+    got = {}
+    for backend in ("eager", "numba"):
+        stats = CorpusStats(1, 3, t, resolution=64, tile_bytes=tile_bytes, backend=backend)
+        stats.begin_batch(info)
+        stats.update_layer(0, None, torch.as_tensor(batch["head_outputs"][:, 0]), info)
+        got[backend] = stats.acc
+    assert (stats.rows_per_block(3) == 1) == (tile_bytes == 40000)  # many small tiles, or one
+    for name, value in got["eager"].items():
+        if value.is_floating_point():
+            torch.testing.assert_close(got["numba"][name], value, rtol=1e-5, atol=1e-4, msg=name)
+        else:
+            assert torch.equal(got["numba"][name], value), name
+    assert got["eager"]["location_upper"].sum() > 0
 
 
 def test_binned_state_round_trips_and_other_backends_are_refused():

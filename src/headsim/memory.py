@@ -85,7 +85,8 @@ def plan_memory(loaded, seq_len: int, resolution: int, max_memory: int, *, batch
     """Windows per batch (``batch_size`` where given, else at most ``largest_batch``) and block bytes
     within ``max_memory``, or a :class:`~headsim.errors.HeadsimError` naming ``--max-memory``.
 
-    Estimate per window of ``T`` tokens: the forward's activations (``T × hidden × 4`` bytes, 16
+    Held before any window: the accumulators, and on a CPU what the process holds already (its
+    resident memory: libraries, the weights), elsewhere the weights. Estimate per window of ``T`` tokens: the forward's activations (``T × hidden × 4`` bytes, 16
     times), the head outputs and queries, keys and values (``4 × T × heads × d``, float32), the batch's
     pair tables, and for a window above the resolution its reductions (``heads × R × T`` float32 of
     per-bin column sums, ``heads × T`` float64 column sums and near-diagonal entries). A window within
@@ -94,8 +95,12 @@ def plan_memory(loaded, seq_len: int, resolution: int, max_memory: int, *, batch
     """
     t, h = int(seq_len), int(loaded.n_heads)
     hidden = int(getattr(loaded.stack_config, "hidden_size", 0) or getattr(loaded.stack_config, "d_model", 0) or 768)
-    weights = sum(p.numel() * p.element_size() for p in loaded.model.parameters())
-    fixed = weights + accumulator_bytes(loaded.n_layers, h, t, resolution)
+    held = sum(p.numel() * p.element_size() for p in loaded.model.parameters())
+    if loaded.device.type == "cpu":
+        import psutil
+
+        held = max(held, psutil.Process().memory_info().rss)
+    fixed = held + accumulator_bytes(loaded.n_layers, h, t, resolution)
     per_window = 16 * t * hidden * 4 + 4 * t * hidden * 4
     if t > resolution:
         per_window += h * resolution * t * 4 + h * t * (8 + 12 + 12) + 6 * t * 8

@@ -46,7 +46,7 @@ def analyze(
     text_field: str = typer.Option("text", "--text-field", help="Field holding the text in a .jsonl corpus."),
     text_column: str = typer.Option("text", "--text-column", help="Column holding the text in a .parquet corpus."),
     sentence_splitter: str = typer.Option("pysbd", "--sentences", help="Sentence splitter for sentence ids: pysbd, punkt (fast) or newline."),
-    backend: Optional[str] = typer.Option(None, "--backend", help="Statistics backend: auto (Triton kernels on CUDA where Triton runs, else eager), eager, compiled (torch.compile) or triton. Default: auto, or the run's own with --resume."),
+    backend: Optional[str] = typer.Option(None, "--backend", help="Statistics backend: auto (Triton kernels on CUDA where Triton runs; on a CPU eager, with the Numba tile kernel for windows above --resolution), eager, numba, compiled (torch.compile) or triton. Default: auto, or the run's own with --resume."),
     fused: Optional[bool] = typer.Option(None, "--fused/--eager", hidden=True, help="Old spelling of --backend compiled / --backend eager."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Processes that tokenize and split sentences; 0 = in-process thread (default: automatic). With --engine ray: the old spelling of --actors."),
     actors: Optional[int] = typer.Option(None, "--actors", help="Ray actors (--engine ray), one model copy each (default: one per CPU/GPU of the cluster)."),

@@ -83,7 +83,7 @@ class Arch:
         decoder: an encoder-decoder's decoder (:class:`Decoder`): its self- and cross-attention
             layers follow the encoder's (``stack`` is then ``"encoder"``); ``None``: one stack.
         inferred: not in the table: read off the model's modules by :func:`infer_arch` (the coverage
-            sweep, ``benchmarks/coverage.py``, says which inferred families it found exact).
+            sweep, ``benchmarks/family_coverage.py``, says which inferred families it found exact).
         mixed: a hybrid stack: softmax self-attention at some of its layers, state-space, linear-attention,
             convolution or recurrent layers at the others (Jamba, Qwen3-Next, Zamba ...). The analysed
             layers are exactly those whose ``attention`` path exists and is softmax attention

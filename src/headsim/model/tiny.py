@@ -1,5 +1,5 @@
 """Sizes of tiny random-weight models, per family: the tables :func:`headsim.model.verify.tiny_model`
-builds from (tests/test_architectures.py and the coverage sweep, benchmarks/coverage.py).
+builds from (tests/test_architectures.py and the coverage sweep, benchmarks/family_coverage.py).
 
 Data only: a change here changes the tiny model of the families it names, and the coverage sweep
 re-checks exactly those (``--resume``).

@@ -1,6 +1,6 @@
 """Checking a family against itself: tiny random-weight models and the tap's three exactness checks.
 
-Used by ``tests/test_architectures.py`` (one row per family) and ``benchmarks/coverage.py`` (every
+Used by ``tests/test_architectures.py`` (one row per family) and ``benchmarks/family_coverage.py`` (every
 text model type of the installed transformers). Each check compares the tap with the model run
 directly (no headsim code on the reference side, except the tap's own capture of the values the
 attention function receives):

@@ -308,12 +308,26 @@ class CorpusStats:
             tiles.finish(self.top_k_columns, attn)
             self._count_attention(layer, b, self._chunks)
             del tiles
-        red, distance, distance_sum = tiled.pair_reductions_tiled(head_outputs, bt, self.threshold, self.bins, self._bins, rows)
+        try:
+            red, distance, distance_sum = self._pairs_tiled(head_outputs, bt, rows)
+        except BackendFailure as exc:  # nothing of the pairs was added yet
+            self._fall_back(exc)
+            red, distance, distance_sum = self._pairs_tiled(head_outputs, bt, rows)
         add_pairs(red, bt, pairs)
         pairs["distance_hist"] += distance.round().to(torch.int64)
         pairs["distance_sum"] += distance_sum.round().to(torch.int64)
         self.acc["layer_windows"][layer] += b
         self._finish_layer(layer)
+
+    def _pairs_tiled(self, head_outputs, bt, rows):
+        """The pair reductions of a binned step, by the backend's tile reduction."""
+        fused = self.impl.fused_tiles
+        try:
+            return tiled.pair_reductions_tiled(head_outputs, bt, self.threshold, self.bins, self._bins, rows, fused=fused)
+        except Exception as exc:  # noqa: BLE001 (a kernel's failure: an error or a recorded fallback)
+            if not fused:
+                raise
+            raise self.impl.failure(exc) from exc
 
     def _fall_back(self, exc: BackendFailure) -> None:
         """A step of the chosen backend failed (nothing added): an error when the backend was named,

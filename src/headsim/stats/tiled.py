@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from ..model.plain import attention_probs
@@ -37,6 +38,10 @@ class Bins:
     def build(cls, t: int, r: int, device) -> Bins:
         return cls(t, r, torch.as_tensor(position_bins(t, r), device=device),
                    torch.as_tensor(distance_bins(t, r), device=device))
+
+    def ends(self) -> np.ndarray:
+        """``[R]`` int64: the first position after each bin."""
+        return np.searchsorted(self.index.cpu().numpy(), np.arange(1, self.r + 1)).astype(np.int64)
 
     def keys(self, x: torch.Tensor, index: torch.Tensor | None = None) -> torch.Tensor:
         """``x`` ``[..., T]`` summed into key bins ``[..., R]`` (same dtype); ``index``: the bins of
@@ -166,29 +171,117 @@ def _binned_tile(x: torch.Tensor, bins: Bins, a: int, b: int, width: int | None,
 
 
 
+def _tiles(t: int, side: int) -> list[tuple[int, int]]:
+    """Starts ``(row, key)`` of the square tiles of side ``side`` on and above the diagonal."""
+    starts = range(0, t, side)
+    return [(i, j) for i in starts for j in starts if j >= i]
+
+
+def _peak(zf: torch.Tensor, zt: torch.Tensor, tiles: list[tuple[int, int]], side: int) -> torch.Tensor:
+    """Each window's and head's exact maximum of ``S = Z·Zᵀ`` off the diagonal ``[B, H]`` (0 where every
+    entry is at most 0), from the tiles ``tiles`` of ``zf`` ``[B, H, T, d]`` and ``zt`` ``[B, H, d, T]``."""
+    b, h, t, _ = zf.shape
+    peak = torch.zeros(b, h, device=zf.device)
+    out: dict[tuple[int, int], torch.Tensor] = {}
+    for a, c0 in tiles:
+        r, c = min(side, t - a), min(side, t - c0)
+        if (r, c) not in out:
+            out[r, c] = torch.empty(b, h, r, c, device=zf.device)
+        s = torch.matmul(zf[:, :, a:a + r], zt[:, :, :, c0:c0 + c], out=out[r, c])
+        if a == c0:
+            s.diagonal(dim1=-2, dim2=-1).zero_()
+        torch.maximum(peak, s.amax(dim=(-1, -2)), out=peak)
+    return peak
+
+
 def pair_reductions_tiled(z: torch.Tensor, bt: BatchTensors, threshold: float, sim_bins: SimBins, bins: Bins,
-                          rows: int) -> tuple[PairReductions, torch.Tensor, torch.Tensor]:
+                          rows: int, *, fused: bool = False) -> tuple[PairReductions, torch.Tensor, torch.Tensor]:
     """:class:`PairReductions` of one layer (``sim_sum`` and ``location`` on bin pairs ``[H, R, R]``),
     the distance histogram ``[H, R]`` of its high-similarity pairs (on distance bins) and the exact sum
-    of their distances ``[H]``, from head outputs ``z``
-    ``[B, H, T, d]`` (see the module docstring).
+    of their distances ``[H]``, from head outputs ``z`` ``[B, H, T, d]`` (see the module docstring).
 
     ``S`` is symmetric, so only its tiles on and above the diagonal are built (square tiles of about
-    ``rows · T`` entries; a tile's key columns in reverse order, so that its diagonals — the pairs of
-    one distance — are columns of a skewed view of the thresholded tile); the lower triangle's share
-    of ``sim_sum`` is the transpose of the upper's."""
+    ``rows · T`` entries); the lower triangle's share of ``sim_sum`` is the transpose of the upper's.
+    ``fused``: each tile is reduced in one pass by the CPU kernel (:mod:`headsim.stats.cpu_kernels`),
+    else by torch operations (any device)."""
     b, h, t, _ = z.shape
     dev = z.device
-    valid = bt.valid
     zf = z.float()
     if bt.padded:
-        zf = torch.where(valid[:, None, :, None], zf, torch.zeros((), device=dev))
-    finite = bool(torch.isfinite(zf.square().sum(dim=-1)).all())
-    zt_rev = zf.flip(2).transpose(-1, -2).contiguous()  # [B, H, d, T], keys last to first
+        zf = torch.where(bt.valid[:, None, :, None], zf, torch.zeros((), device=dev))
     width = t // bins.r if t % bins.r == 0 else None
     side = _tile_size(rows, t, width)
+    tiles = _tiles(t, side)
+    peak = _peak(zf, zf.transpose(-1, -2).contiguous(), tiles, side)
+    positive = peak > 0
+    divisor = torch.where(positive, peak, torch.ones_like(peak))
+    reduce = _fused_tiles if fused else _torch_tiles
+    red, distance, distance_sum, rep = reduce(zf, bt, threshold, sim_bins, bins, tiles, side, width, divisor, positive)
+    rb, ri, _ = bt.repeat_index
+    inner = torch.zeros(b, t, h, dtype=rep.dtype, device=dev).index_put_((rb, ri), rep, accumulate=True)
+    sim_sum, hist, location, row_count, col_count, same = red
+    red = PairReductions(sim_sum, hist, location, row_count, col_count, inner.transpose(1, 2), same, rep.sum(dim=0),
+                         (rep * bt.repeat_same_sentence[:, None]).sum(dim=0))
+    return red, distance, distance_sum
+
+
+def _repeat_tiles(bt: BatchTensors, side: int, n_starts: int) -> torch.Tensor:
+    """The tile (numbered row-major over ``n_starts`` tile starts) of every pair of equal token ids."""
+    _, ri, rj = bt.repeat_index
+    return torch.div(ri, side, rounding_mode="floor") * n_starts + torch.div(rj, side, rounding_mode="floor")
+
+
+def _fused_tiles(zf, bt, threshold, sim_bins, bins, tiles, side, width, divisor, positive):
+    """The tiles reduced by :func:`headsim.stats.cpu_kernels.reduce_tile` (CPU)."""
+    from . import cpu_kernels
+
+    b, h, t, _ = zf.shape
+    r_bins, nb = bins.r, sim_bins.bins
+    cpu_kernels.set_threads(torch.get_num_threads())
+    out = {"hist": np.zeros((h, nb), np.int64), "upper_sum": np.zeros((h, r_bins, r_bins)),
+           "location": np.zeros((h, r_bins, r_bins)), "distance": np.zeros((h, r_bins)),
+           "distance_sum": np.zeros(h, np.int64), "row_count": np.zeros((b, h, t), np.float32),
+           "col_count": np.zeros((b, h, t), np.float32), "same": np.zeros(h, np.int64)}
+    keep = positive.float()
+    constants = (divisor.numpy(), keep.numpy(), np.float32(threshold), np.float32(sim_bins.scale),
+                 np.float32(sim_bins.offset), bins.index.numpy(), bins.ends(), bins.distance.numpy(), bt.valid.numpy(),
+                 bt.sentences.numpy())
+    zt = zf.transpose(-1, -2).contiguous()
+    rb, ri, rj = bt.repeat_index
+    n_starts = len(range(0, t, side))
+    rep_tile = _repeat_tiles(bt, side, n_starts)
+    rep = torch.zeros(rb.numel(), h, dtype=torch.float32)
+    buffers: dict[tuple[int, int], torch.Tensor] = {}
+    for a, c0 in tiles:
+        r, c = min(side, t - a), min(side, t - c0)
+        if (r, c) not in buffers:
+            buffers[r, c] = torch.empty(b, h, r, c)
+        s = torch.matmul(zf[:, :, a:a + r], zt[:, :, :, c0:c0 + c], out=buffers[r, c])
+        cpu_kernels.reduce_tile(s.numpy(), a, c0, a == c0, *constants, out)
+        here = (rep_tile == (a // side) * n_starts + c0 // side).nonzero()[:, 0]
+        if here.numel():
+            w = rb[here]
+            v = s[w, :, ri[here] - a, rj[here] - c0] / divisor[w] * keep[w]
+            rep[here] = torch.gt(v, threshold).float()
+    upper = torch.from_numpy(out["upper_sum"])
+    red = (upper + upper.transpose(1, 2), torch.from_numpy(out["hist"]), torch.from_numpy(out["location"]),
+           torch.from_numpy(out["row_count"]), torch.from_numpy(out["col_count"]),
+           torch.from_numpy(out["same"]).float())
+    return red, torch.from_numpy(out["distance"]), torch.from_numpy(out["distance_sum"]).double(), rep
+
+
+def _torch_tiles(zf, bt, threshold, sim_bins, bins, tiles, side, width, divisor, positive):
+    """The tiles reduced by torch operations (any device): each tile's key columns in reverse order, so
+    that its diagonals — the pairs of one distance — are columns of a skewed view of the thresholded tile."""
+    b, h, t, _ = zf.shape
+    dev = zf.device
+    valid = bt.valid
+    finite = bool(torch.isfinite(zf.square().sum(dim=-1)).all())
+    zt_rev = zf.flip(2).transpose(-1, -2).contiguous()  # [B, H, d, T], keys last to first
     starts = list(range(0, t, side))
-    tiles = [(i, j) for i in starts for j in starts if j >= i]
+    divisor = divisor[..., None, None]
+    positive = positive[..., None, None]
+    all_positive = bool(positive.all())
 
     out: dict[tuple[int, int], torch.Tensor] = {}
 
@@ -202,10 +295,6 @@ def pair_reductions_tiled(z: torch.Tensor, bt: BatchTensors, threshold: float, s
             s.view(b, h, r * c)[:, :, torch.arange(r, device=dev) * (c - 1) + (c - 1)] = 0
         return s
 
-    peak = torch.stack([tile(i, j).amax(dim=(-1, -2)) for i, j in tiles]).amax(dim=0)[..., None, None]  # [B, H, 1, 1]
-    positive = peak > 0
-    all_positive = bool(positive.all())
-    divisor = torch.where(positive, peak, torch.ones_like(peak))
     nb, r_bins = sim_bins.bins, bins.r
     sim_sum = torch.zeros(h, r_bins, r_bins, dtype=torch.float64, device=dev)
     mirrored = torch.zeros_like(sim_sum)  # the tiles above the diagonal, added again transposed
@@ -217,7 +306,7 @@ def pair_reductions_tiled(z: torch.Tensor, bt: BatchTensors, threshold: float, s
     same = torch.zeros(h, dtype=torch.float64, device=dev)
     rb, ri, rj = bt.repeat_index
     rep = torch.zeros(rb.numel(), h, dtype=torch.float32, device=dev)
-    rep_tile = torch.div(ri, side, rounding_mode="floor") * len(starts) + torch.div(rj, side, rounding_mode="floor")
+    rep_tile = _repeat_tiles(bt, side, len(starts))
     sent = bt.sentences
     sent_lo = torch.where(sent >= 0, sent, torch.full_like(sent, t + 1))
     dist_bins = bins.distance
@@ -274,7 +363,4 @@ def pair_reductions_tiled(z: torch.Tensor, bt: BatchTensors, threshold: float, s
         del u
     sim_sum += mirrored
     sim_sum += mirrored.transpose(1, 2)
-    inner = torch.zeros(b, t, h, dtype=rep.dtype, device=dev).index_put_((rb, ri), rep, accumulate=True)
-    red = PairReductions(sim_sum, hist, location, row_count, col_count, inner.transpose(1, 2),
-                         same.float(), rep.sum(dim=0), (rep * bt.repeat_same_sentence[:, None]).sum(dim=0))
-    return red, distance, distance_sum
+    return (sim_sum, hist, location, row_count, col_count, same.float()), distance, distance_sum, rep

@@ -7,6 +7,8 @@ checks each against the naive reference):
 * ``eager`` (:mod:`.eager`): torch operations, any device.
 * ``compiled`` (:mod:`.compiled`): the step's ``T×T`` work through ``torch.compile``
   (:mod:`headsim.stats.fused`); the first batch pays the compilation.
+* ``numba`` (:mod:`.numba_cpu`): eager, except that the similarity tiles of windows above the
+  resolution are reduced in one pass each by headsim's Numba kernel (:mod:`headsim.stats.cpu_kernels`); CPU.
 * ``triton`` (:mod:`.kernels`): headsim's Triton kernels (:mod:`headsim.stats.triton_kernels`), no
   ``T×T`` tensor in memory; CUDA, or Triton's CPU interpreter (``TRITON_INTERPRET=1``, for tests).
 
@@ -26,9 +28,10 @@ from .base import Backend, BackendFailure, StepSettings, is_out_of_memory
 from .compiled import Compiled
 from .eager import Eager
 from .kernels import Triton
+from .numba_cpu import Numba
 
 #: every backend by name
-BACKENDS: dict[str, type[Backend]] = {b.name: b for b in (Eager, Compiled, Triton)}
+BACKENDS: dict[str, type[Backend]] = {b.name: b for b in (Eager, Numba, Compiled, Triton)}
 #: what ``--backend`` accepts
 NAMES = ("auto", *BACKENDS)
 
@@ -65,18 +68,19 @@ def choose_backend(name: str | Choice, device: str | torch.device, binned: bool 
     is the backend's either way. ``compiled`` is never chosen automatically (on the H100 it was
     slower than eager: opt-in). A named backend that cannot run on ``device`` is refused here, before
     anything runs. A :class:`Choice` is passed through unchanged. Windows above the resolution
-    (``binned``) are computed by eager's blocks (:mod:`headsim.stats.tiled`): ``auto`` chooses eager
-    and another named backend is refused.
+    (``binned``) are computed in blocks and tiles (:mod:`headsim.stats.tiled`): ``auto`` chooses
+    ``numba`` on a CPU where Numba imports and eager elsewhere; ``compiled`` and ``triton`` are refused.
     """
     if isinstance(name, Choice):
         return name
     name = check_name(name)
     device = torch.device(device)
     if binned:
-        if name not in ("auto", "eager"):
+        if name not in ("auto", "eager", "numba"):
             raise HeadsimError(f"statistics backend {name!r} does not compute windows longer than the resolution "
                                "(position-binned statistics)", "pass --backend auto (or eager), or a --resolution of at least --seq-len")
-        return Choice(name, "eager")
+        if name == "auto":
+            return Choice(name, "numba" if Numba.available(device)[0] else "eager")
     if name == "auto":
         fast = device.type == "cuda" and Triton.available(device)[0]
         return Choice(name, "triton" if fast else "eager")

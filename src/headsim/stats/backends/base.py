@@ -56,6 +56,9 @@ class Backend(ABC):
     #: :meth:`step` computes the model's head outputs from Q, K, V itself (``update_qkv``); where not,
     #: the driver lets the model compute them and hands in the captured Q and K (``update_captured``)
     computes_head_outputs: ClassVar[bool] = True
+    #: the similarity tiles of windows above the resolution are reduced by the CPU kernel
+    #: (:mod:`headsim.stats.cpu_kernels`), else by torch operations (:mod:`headsim.stats.tiled`)
+    fused_tiles: ClassVar[bool] = False
 
     def __init__(self, settings: StepSettings) -> None:
         self.settings = settings

@@ -7,7 +7,7 @@ attention against the eager ``output_attentions``, head outputs against probabil
 float64, batch and padding-side invariance. Writes the table (family → exact / refused and why) to
 ``docs/architectures.md`` and the JSON to ``benchmarks/results/coverage.json``.
 
-    python benchmarks/coverage.py
+    python benchmarks/family_coverage.py
 """
 
 from __future__ import annotations
@@ -278,7 +278,7 @@ def write_doc(rows: dict[str, dict], path: Path, fingerprints: dict[str, str]) -
     lines = [
         "# Model coverage",
         "",
-        f"Written by `python benchmarks/coverage.py` on {datetime.now(timezone.utc).date()} with transformers "
+        f"Written by `python benchmarks/family_coverage.py` on {datetime.now(timezone.utc).date()} with transformers "
         f"{transformers.__version__}. Every text model type (a masked-LM, causal-LM or seq2seq head in "
         "transformers' auto mappings) is built as a tiny random-weight model (sizes of `headsim/model/tiny.py`: "
         "small defaults, sizes for what the family's own config class has, such as latent attention or experts, "
@@ -317,7 +317,7 @@ def write_doc(rows: dict[str, dict], path: Path, fingerprints: dict[str, str]) -
     if stale:
         lines[-2:-2] = [f"*{len(stale)} rows (status marked †) are from an earlier sweep, not yet re-run with "
                         f"transformers {transformers.__version__} and the current headsim; `python "
-                        "benchmarks/coverage.py --resume` re-checks them.*", ""]
+                        "benchmarks/family_coverage.py --resume` re-checks them.*", ""]
     for t, r in rows.items():
         largest = r.get("largest", max(r["errors"].values()) if "errors" in r else None)
         why = r.get("reason") or (f"{r['note']}; {largest:.1e}" if r.get("note") else f"{largest:.1e}")

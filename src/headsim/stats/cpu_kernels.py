@@ -1,0 +1,160 @@
+"""Numba kernel of the similarity tiles of a window longer than the resolution (CPU).
+
+:func:`reduce_tile` reads one tile of ``S = Z·Zᵀ`` once and adds everything the pair statistics need
+from it, in one pass per window and head (:func:`headsim.stats.tiled.pair_reductions_tiled` builds the
+tiles and takes the exact maximum first). Its decisions are the eager tile code's, float32 operation
+for float32 operation: the value ``v = s / max · keep``, its histogram bin
+``clamp(v · scale + offset, 0, bins − 1)`` truncated (NaN in bin 0) and ``v > threshold`` with a
+float32 threshold; sums are float64 (the eager code sums a tile in float32 first: they agree to float
+rounding). Heads run in parallel (each head's outputs are its own), windows one after another.
+
+Numba is optional: :data:`AVAILABLE` says whether it imports; :mod:`headsim.stats.backends` chooses.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+
+numba = None  # imported with the first kernel (importing Numba costs about half a second)
+#: whether the kernel can run (Numba is installed)
+AVAILABLE = importlib.util.find_spec("numba") is not None
+#: why not, where it cannot
+MISSING = "" if AVAILABLE else "numba is not installed (pip install numba)"
+
+
+def _segment_sum(v, lo, hi):  # pragma: no cover - compiled
+    acc = np.float32(0.0)
+    for j in range(lo, hi):
+        acc += v[j]
+    return acc
+
+
+def _count_above(v, lo, hi, threshold):  # pragma: no cover - compiled
+    n = 0
+    for j in range(lo, hi):
+        n += v[j] > threshold
+    return n
+
+
+def _reduce_tile(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, pos_bin, bin_end, dist_bin, valid, sent,
+                 hist, upper_sum, location, distance, distance_sum, row_count, col_count, same):  # pragma: no cover - compiled
+    n_windows, n_heads, r, c = s.shape
+    nb = hist.shape[1]
+    top = np.float32(nb - 1)
+    zero = np.float32(0.0)
+    for h in numba.prange(n_heads):
+        even = np.zeros(nb, np.int64)  # two histograms: consecutive equal bins do not wait on each other
+        odd = np.zeros(nb, np.int64)
+        v = np.empty(c, np.float32)
+        index = np.empty(c, np.int32)
+        far = 0
+        inside = 0
+        for b in range(n_windows):
+            d = divisor[b, h]
+            k = keep[b, h]
+            keys_valid = True
+            for j in range(c):
+                keys_valid &= valid[b, c0 + j]
+            for i in range(r):
+                gi = a + i
+                if not valid[b, gi]:
+                    continue
+                j0 = i + 1 if diagonal else 0
+                n = c - j0
+                if n <= 0:
+                    continue
+                first = c0 + j0  # the key of v[0]
+                tile_row = s[b, h, i, j0:]
+                above = 0
+                for j in range(n):  # the normalised values and their histogram bins (vectorised)
+                    x = tile_row[j] / d * k
+                    v[j] = x
+                    above += x > threshold
+                    y = x * scale + offset
+                    y = y if y >= zero else zero  # below the range, or NaN: bin 0
+                    y = y if y <= top else top
+                    index[j] = np.int32(y)
+                if keys_valid:
+                    m = n - (n & 1)
+                    for j in range(0, m, 2):
+                        even[index[j]] += 1
+                        odd[index[j + 1]] += 1
+                    if n & 1:
+                        even[index[n - 1]] += 1
+                else:
+                    for j in range(n):
+                        if valid[b, first + j]:
+                            even[index[j]] += 1
+                pi = pos_bin[gi]
+                lo = 0
+                while lo < n:  # sums over each key bin (invalid keys hold 0)
+                    q = pos_bin[first + lo]
+                    hi = min(bin_end[q] - first, n)
+                    upper_sum[h, pi, q] += _segment_sum(v, lo, hi)
+                    lo = hi
+                si = sent[b, gi]
+                if above == 0:
+                    continue
+                row_count[b, h, gi] += above
+                for q in range(0, n, 16):  # the high-similarity pairs, 16 keys at a time (invalid keys hold 0: never above)
+                    e = min(q + 16, n)
+                    if _count_above(v, q, e, threshold) == 0:
+                        continue
+                    for j in range(q, e):
+                        if v[j] > threshold:
+                            gj = first + j
+                            col_count[b, h, gj] += 1
+                            location[h, pi, pos_bin[gj]] += 1
+                            gap = gj - gi
+                            distance[h, dist_bin[gap]] += 1
+                            far += gap
+                            if si >= 0 and sent[b, gj] == si:
+                                inside += 1
+        for m in range(nb):
+            hist[h, m] += even[m] + odd[m]
+        distance_sum[h] += far
+        same[h] += inside
+
+
+_kernel = None
+
+
+def _compiled():
+    """The compiled kernel (compiled once per machine: Numba caches it on disk)."""
+    global numba, _kernel, _segment_sum, _count_above
+    if _kernel is None:
+        import numba as nb
+
+        numba = nb
+        _segment_sum = nb.njit(inline="always", fastmath={"reassoc"}, cache=True)(_segment_sum)
+        _count_above = nb.njit(inline="always", cache=True)(_count_above)
+        _kernel = nb.njit(parallel=True, cache=True, nogil=True)(_reduce_tile)
+    return _kernel
+
+
+def reduce_tile(s: np.ndarray, a: int, c0: int, diagonal: bool, divisor: np.ndarray, keep: np.ndarray,
+                threshold: np.float32, scale: np.float32, offset: np.float32, pos_bin: np.ndarray,
+                bin_end: np.ndarray, dist_bin: np.ndarray, valid: np.ndarray, sent: np.ndarray, out: dict[str, np.ndarray]) -> None:
+    """Add one tile to the outputs ``out`` (numpy views of the accumulators, in place).
+
+    ``s`` ``[B, H, r, c]`` float32: raw ``Z·Zᵀ`` of query rows ``a..a+r`` and key columns ``c0..c0+c``
+    (keys in order); ``diagonal``: the tile sits on the diagonal (``a == c0``; only keys after the
+    query are read). ``divisor`` / ``keep`` ``[B, H]`` float32: each window's and head's maximum (1
+    where it is not positive) and 1/0 whether it is positive. ``pos_bin`` / ``dist_bin`` ``[T]``
+    int64 position and distance bins, ``bin_end`` ``[R]`` the first position after each position bin; ``valid`` ``[B, T]`` bool; ``sent`` ``[B, T]`` int64 sentence ids
+    (−1: none). Pairs ``i < j`` between valid positions are read. ``out``: ``hist`` ``[H, bins]``
+    int64, ``upper_sum`` / ``location`` ``[H, R, R]`` float64 (pairs ``i < j`` only), ``distance``
+    ``[H, R]`` float64, ``distance_sum`` / ``same`` ``[H]`` int64, ``row_count`` / ``col_count``
+    ``[B, H, T]`` float32.
+    """
+    _compiled()(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, pos_bin, bin_end, dist_bin, valid, sent,
+            out["hist"], out["upper_sum"], out["location"], out["distance"], out["distance_sum"],
+            out["row_count"], out["col_count"], out["same"])
+
+
+def set_threads(n: int) -> None:
+    """Run the kernel on at most ``n`` threads (torch's count, so both libraries share the cores alike)."""
+    _compiled()
+    numba.set_num_threads(max(1, min(int(n), numba.config.NUMBA_NUM_THREADS)))
