@@ -84,7 +84,7 @@ def check(stats: CorpusStats, log: list, windows) -> None:
     und = undecided(log, log, L, SETTINGS["threshold"], SETTINGS["sim_bins"], SETTINGS["sim_range"])
     assert int(ref_ds["n_pairs"].sum()) > 0 and int(ref_ds["n_repeat"].sum()) > 0 and ref["_column_ties"] > 0
     assert_statistics_agree(ds, ref_ds, und, rtol=1e-5, atol=1e-6, max_undecided=0.01)
-    if stats.backend == "eager" and DEVICE == "cpu":
+    if stats.backend in ("eager", "numba") and DEVICE == "cpu":
         assert_matches_reference(ds, ref)
 
 
@@ -106,13 +106,17 @@ def _break(monkeypatch, name: str) -> None:
         from headsim.stats import fused
 
         monkeypatch.setattr(fused, "compiled", lambda fn: fail)
+    elif name == "numba":
+        from headsim.stats import cpu_kernels
+
+        monkeypatch.setattr(cpu_kernels, "reduce_tile", fail)
     else:
         from headsim.stats import triton_kernels
 
         monkeypatch.setattr(triton_kernels, "similarity_pass", fail)
 
 
-@pytest.mark.parametrize("name", ["compiled", "triton"])
+@pytest.mark.parametrize("name", ["numba", "compiled", "triton"])
 def test_a_named_backend_that_fails_is_an_error(windows, name, monkeypatch):
     _available(name)
     _break(monkeypatch, name)
@@ -121,7 +125,7 @@ def test_a_named_backend_that_fails_is_an_error(windows, name, monkeypatch):
     assert "--backend eager" in err.value.fix and "injected failure" in err.value.problem
 
 
-@pytest.mark.parametrize("name", ["compiled", "triton"])
+@pytest.mark.parametrize("name", ["numba", "compiled", "triton"])
 def test_auto_falls_back_to_eager_and_records_it(windows, name, monkeypatch):
     """Under ``auto`` a failing backend hands the step to eager (the failed step added nothing):
     the numbers are the eager ones, and the switch is recorded with its reason."""
@@ -137,14 +141,24 @@ def test_auto_falls_back_to_eager_and_records_it(windows, name, monkeypatch):
     check(stats, log, windows)
 
 
-def test_auto_chooses_triton_only_on_cuda_where_triton_runs(monkeypatch):
+def test_auto_chooses_triton_on_cuda_where_it_runs_and_numba_on_a_cpu_where_it_is_installed(monkeypatch):
+    from headsim.stats import cpu_kernels
     from headsim.stats.backends import kernels
 
-    assert choose_backend("auto", "cpu") == Choice("auto", "eager")  # even where the interpreter could run them
+    assert choose_backend("auto", "cpu") == Choice("auto", "numba")  # even where Triton's interpreter could run
+    assert choose_backend("auto", "cpu", binned=True) == Choice("auto", "numba")
     for works, want in ((True, "triton"), (False, "eager")):
         monkeypatch.setattr(kernels.Triton, "available", classmethod(lambda cls, device, ok=works: (ok, "no")))
         assert choose_backend("auto", torch.device("cuda")) == Choice("auto", want)
+    assert choose_backend("auto", torch.device("cuda"), binned=True) == Choice("auto", "eager")
     assert choose_backend("eager", torch.device("cuda")) == Choice("eager", "eager")
+    with pytest.raises(HeadsimError, match="'numba' cannot run on cuda: the Numba kernel runs on the CPU"):
+        choose_backend("numba", torch.device("cuda"))
+    monkeypatch.setattr(cpu_kernels, "AVAILABLE", False)
+    monkeypatch.setattr(cpu_kernels, "MISSING", "numba is not installed (pip install numba)")
+    assert choose_backend("auto", "cpu") == Choice("auto", "eager")
+    with pytest.raises(HeadsimError, match=r"'numba' cannot run on cpu: numba is not installed \(pip install numba\)"):
+        choose_backend("numba", "cpu")
 
 
 def test_a_named_backend_that_cannot_run_is_refused_at_once(monkeypatch):

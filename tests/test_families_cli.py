@@ -74,7 +74,7 @@ def test_analyze_writes_a_run_of_that_family(run, model_dir):
     meta = json.loads((run / "run.json").read_text())
     family = "llama" if "llama" in model_dir.name else "deberta-v2"
     assert meta["complete"] and meta["model"]["family"] == family
-    assert meta["statistics_backend"] == {"requested": "auto", "chosen": "eager", "ran": "eager", "fallbacks": []}
+    assert meta["statistics_backend"] == {"requested": "auto", "chosen": "numba", "ran": "numba", "fallbacks": []}
     assert ("eager attention function" if family == "llama" else "output_attentions") in meta["attention"]
     heads = pd.read_parquet(run / "heads.parquet")
     assert len(heads) == 2 * 4 and heads["n_pairs"].sum() > 0

@@ -140,10 +140,32 @@ def test_the_cpu_kernel_counts_what_the_torch_tiles_count(t, tile_bytes):
     assert got["eager"]["location_upper"].sum() > 0
 
 
+def test_a_failing_cpu_kernel_falls_back_under_auto_and_stops_a_named_run(monkeypatch):
+    """A kernel failure adds nothing: under ``auto`` the step is redone by the torch tiles (warned,
+    recorded) and equals an eager run; with ``--backend numba`` it is a one-line error naming the fix."""
+    from headsim.errors import HeadsimError
+    from headsim.stats import cpu_kernels
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no kernel today")
+
+    monkeypatch.setattr(cpu_kernels, "reduce_tile", broken)
+    with pytest.warns(UserWarning, match="statistics backend 'numba' failed .*no kernel today.*continuing with eager"):
+        stats, _, _ = _binned_run(4, resolution=5)
+    assert stats.backend_record()["ran"] == "eager" and "numba -> eager" in stats.backend_record()["fallbacks"][0]
+    eager, _, _ = _binned_run(4, resolution=5, backend="eager")
+    for name, value in eager.acc.items():
+        assert torch.equal(stats.acc[name], value), name
+    with pytest.raises(HeadsimError, match="statistics backend 'numba' failed after 0 windows: RuntimeError: no kernel today"):
+        _binned_run(4, resolution=5, backend="numba")
+
+
 def test_binned_state_round_trips_and_other_backends_are_refused():
     from headsim.errors import HeadsimError
 
     stats, _, t = _binned_run(7, resolution=8)
+    assert stats.backend_record() == {"requested": "auto", "chosen": "numba", "ran": "numba", "fallbacks": []}
+    assert CorpusStats(2, 3, t, resolution=t).backend == "numba"  # within the resolution: one tile
     again = CorpusStats.from_state_dict(stats.state_dict())
     assert again.binned and again.resolution == 8
     for name in stats.acc:

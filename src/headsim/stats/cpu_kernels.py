@@ -31,6 +31,25 @@ def _segment_sum(v, lo, hi):  # pragma: no cover - compiled
     return acc
 
 
+def _flush(rows_sum, query_bin, pos_bin, bin_end, c0, c, out):  # pragma: no cover - compiled
+    """Add ``rows_sum`` (tile columns from key ``c0``) to ``out[query_bin]`` by key bin, and zero it."""
+    if query_bin < 0:
+        return
+    if bin_end[pos_bin[c0]] == c0 + 1 and pos_bin[c0 + c - 1] - pos_bin[c0] == c - 1:  # a bin per key
+        target = out[query_bin, pos_bin[c0]:]
+        for j in range(c):
+            target[j] += rows_sum[j]
+            rows_sum[j] = 0
+        return
+    lo = 0
+    while lo < c:
+        q = pos_bin[c0 + lo]
+        hi = min(bin_end[q] - c0, c)
+        out[query_bin, q] += _segment_sum(rows_sum, lo, hi)
+        lo = hi
+    rows_sum[:] = 0
+
+
 def _count_above(v, lo, hi, threshold):  # pragma: no cover - compiled
     n = 0
     for j in range(lo, hi):
@@ -49,6 +68,8 @@ def _reduce_tile(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, po
         odd = np.zeros(nb, np.int64)
         v = np.empty(c, np.float32)
         index = np.empty(c, np.int32)
+        rows_sum = np.zeros(c, np.float32)  # the values of the rows of query bin ``pending``, per key
+        pending = -1
         far = 0
         inside = 0
         for b in range(n_windows):
@@ -88,12 +109,11 @@ def _reduce_tile(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, po
                         if valid[b, first + j]:
                             even[index[j]] += 1
                 pi = pos_bin[gi]
-                lo = 0
-                while lo < n:  # sums over each key bin (invalid keys hold 0)
-                    q = pos_bin[first + lo]
-                    hi = min(bin_end[q] - first, n)
-                    upper_sum[h, pi, q] += _segment_sum(v, lo, hi)
-                    lo = hi
+                if pi != pending:  # the rows of one query bin are summed first, then split by key bin
+                    _flush(rows_sum, pending, pos_bin, bin_end, c0, c, upper_sum[h])
+                    pending = pi
+                for j in range(n):
+                    rows_sum[j0 + j] += v[j]
                 si = sent[b, gi]
                 if above == 0:
                     continue
@@ -112,6 +132,7 @@ def _reduce_tile(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, po
                             far += gap
                             if si >= 0 and sent[b, gj] == si:
                                 inside += 1
+        _flush(rows_sum, pending, pos_bin, bin_end, c0, c, upper_sum[h])
         for m in range(nb):
             hist[h, m] += even[m] + odd[m]
         distance_sum[h] += far
@@ -123,13 +144,14 @@ _kernel = None
 
 def _compiled():
     """The compiled kernel (compiled once per machine: Numba caches it on disk)."""
-    global numba, _kernel, _segment_sum, _count_above
+    global numba, _kernel, _segment_sum, _count_above, _flush
     if _kernel is None:
         import numba as nb
 
         numba = nb
         _segment_sum = nb.njit(inline="always", fastmath={"reassoc"}, cache=True)(_segment_sum)
         _count_above = nb.njit(inline="always", cache=True)(_count_above)
+        _flush = nb.njit(cache=True)(_flush)
         _kernel = nb.njit(parallel=True, cache=True, nogil=True)(_reduce_tile)
     return _kernel
 

@@ -177,9 +177,10 @@ def _tiles(t: int, side: int) -> list[tuple[int, int]]:
     return [(i, j) for i in starts for j in starts if j >= i]
 
 
-def _peak(zf: torch.Tensor, zt: torch.Tensor, tiles: list[tuple[int, int]], side: int) -> torch.Tensor:
+def _peak(zf: torch.Tensor, zt: torch.Tensor, tiles: list[tuple[int, int]], side: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Each window's and head's exact maximum of ``S = Z·Zᵀ`` off the diagonal ``[B, H]`` (0 where every
-    entry is at most 0), from the tiles ``tiles`` of ``zf`` ``[B, H, T, d]`` and ``zt`` ``[B, H, d, T]``."""
+    entry is at most 0), from the tiles ``tiles`` of ``zf`` ``[B, H, T, d]`` and ``zt`` ``[B, H, d, T]``;
+    and the last tile built (its diagonal zeroed)."""
     b, h, t, _ = zf.shape
     peak = torch.zeros(b, h, device=zf.device)
     out: dict[tuple[int, int], torch.Tensor] = {}
@@ -191,7 +192,7 @@ def _peak(zf: torch.Tensor, zt: torch.Tensor, tiles: list[tuple[int, int]], side
         if a == c0:
             s.diagonal(dim1=-2, dim2=-1).zero_()
         torch.maximum(peak, s.amax(dim=(-1, -2)), out=peak)
-    return peak
+    return peak, s
 
 
 def pair_reductions_tiled(z: torch.Tensor, bt: BatchTensors, threshold: float, sim_bins: SimBins, bins: Bins,
@@ -212,11 +213,15 @@ def pair_reductions_tiled(z: torch.Tensor, bt: BatchTensors, threshold: float, s
     width = t // bins.r if t % bins.r == 0 else None
     side = _tile_size(rows, t, width)
     tiles = _tiles(t, side)
-    peak = _peak(zf, zf.transpose(-1, -2).contiguous(), tiles, side)
+    zt = zf.transpose(-1, -2).contiguous()
+    peak, last = _peak(zf, zt, tiles, side)
     positive = peak > 0
     divisor = torch.where(positive, peak, torch.ones_like(peak))
-    reduce = _fused_tiles if fused else _torch_tiles
-    red, distance, distance_sum, rep = reduce(zf, bt, threshold, sim_bins, bins, tiles, side, width, divisor, positive)
+    if fused:  # a window of one tile is not built twice
+        red, distance, distance_sum, rep = _fused_tiles(zf, zt, bt, threshold, sim_bins, bins, tiles, side, divisor,
+                                                        positive, last if len(tiles) == 1 else None)
+    else:
+        red, distance, distance_sum, rep = _torch_tiles(zf, bt, threshold, sim_bins, bins, tiles, side, width, divisor, positive)
     rb, ri, _ = bt.repeat_index
     inner = torch.zeros(b, t, h, dtype=rep.dtype, device=dev).index_put_((rb, ri), rep, accumulate=True)
     sim_sum, hist, location, row_count, col_count, same = red
@@ -231,8 +236,9 @@ def _repeat_tiles(bt: BatchTensors, side: int, n_starts: int) -> torch.Tensor:
     return torch.div(ri, side, rounding_mode="floor") * n_starts + torch.div(rj, side, rounding_mode="floor")
 
 
-def _fused_tiles(zf, bt, threshold, sim_bins, bins, tiles, side, width, divisor, positive):
-    """The tiles reduced by :func:`headsim.stats.cpu_kernels.reduce_tile` (CPU)."""
+def _fused_tiles(zf, zt, bt, threshold, sim_bins, bins, tiles, side, divisor, positive, only):
+    """The tiles reduced by :func:`headsim.stats.cpu_kernels.reduce_tile` (CPU); ``only``: the one tile,
+    already built."""
     from . import cpu_kernels
 
     b, h, t, _ = zf.shape
@@ -246,7 +252,6 @@ def _fused_tiles(zf, bt, threshold, sim_bins, bins, tiles, side, width, divisor,
     constants = (divisor.numpy(), keep.numpy(), np.float32(threshold), np.float32(sim_bins.scale),
                  np.float32(sim_bins.offset), bins.index.numpy(), bins.ends(), bins.distance.numpy(), bt.valid.numpy(),
                  bt.sentences.numpy())
-    zt = zf.transpose(-1, -2).contiguous()
     rb, ri, rj = bt.repeat_index
     n_starts = len(range(0, t, side))
     rep_tile = _repeat_tiles(bt, side, n_starts)
@@ -254,9 +259,12 @@ def _fused_tiles(zf, bt, threshold, sim_bins, bins, tiles, side, width, divisor,
     buffers: dict[tuple[int, int], torch.Tensor] = {}
     for a, c0 in tiles:
         r, c = min(side, t - a), min(side, t - c0)
-        if (r, c) not in buffers:
-            buffers[r, c] = torch.empty(b, h, r, c)
-        s = torch.matmul(zf[:, :, a:a + r], zt[:, :, :, c0:c0 + c], out=buffers[r, c])
+        if only is not None:
+            s = only
+        else:
+            if (r, c) not in buffers:
+                buffers[r, c] = torch.empty(b, h, r, c)
+            s = torch.matmul(zf[:, :, a:a + r], zt[:, :, :, c0:c0 + c], out=buffers[r, c])
         cpu_kernels.reduce_tile(s.numpy(), a, c0, a == c0, *constants, out)
         here = (rep_tile == (a // side) * n_starts + c0 // side).nonzero()[:, 0]
         if here.numel():

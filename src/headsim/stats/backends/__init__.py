@@ -7,8 +7,8 @@ checks each against the naive reference):
 * ``eager`` (:mod:`.eager`): torch operations, any device.
 * ``compiled`` (:mod:`.compiled`): the step's ``T×T`` work through ``torch.compile``
   (:mod:`headsim.stats.fused`); the first batch pays the compilation.
-* ``numba`` (:mod:`.numba_cpu`): eager, except that the similarity tiles of windows above the
-  resolution are reduced in one pass each by headsim's Numba kernel (:mod:`headsim.stats.cpu_kernels`); CPU.
+* ``numba`` (:mod:`.numba_cpu`): the pair statistics reduced in one pass per similarity tile by
+  headsim's Numba kernel (:mod:`headsim.stats.cpu_kernels`), the attention statistics as eager; CPU.
 * ``triton`` (:mod:`.kernels`): headsim's Triton kernels (:mod:`headsim.stats.triton_kernels`), no
   ``T×T`` tensor in memory; CUDA, or Triton's CPU interpreter (``TRITON_INTERPRET=1``, for tests).
 
@@ -62,28 +62,27 @@ class Choice:
 def choose_backend(name: str | Choice, device: str | torch.device, binned: bool = False) -> Choice:
     """The statistics backend for ``device``: the only place one is chosen.
 
-    ``auto``: ``triton`` on a CUDA device where Triton runs, ``eager`` everywhere else. The model
+    ``auto``: ``triton`` on a CUDA device where Triton runs, ``numba`` on a CPU where Numba is
+    installed, ``eager`` everywhere else. The model
     family does not change the choice: for ``plain`` families every backend computes the attention
     from Q, K and V, for the others it adds the model's own probabilities, and the similarity work
     is the backend's either way. ``compiled`` is never chosen automatically (on the H100 it was
     slower than eager: opt-in). A named backend that cannot run on ``device`` is refused here, before
     anything runs. A :class:`Choice` is passed through unchanged. Windows above the resolution
-    (``binned``) are computed in blocks and tiles (:mod:`headsim.stats.tiled`): ``auto`` chooses
-    ``numba`` on a CPU where Numba imports and eager elsewhere; ``compiled`` and ``triton`` are refused.
+    (``binned``) are computed in blocks and tiles (:mod:`headsim.stats.tiled`) by ``numba`` or
+    ``eager`` (``auto``: as above, eager on CUDA); ``compiled`` and ``triton`` are refused.
     """
     if isinstance(name, Choice):
         return name
     name = check_name(name)
     device = torch.device(device)
-    if binned:
-        if name not in ("auto", "eager", "numba"):
-            raise HeadsimError(f"statistics backend {name!r} does not compute windows longer than the resolution "
-                               "(position-binned statistics)", "pass --backend auto (or eager), or a --resolution of at least --seq-len")
-        if name == "auto":
-            return Choice(name, "numba" if Numba.available(device)[0] else "eager")
+    if binned and name not in ("auto", "eager", "numba"):
+        raise HeadsimError(f"statistics backend {name!r} does not compute windows longer than the resolution "
+                           "(position-binned statistics)", "pass --backend auto (or eager), or a --resolution of at least --seq-len")
     if name == "auto":
-        fast = device.type == "cuda" and Triton.available(device)[0]
-        return Choice(name, "triton" if fast else "eager")
+        if device.type == "cuda" and not binned and Triton.available(device)[0]:
+            return Choice(name, "triton")
+        return Choice(name, "numba" if Numba.available(device)[0] else "eager")
     ok, reason = BACKENDS[name].available(device)
     if not ok:
         raise HeadsimError(f"statistics backend {name!r} cannot run on {device}: {reason}",

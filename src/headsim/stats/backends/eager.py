@@ -7,12 +7,16 @@ import torch
 from ...context_similarity import normalized_similarity
 from ...model.plain import attention_probs
 from ..attention import attention_batch
-from ..pairs import pair_batch
+from ..pairs import PairReductions, add_pairs, pair_reductions
 from .base import Backend
 
 
 class Eager(Backend):
-    """Torch operations over each ``[B, H, T, T]`` tensor (:mod:`headsim.stats.attention`, :mod:`headsim.stats.pairs`)."""
+    """Torch operations over each ``[B, H, T, T]`` tensor (:mod:`headsim.stats.attention`, :mod:`headsim.stats.pairs`).
+
+    A step runs in three parts that subclasses reuse: :meth:`probabilities` (from Q and K; with V the
+    model's head outputs too), :meth:`pair_reductions` (from the head outputs), and adding both; with
+    :attr:`pairs_first` a step that fails adds nothing."""
 
     name = "eager"
 
@@ -20,15 +24,33 @@ class Eager(Backend):
     def available(cls, device: torch.device) -> tuple[bool, str]:
         return True, ""
 
+    #: the pair reductions, which may fail, are computed before anything is added (eager, which does
+    #: not fail, frees the probabilities first)
+    pairs_first: bool = False
+
     def step(self, index, bt, head_outputs, qk, attention, value, scale, pairs, attn) -> None:
+        probs = self.probabilities(index, bt, head_outputs, qk, value, scale)
+        red = self.pair_reductions(head_outputs[index], bt) if self.pairs_first else None
         s = self.settings
-        if qk is not None:
-            probs = attention_probs(qk[0][index], qk[1][index], bt.valid, bt.padded, scale)
-            if value is not None:  # the model's head outputs, before the statistics overwrite probs
-                head_outputs[index] = torch.matmul(probs, value[index].float())
+        if probs is not None:
             attention_batch(probs, bt, s.top_k_columns, attn, owned=True)
             del probs
         elif attention is not None:
             attention_batch(attention[index], bt, s.top_k_columns, attn)
-        normalized = normalized_similarity(head_outputs[index].float(), bt.valid, bt.padded)
-        pair_batch(normalized, s.threshold, bt, s.geo, s.bins, pairs, masked=True)
+        add_pairs(red if red is not None else self.pair_reductions(head_outputs[index], bt), bt, pairs)
+
+    def probabilities(self, index, bt, head_outputs, qk, value, scale) -> torch.Tensor | None:
+        """The step's attention probabilities from Q and K (``None`` without them); with ``value`` the
+        model's head outputs are written into ``head_outputs`` first."""
+        if qk is None:
+            return None
+        probs = attention_probs(qk[0][index], qk[1][index], bt.valid, bt.padded, scale)
+        if value is not None:
+            head_outputs[index] = torch.matmul(probs, value[index].float())
+        return probs
+
+    def pair_reductions(self, z: torch.Tensor, bt) -> PairReductions:
+        """The pair reductions of a step from its head outputs ``z`` ``[B, H, T, d]``."""
+        s = self.settings
+        normalized = normalized_similarity(z.float(), bt.valid, bt.padded)
+        return pair_reductions(normalized, s.threshold, bt, s.geo, s.bins, masked=True)
