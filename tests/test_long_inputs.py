@@ -12,7 +12,7 @@ from random_windows import random_batch as random_batch_stats
 from reference_stats import binned_reference, log_distance_edges, reference_stats
 
 from headsim.model.arch import ARCHS
-from headsim.model.tap import Tap
+from headsim.model.tap import Tap, full_keys
 from headsim.model.verify import random_batch, tiny_model
 from headsim.model.load import from_pretrained_objects
 from headsim.stats import CorpusStats
@@ -42,8 +42,8 @@ def test_blocks_of_query_rows_equal_one_block(loaded):
     tiled = Tap(loaded, attention=True, tile_rows=4).run(ids, mask).layers
     seen: dict[int, list] = {}
 
-    def on_tile(layer, rows, probs):
-        seen.setdefault(layer, []).append((rows, probs.clone()))
+    def on_tile(layer, rows, probs, keys):
+        seen.setdefault(layer, []).append((rows, full_keys(probs, keys, 23)))
 
     streamed = Tap(loaded, attention=True, tile_rows=5).run(ids, mask, on_tile=on_tile).layers
     rows = mask.bool()[:, None, :, None].expand(-1, loaded.n_heads, -1, 23)
@@ -291,3 +291,65 @@ def test_distance_bins_keep_short_distances_exact_and_space_the_rest_logarithmic
         q = edges[-1] / edges[-2]
         tail = edges[m + 1:] / edges[m:-1]
         assert np.allclose(tail[len(tail) // 2:], q, rtol=0.02)
+
+
+@pytest.mark.parametrize("family", ["mistral", "gemma2"])
+def test_blocks_trimmed_to_their_live_keys_equal_the_untrimmed_blocks(family, tokenizer):
+    """Sliding window (5 tokens) + causal + right padding, blocks of 4 rows: each block the tap runs
+    on its live key columns only equals the block run on every key, whose dropped columns are exactly
+    0 (no live key dropped, no block mis-offset); head outputs agree; the binned corpus statistics of
+    an engine with trimming equal those without."""
+    import copy
+
+    from headsim.runs.engine import Engine
+    from headsim.windows import Windows
+
+    tok = copy.deepcopy(tokenizer)
+    tok.bos_token = tok.cls_token
+    loaded = from_pretrained_objects(tiny_model(family, vocab_size=len(tok))[0], tok, family)
+    ids, mask = random_batch(5, lengths=(23, 17, 9))
+    t = ids.shape[1]
+    got: dict[bool, dict] = {}
+    for trim in (True, False):
+        seen = got[trim] = {}
+        tap = Tap(loaded, attention=True, tile_rows=4, trim_keys=trim)
+        caps = tap.run(ids, mask, on_tile=lambda layer, rows, probs, keys: seen.setdefault(layer, []).append(
+            (rows, keys, probs.clone()))).layers
+        seen["z"] = {li: cap.head_outputs for li, cap in caps.items()}
+    rows_valid = mask.bool()[:, None, :, None]
+    for li in range(loaded.n_layers):
+        trimmed, full = got[True][li], got[False][li]
+        assert [r for r, _, _ in trimmed] == [r for r, _, _ in full]
+        assert all((k.start, k.stop) == (0, t) for _, k, _ in full)
+        assert any(k.stop < t for _, k, _ in trimmed)  # causal: later keys cut
+        if li == 0:  # a sliding-window layer in both families: earlier keys cut too
+            assert any(k.start > 0 for _, k, _ in trimmed)
+        for (rows, keys, a), (_, _, b) in zip(trimmed, full):
+            valid = rows_valid[:, :, rows].expand(-1, b.shape[1], -1, t)
+            torch.testing.assert_close(full_keys(a, keys, t)[valid], b[valid], rtol=0, atol=1e-6)
+            outside = torch.ones(t, dtype=torch.bool)
+            outside[keys] = False
+            assert bool((b[..., outside][valid[..., outside]] == 0).all())
+        torch.testing.assert_close(got[True]["z"][li][rows_valid.expand_as(got[True]["z"][li])],
+                                   got[False]["z"][li][rows_valid.expand_as(got[False]["z"][li])], rtol=0, atol=1e-5)
+
+    n, r = 48, 8  # binned statistics (48 tokens on 8 bins), one window right-padded
+    rng = np.random.default_rng(4)
+    w_ids = rng.integers(3, 90, size=(2, n))
+    w_mask = np.ones((2, n), np.int64)
+    w_mask[1, 37:] = 0
+    sentence = np.where(w_mask == 1, np.arange(n)[None] // 6, -1)
+    w = Windows(w_ids * w_mask, w_mask, np.full((2, n, 2), -1), sentence, np.where(w_mask == 1, 0, -1))
+    results = []
+    for trim, rows in ((False, n), (True, 3), (True, 8)):  # one block; blocks within one bin of 6; across two
+        fresh = lambda: CorpusStats(loaded.n_layers, loaded.n_heads, n, resolution=r)
+        stats = fresh()
+        engine = Engine(loaded, stats, fresh)
+        engine._tap.trim_keys, engine._tap.tile_rows = trim, rows
+        engine.process(w)
+        assert stats.binned
+        results.append(stats.to_dataset())
+    for other in results[1:]:
+        for name, var in results[0].data_vars.items():
+            np.testing.assert_allclose(np.asarray(other[name].values, dtype=np.float64), np.asarray(var.values, dtype=np.float64),
+                                       rtol=1e-5, atol=1e-5, err_msg=name)

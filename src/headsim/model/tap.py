@@ -23,7 +23,18 @@ built a block of rows at a time (:class:`RowMask`, the family's own mask functio
 window, padding), the family's eager function runs on those query rows against every key, and the
 blocks' outputs are joined for the model to continue with. Nothing of size ``[heads, T, T]`` for a
 whole layer exists unless a consumer asks for the whole matrix (``on_tile`` not given); a short
-window is the one-block case.
+window is the one-block case. A block holds at most :data:`BLOCK_CACHE_BYTES` of probabilities
+(a block that stays in cache runs several times faster), fewer where the memory budget says so.
+
+Each block runs only on the key columns some of its rows may attend (:func:`live_keys`): where the
+mask is a :class:`RowMask`, the columns before the first and after the last one that any row of the
+block leaves unmasked (eager's minimum value) are cut from the keys, values, mask and per-pair
+kwargs before the family's eager function runs. Softmax gives such columns exactly 0, so the kept
+probabilities are the whole row's up to float summation order, and a causal block skips the keys
+after its last row, a sliding-window or local block all but its band. Consumers receive the block
+with its key columns (``on_tile``'s ``keys``); the whole-matrix capture has zeros outside them.
+Blocks with a row that no key is left to are run on every key, as are families whose mask is not a
+:class:`RowMask`.
 
 Layers are numbered by the order the stack calls them (0-based), which also covers shared layers
 (ALBERT). Batches may be padded on either side: the tap right-aligns rows before the pass and
@@ -52,6 +63,9 @@ _PLAIN = "headsim_plain"  # attention computed by a consumer (plain families); n
 _ACTIVE = threading.local()
 #: default block budget: float32 attention probabilities of one block of query rows
 TILE_BYTES = 64 << 20
+#: the most bytes of float32 probabilities one block holds whatever the budget: a block that stays
+#: in the processor's cache runs the eager attention several times faster than a larger one
+BLOCK_CACHE_BYTES = 8 << 20
 
 
 def tile_rows_for(budget: int, batch: int, heads: int, keys: int) -> int:
@@ -243,27 +257,41 @@ def _tap_attention(module, query, key, value, attention_mask, scaling=None, drop
         fn = ALL_ATTENTION_FUNCTIONS.get_interface(impl, eager)
         out, probs = fn(module, query, key, value, mask, scaling=scaling, dropout=dropout, **kwargs)
     else:
-        t = query.shape[2]
-        step = t if run.shift is not None else tap.rows_per_tile(query.shape[0], query.shape[1], key.shape[2])
-        outs, tiles = [], []
+        t, n = query.shape[2], key.shape[2]
+        step = t if run.shift is not None else tap.rows_per_tile(query.shape[0], query.shape[1], n)
+        outs, whole = [], None
         for start in range(0, t, step):
             stop = min(start + step, t)
-            mask = attention_mask.rows(start, stop) if isinstance(attention_mask, RowMask) else (
-                None if attention_mask is None else attention_mask[:, :, start:stop])
-            q, kw = (query, kwargs) if (start, stop) == (0, t) else (query[:, :, start:stop], _rows_of(kwargs, t, start, stop))
-            out, probs = eager(module, q, key, value, mask, scaling=scaling, dropout=dropout, **kw)
+            keys = slice(0, n)
+            if isinstance(attention_mask, RowMask):
+                mask = attention_mask.rows(start, stop)
+                if tap.trim_keys:
+                    keys = live_keys(mask, n)
+            else:
+                mask = None if attention_mask is None else attention_mask[:, :, start:stop]
+            q, k, v, kw = query, key, value, kwargs
+            if (start, stop) != (0, t):
+                q = query[:, :, start:stop]
+            if (keys.start, keys.stop) != (0, n):
+                k, v, mask = key[:, :, keys], value[:, :, keys], mask[..., keys]
+            if (start, stop, keys.start, keys.stop) != (0, t, 0, n):
+                kw = _pairs_of(kwargs, t, n, slice(start, stop), keys)
+            out, probs = eager(module, q, k, v, mask, scaling=scaling, dropout=dropout, **kw)
             outs.append(out)
             if wanted and tap.attention:
                 probs = probs.float()
                 if run.on_tile is not None:
-                    run.on_tile(layer, slice(start, stop), probs)
+                    run.on_tile(layer, slice(start, stop), probs, keys)
+                elif (start, stop, keys.start, keys.stop) == (0, t, 0, n):
+                    whole = probs
                 else:
-                    tiles.append(probs)
+                    if whole is None:
+                        whole = probs.new_zeros(*probs.shape[:2], t, n)
+                    whole[:, :, start:stop, keys] = probs
             del probs, mask
         out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=1)
         probs = None
-        if tiles:
-            whole = tiles[0] if len(tiles) == 1 else torch.cat(tiles, dim=2)
+        if whole is not None:
             run.capture_of(layer).attention = run.unshift(whole, (2, 3))
     if wanted and tap.qkv:
         cap = run.capture_of(layer)
@@ -271,11 +299,38 @@ def _tap_attention(module, query, key, value, attention_mask, scaling=None, drop
     return out, probs
 
 
-def _rows_of(kwargs: dict, t: int, start: int, stop: int) -> dict:
-    """The attention function's keyword arguments for query rows ``start:stop``: a per-pair tensor
-    ``[..., T(query), T(key)]`` (a position bias, as T5 passes it) is cut to those rows."""
-    return {k: v[..., start:stop, :] if isinstance(v, torch.Tensor) and v.ndim >= 2 and v.shape[-2] == t
-            and v.shape[-1] == t else v for k, v in kwargs.items()}
+def live_keys(mask: torch.Tensor | None, n: int) -> slice:
+    """The key columns of a block of eager's float mask ``[B, 1, rows, n]`` that some row may attend:
+    from the first to the last column not at the mask dtype's minimum (eager's "masked"). Every
+    column outside it is masked for every row, so softmax gives it exactly 0. All ``n`` columns
+    where some row has no key left (softmax then spreads over the masked ones) or where ``mask``
+    is ``None`` or not eager's float mask."""
+    whole = slice(0, n)
+    if mask is None or not mask.is_floating_point() or mask.shape[-1] != n:
+        return whole
+    live = mask != torch.finfo(mask.dtype).min
+    columns = live.reshape(-1, n).any(dim=0)
+    if not bool(live.any(dim=-1).all()):
+        return whole
+    at = columns.nonzero()[:, 0]
+    return slice(int(at[0]), int(at[-1]) + 1)
+
+
+def full_keys(probs: torch.Tensor, keys: slice, n: int) -> torch.Tensor:
+    """A block of probabilities over key columns ``keys`` ``[..., rows, keys]`` (what ``on_tile``
+    receives) as ``[..., rows, n]``, zeros in the columns the tap left out."""
+    if (keys.start, keys.stop) == (0, n):
+        return probs
+    out = probs.new_zeros(*probs.shape[:-1], n)
+    out[..., keys] = probs
+    return out
+
+
+def _pairs_of(kwargs: dict, t: int, n: int, rows: slice, keys: slice) -> dict:
+    """The attention function's keyword arguments for query rows ``rows`` and key columns ``keys``:
+    a per-pair tensor ``[..., T(query), T(key)]`` (a position bias, as T5 passes it) is cut to them."""
+    return {k: v[..., rows, keys] if isinstance(v, torch.Tensor) and v.ndim >= 2 and v.shape[-2:] == (t, n) else v
+            for k, v in kwargs.items()}
 
 
 def _plain_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
@@ -348,13 +403,16 @@ class Tap:
         head_outputs: capture each head's output vectors.
         qkv: capture queries, keys and values (interface families only).
         stop_early: end the pass once the last layer asked for is captured (no hidden state then).
-        tile_rows: query rows per block of attention (``None``: as many as :data:`TILE_BYTES` of
-            float32 probabilities ``[B, H, rows, T]`` hold; a window that fits is one block).
+        tile_rows: query rows per block of attention (``None``: as many as ``tile_bytes`` (default
+            :data:`TILE_BYTES`), at most :data:`BLOCK_CACHE_BYTES`, of float32 probabilities
+            ``[B, H, rows, T]`` hold; a window that fits is one block).
+        trim_keys: run each block only on the key columns its mask leaves to some row (see the
+            module docstring); ``False`` runs every block on every key.
     """
 
     def __init__(self, loaded, *, layers: Sequence[int] | None = None, attention: bool = False,
                  head_outputs: bool = True, qkv: bool = False, stop_early: bool = False,
-                 tile_rows: int | None = None, tile_bytes: int | None = None) -> None:
+                 tile_rows: int | None = None, tile_bytes: int | None = None, trim_keys: bool = True) -> None:
         self.loaded = loaded
         self.arch: Arch = loaded.arch
         chosen = check_layers(layers, loaded.n_layers)
@@ -370,25 +428,28 @@ class Tap:
                 "pass a positive number of query rows per block (or None)")
         self.tile_rows = None if tile_rows is None else int(tile_rows)
         self.tile_bytes = TILE_BYTES if tile_bytes is None else int(tile_bytes)
+        self.trim_keys = bool(trim_keys)
 
     def rows_per_tile(self, batch: int, heads: int, keys: int) -> int:
         """Query rows per block of attention for ``batch`` windows of ``heads`` heads over ``keys`` keys."""
         if self.tile_rows is not None:
             return self.tile_rows
-        return tile_rows_for(self.tile_bytes, batch, heads, keys)
+        return tile_rows_for(min(self.tile_bytes, BLOCK_CACHE_BYTES), batch, heads, keys)
 
     # ------------------------------------------------------------------ passes
     def run(self, input_ids, attention_mask, on_layer: Callable[[LayerCapture], None] | None = None, *,
             grad: bool = False, right_padded: bool = False,
-            on_tile: Callable[[int, slice, torch.Tensor], None] | None = None) -> TapOutput:
+            on_tile: Callable[[int, slice, torch.Tensor, slice], None] | None = None) -> TapOutput:
         """One forward pass; each captured layer goes to ``on_layer`` as soon as it is complete (or
         into the returned :class:`TapOutput`). ``grad=True`` keeps the autograd graph (ablation).
         ``right_padded=True`` (the caller built the rows so) skips the padding check, which would make
         the host wait for an accelerator once per pass.
 
-        ``on_tile(layer, rows, probs)``, where given, receives each block of attention probabilities
-        ``[B, H, rows, T]`` float32 (query rows ``rows``, in order) as it is computed, before the
-        layer's capture (whose ``attention`` is then ``None``); the block is released afterwards.
+        ``on_tile(layer, rows, probs, keys)``, where given, receives each block of attention
+        probabilities ``[B, H, rows, keys]`` float32 (query rows ``rows``, in order; key columns
+        ``keys``, a slice of ``0..T``: every probability outside it is 0, see the module docstring;
+        :func:`full_keys` widens a block to all ``T`` keys) as it is computed, before the layer's
+        capture (whose ``attention`` is then ``None``); the block is released afterwards.
         Interface families only; rows of left-padded batches come as one block."""
         require(on_tile is None or self.arch.interface, f"{self.arch.family} attention is not computed through the tap",
                 "capture whole attention matrices (no on_tile)")

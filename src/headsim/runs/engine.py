@@ -137,7 +137,7 @@ class Engine:
                                                                      cap.head_outputs.to(dev), info))
         elif self.loaded.arch.interface:  # the model's attention, a block of query rows at a time
             self._tap.run(info.input_ids, mask, right_padded=True,
-                          on_tile=lambda layer, rows, probs: stats.add_attention_block(layer, rows, probs.to(dev), info),
+                          on_tile=lambda layer, rows, probs, keys: stats.add_attention_block(layer, rows, probs.to(dev), info, keys),
                           on_layer=lambda cap: stats.update_layer(cap.layer, None, cap.head_outputs.to(dev), info))
         else:
             self._tap.run(info.input_ids, mask, right_padded=True,

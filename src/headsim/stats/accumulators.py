@@ -270,25 +270,28 @@ class CorpusStats:
         """Query rows per block of a binned step of ``windows`` windows (within ``tile_bytes``)."""
         return tiled.block_rows(self.tile_bytes, windows, self.n_heads, self.seq_len)
 
-    def add_attention_block(self, layer: int, rows: slice, probs: torch.Tensor, info: BatchInfo) -> None:
-        """Add a block of one layer's attention probabilities ``[B, H, rows, T]`` (query rows ``rows``, in
-        order; the model tap's ``on_tile``); the layer's :meth:`update_layer` (with ``attention=None``)
-        then finishes its attention statistics. A window that fits the resolution is joined whole and
-        added as today; a longer one is reduced block by block (nothing ``T×T`` kept)."""
+    def add_attention_block(self, layer: int, rows: slice, probs: torch.Tensor, info: BatchInfo,
+                            keys: slice | None = None) -> None:
+        """Add a block of one layer's attention probabilities ``[B, H, rows, keys]`` (query rows ``rows``,
+        in order; key columns ``keys``, default all ``T``, every other probability 0: the model tap's
+        ``on_tile``); the layer's :meth:`update_layer` (with ``attention=None``) then finishes its
+        attention statistics. A window that fits the resolution is joined whole and added as today; a
+        longer one is reduced block by block (nothing ``T×T`` kept)."""
         layer = self._check_layer(layer)
         chunks = self._current(info)
         b, h, t = info.n_windows, self.n_heads, self.seq_len
-        self._check_shape("attention block", probs, (b, h, rows.stop - rows.start, t), "seq")
+        keys = slice(0, t) if keys is None else keys
+        self._check_shape("attention block", probs, (b, h, rows.stop - rows.start, keys.stop - keys.start), "seq")
         if self.binned:
             tiles = self._tiles.get(layer)
             if tiles is None:
                 tiles = self._tiles[layer] = tiled.AttentionTiles(chunks[0][1], h, self._bins)
-            tiles.add(rows, probs)
+            tiles.add(rows, probs, keys)
             return
         whole = self._tiles.get(layer)
         if whole is None:
             whole = self._tiles[layer] = torch.zeros(b, h, t, t, dtype=torch.float32, device=probs.device)
-        whole[:, :, rows] = probs
+        whole[:, :, rows, keys] = probs
 
     def _update_binned(self, layer, head_outputs, info, bt, attention, qk, value, scale, pairs, attn) -> None:
         """A binned layer step (:mod:`headsim.stats.tiled`)."""

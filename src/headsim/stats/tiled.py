@@ -73,25 +73,31 @@ class AttentionTiles:
         self.near = torch.zeros(b, n_heads, t, 3, dtype=torch.float32, device=dev)
         self.rows_done = 0
 
-    def add(self, rows: slice, probs: torch.Tensor) -> None:
-        """Add the probabilities of query rows ``rows`` ``[B, H, rows, T]`` (in order, each row once)."""
+    def add(self, rows: slice, probs: torch.Tensor, keys: slice | None = None) -> None:
+        """Add the probabilities of query rows ``rows`` ``[B, H, rows, keys]`` (in order, each row once)
+        over key columns ``keys`` (default all ``T``; every probability outside them is 0)."""
         from ..errors import require
 
         require(rows.start == self.rows_done, f"attention rows {rows.start}.. arrived after rows ..{self.rows_done}",
                 "hand the blocks of one layer in order")
         bt, t = self.bt, self.bins.t
+        keys = slice(0, t) if keys is None else keys
         a = probs.to(torch.float32)
         if bt.padded:
-            keep = bt.valid[:, None, rows, None] & bt.valid[:, None, None, :]
+            keep = bt.valid[:, None, rows, None] & bt.valid[:, None, None, keys]
             a = torch.where(keep, a, torch.zeros((), device=a.device))
-        self.column_sums += a.sum(dim=-2)  # float32 within a block, float64 across blocks
-        self.per_query_bin.index_add_(2, self.bins.index[rows], a)
-        q = torch.arange(rows.start, rows.stop, device=a.device)
+        columns = a.sum(dim=-2)
+        self.column_sums[..., keys] += columns  # float32 within a block, float64 across blocks
+        index = self.bins.index[rows]
+        if bool(index[0] == index[-1]):  # one query bin: its sum over the block's rows is the column sums
+            self.per_query_bin[:, :, int(index[0]), keys] += columns
+        else:
+            self.per_query_bin[..., keys].index_add_(2, index, a)
         for slot, offset in enumerate((-1, 0, 1)):
-            k = q + offset
-            inside = (k >= 0) & (k < t)
-            got = a[:, :, inside.nonzero()[:, 0], k[inside]]  # [B, H, n]
-            self.near[:, :, q[inside], slot] = got
+            # key rows.start + i + offset of query row i sits on a diagonal of the block
+            got = a.diagonal(offset=rows.start + offset - keys.start, dim1=2, dim2=3)  # [B, H, m]
+            first = max(0, keys.start - rows.start - offset)  # the first row whose key is inside the block
+            self.near[:, :, rows.start + first:rows.start + first + got.shape[-1], slot] = got
         self.rows_done = rows.stop
 
     def finish(self, top_k: int, into: dict[str, torch.Tensor]) -> None:

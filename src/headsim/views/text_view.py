@@ -31,7 +31,7 @@ import torch
 from ..context_similarity import check_threshold, normalized_similarity
 from ..display import HtmlDisplay
 from ..errors import require
-from ..model.tap import TILE_BYTES, Tap, capture, tile_rows_for
+from ..model.tap import TILE_BYTES, Tap, capture, full_keys, tile_rows_for
 from ..model.load import LoadedModel, as_loaded
 from ..stats.attention import TARGETS, attention_focus, diagonal_sums
 from ..stats.batch import batch_info, batch_tensors, position_bins
@@ -342,9 +342,10 @@ def attention_region(loaded: LoadedModel, ids: np.ndarray, layer: int, head: int
     (interface families; others hand the model's whole layer, then cut)."""
     out = np.zeros((rows.stop - rows.start, cols.stop - cols.start), dtype=np.float32)
 
-    def on_tile(li: int, block: slice, probs: torch.Tensor) -> None:
+    def on_tile(li: int, block: slice, probs: torch.Tensor, keys: slice) -> None:
         lo, hi = max(block.start, rows.start), min(block.stop, rows.stop)
         if li == layer and lo < hi:
+            probs = full_keys(probs, keys, len(ids))
             out[lo - rows.start:hi - rows.start] = probs[0, head, lo - block.start:hi - block.start, cols].cpu().numpy()
 
     tap = Tap(loaded, layers=[layer], attention=True, head_outputs=False, stop_early=True, tile_rows=tile_rows)
@@ -353,7 +354,7 @@ def attention_region(loaded: LoadedModel, ids: np.ndarray, layer: int, head: int
         tap.run(ids[None], mask, on_tile=on_tile)
     else:
         got = tap.run(ids[None], mask).layers[layer].attention
-        on_tile(layer, slice(0, len(ids)), got)
+        on_tile(layer, slice(0, len(ids)), got, slice(0, len(ids)))
     return out
 
 
@@ -388,8 +389,8 @@ def _overview(loaded: LoadedModel, ids: np.ndarray, resolution: int, tile_rows: 
     def binned(block: torch.Tensor, rows: slice) -> torch.Tensor:
         return bin_pairs(block, rows, bins, resolution)
 
-    def on_tile(layer: int, rows: slice, probs: torch.Tensor) -> None:
-        p = probs[0].float().cpu()  # [H, rows, n]
+    def on_tile(layer: int, rows: slice, probs: torch.Tensor, keys: slice) -> None:
+        p = full_keys(probs[0].float().cpu(), keys, n)  # [H, rows, n]
         attention[layer] += binned(p, rows)
         column_sums[layer] += p.sum(dim=1, dtype=torch.float64)
         for slot, offset in enumerate((-1, 1)):
@@ -398,7 +399,7 @@ def _overview(loaded: LoadedModel, ids: np.ndarray, resolution: int, tile_rows: 
     def on_layer(cap) -> None:
         if cap.attention is not None:  # families outside the interface hand the whole layer
             for start in range(0, n, step):
-                on_tile(cap.layer, slice(start, min(start + step, n)), cap.attention[:, :, start:start + step])
+                on_tile(cap.layer, slice(start, min(start + step, n)), cap.attention[:, :, start:start + step], slice(0, n))
         outputs[cap.layer] = cap.head_outputs[0].float().cpu()
 
     step = tile_rows
