@@ -12,4 +12,4 @@ def version(name: str) -> str:
 
 
 print("versions: " + ", ".join([f"python {platform.python_version()}"]
-                               + [f"{name} {version(name)}" for name in ("torch", "transformers", "triton", "numpy")]))
+                               + [f"{name} {version(name)}" for name in ("torch", "transformers", "triton", "numpy", "numba")]))

@@ -170,7 +170,6 @@ def _binned_tile(x: torch.Tensor, bins: Bins, a: int, b: int, width: int | None,
 
 
 
-
 def _tiles(t: int, side: int) -> list[tuple[int, int]]:
     """Starts ``(row, key)`` of the square tiles of side ``side`` on and above the diagonal."""
     starts = range(0, t, side)
