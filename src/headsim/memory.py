@@ -111,13 +111,36 @@ def plan_memory(loaded, seq_len: int, resolution: int, max_memory: int, *, batch
     left = max_memory - fixed
     need = per_window + row_bytes
     require(left >= need, f"--max-memory {_gib(max_memory)} cannot hold one window of {t} tokens with this model "
-            f"(about {_gib(fixed + need)} needed)", f"raise --max-memory, or use a smaller --seq-len")
+            f"(about {_gib(fixed + need)} needed)", "raise --max-memory, or use a smaller --seq-len")
     if batch_size is None:
         batch_size = int(max(1, min(largest_batch, left // (2 * need))))
     tile_bytes = int(max(row_bytes * batch_size, left - batch_size * per_window) // 2) if row_bytes else left
     require(left >= batch_size * need, f"--max-memory {_gib(max_memory)} cannot hold a batch of {batch_size} windows "
             f"of {t} tokens (about {_gib(fixed + batch_size * need)} needed)", "raise --max-memory or lower --batch-size")
     return MemoryPlan(int(max_memory), int(batch_size), max(1, tile_bytes), int(fixed), int(per_window))
+
+
+#: allocations of at least this many bytes are mapped from the system and handed back when freed
+MMAP_THRESHOLD = 4 << 20
+
+
+def return_large_allocations() -> bool:
+    """Fix glibc's mmap threshold at :data:`MMAP_THRESHOLD` (``mallopt(M_MMAP_THRESHOLD)``), once per
+    process; ``False`` where the C library is not glibc.
+
+    By default glibc raises the threshold each time a large block is freed (up to 32 MiB); the blocks
+    of attention and similarity of a long window, of many sizes, then stay on the heap and fragment
+    it, and resident memory grows with the square of the window (a 32,768-token window under a 3 GB
+    budget peaked at 14 GiB). Blocks above 4 MiB are mapped and returned instead; smaller ones keep
+    the heap's speed."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.mallopt(-3, MMAP_THRESHOLD))  # M_MMAP_THRESHOLD (malloc.h)
+    except (OSError, AttributeError):
+        return False
 
 
 def peak_memory(device: torch.device) -> dict:

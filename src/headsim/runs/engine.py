@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 import torch
 
 from ..errors import require
+from ..memory import return_large_allocations
 from ..model.tap import Tap, capture
 from ..model.load import LoadedModel
 from ..stats import BatchInfo, CorpusStats, batch_info
@@ -88,6 +89,7 @@ class Engine:
         # one scratch accumulator for the whole run, allocated now: the back-off must not need fresh
         # memory at the moment memory ran out
         self._scratch = fresh() if self.backoff else None
+        return_large_allocations()  # blocks of many sizes must not fragment the heap (headsim.memory)
 
     def attention_source(self) -> str:
         """Where the attention the statistics add comes from (recorded in run.json)."""

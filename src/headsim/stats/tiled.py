@@ -146,10 +146,10 @@ def attention_blocks(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
         del probs
 
 
-def _tile_size(rows: int, t: int, width: int | None) -> int:
+def _tile_size(rows: int, t: int, width: int | None, largest: int = 1024) -> int:
     """Side of the square similarity tiles: about as many entries as a block of ``rows`` query rows,
-    at most 1,024 (matmul- and cache-friendly), a multiple of the bin width ``width`` where bins align."""
-    side = min(t, 1024, max(1, int((rows * t) ** 0.5)))
+    at most ``largest`` (matmul- and cache-friendly), a multiple of the bin width ``width`` where bins align."""
+    side = min(t, largest, max(1, int((rows * t) ** 0.5)))
     if width:
         side = max(width, side // width * width)
     return side
@@ -168,6 +168,11 @@ def _binned_tile(x: torch.Tensor, bins: Bins, a: int, b: int, width: int | None,
     per_key = bins.keys(x.sum(dim=0, dtype=torch.float32).flip(-1), bins.index[b:b + c])  # [H, r, R]
     out.index_add_(1, bins.index[a:a + r], per_key.to(torch.float64))
 
+
+
+#: the largest tile side of the CPU kernel: a head's tile (1 MiB) stays in the core's cache between the
+#: matrix product that writes it and the kernel that reads it
+FUSED_SIDE = 512
 
 
 def _tiles(t: int, side: int) -> list[tuple[int, int]]:
@@ -210,7 +215,7 @@ def pair_reductions_tiled(z: torch.Tensor, bt: BatchTensors, threshold: float, s
     if bt.padded:
         zf = torch.where(bt.valid[:, None, :, None], zf, torch.zeros((), device=dev))
     width = t // bins.r if t % bins.r == 0 else None
-    side = _tile_size(rows, t, width)
+    side = _tile_size(rows, t, width, FUSED_SIDE if fused else 1024)
     tiles = _tiles(t, side)
     zt = zf.transpose(-1, -2).contiguous()
     peak, last = _peak(zf, zt, tiles, side)
