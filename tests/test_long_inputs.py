@@ -192,6 +192,26 @@ def test_binned_state_round_trips_and_other_backends_are_refused():
         CorpusStats(2, 3, t, resolution=8, backend="compiled")
 
 
+def test_runs_hand_large_blocks_back_to_the_system(monkeypatch):
+    """Every engine fixes glibc's mmap threshold (blocks of many sizes otherwise fragment the heap and
+    resident memory grows with the window's square); on glibc the setting takes."""
+    import platform
+
+    from headsim.runs import engine as engine_module
+
+    calls = []
+    monkeypatch.setattr(engine_module, "return_large_allocations", lambda: calls.append(1) or True)
+    model, _ = tiny_model("bert")
+    loaded = from_pretrained_objects(model, None, "bert")
+    fresh = lambda: CorpusStats(loaded.n_layers, loaded.n_heads, 16)
+    engine_module.Engine(loaded, fresh(), fresh)
+    assert calls == [1]
+    if platform.libc_ver()[0] == "glibc":
+        from headsim.memory import return_large_allocations
+
+        assert return_large_allocations()
+
+
 def test_a_budget_that_cannot_hold_one_window_stops_at_once(tiny_bert, tmp_path):
     from headsim.runs.analyze import analyze
     from headsim.errors import HeadsimError
