@@ -143,26 +143,31 @@ def _reduce_tile(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, po
 
 
 _kernel = None
+#: tiles of fewer entries run on one thread: starting the thread pool costs more than it saves (and,
+#: on a busy machine, waits for descheduled threads)
+PARALLEL_ENTRIES = 1 << 20
 
 
 def _compiled():
-    """The compiled kernel (compiled once per machine: Numba caches it on disk where it can write)."""
+    """The compiled kernel, parallel over heads and serial (compiled once per machine: Numba caches
+    them on disk where it can write)."""
     global numba, _kernel, _segment_sum, _count_above, _flush
     if _kernel is None:
         import numba as nb
 
         numba = nb
 
-        def jit(fn, **options):
+        def jit(fn, cache=True, **options):
             try:
-                return nb.njit(cache=True, **options)(fn)
+                return nb.njit(cache=cache, **options)(fn)
             except RuntimeError:  # no writable cache directory: compiled in every process instead
                 return nb.njit(**options)(fn)
 
         _segment_sum = jit(_segment_sum, inline="always", fastmath={"reassoc"})
         _count_above = jit(_count_above, inline="always")
         _flush = jit(_flush)
-        _kernel = jit(_reduce_tile, parallel=True, nogil=True)
+        # (Numba's disk cache keys a function's versions by signature only: the serial one is not cached)
+        _kernel = (jit(_reduce_tile, parallel=True, nogil=True), jit(_reduce_tile, cache=False, nogil=True))
     return _kernel
 
 
@@ -181,7 +186,9 @@ def reduce_tile(s: np.ndarray, a: int, c0: int, diagonal: bool, divisor: np.ndar
     ``[H, R]`` float64, ``distance_sum`` / ``same`` ``[H]`` int64, ``row_count`` / ``col_count``
     ``[B, H, T]`` float32.
     """
-    _compiled()(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, pos_bin, bin_end, dist_bin, valid, sent,
+    parallel, serial = _compiled()
+    kernel = parallel if s.size >= PARALLEL_ENTRIES else serial
+    kernel(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, pos_bin, bin_end, dist_bin, valid, sent,
             out["hist"], out["upper_sum"], out["location"], out["distance"], out["distance_sum"],
             out["row_count"], out["col_count"], out["same"])
 
