@@ -212,6 +212,24 @@ def test_runs_hand_large_blocks_back_to_the_system(monkeypatch):
         assert return_large_allocations()
 
 
+def test_the_default_budget_is_free_memory_on_top_of_what_the_process_holds(tiny_bert, monkeypatch):
+    """A process that already holds much (a notebook, a test worker) still gets half the free memory
+    for its run: the default budget adds it to the resident memory the plan counts."""
+    import types
+
+    import psutil
+
+    from headsim.memory import default_max_memory, plan_memory
+
+    held, free = 10 << 30, 2 << 30
+    monkeypatch.setattr(psutil, "Process", lambda *a: types.SimpleNamespace(memory_info=lambda: types.SimpleNamespace(rss=held)))
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: types.SimpleNamespace(available=free))
+    budget = default_max_memory(torch.device("cpu"))
+    assert budget == held + free // 2
+    plan = plan_memory(tiny_bert, 32, 512, budget)
+    assert plan.fixed >= held and plan.batch_size >= 1
+
+
 def test_a_budget_that_cannot_hold_one_window_stops_at_once(tiny_bert, tmp_path):
     from headsim.runs.analyze import analyze
     from headsim.errors import HeadsimError

@@ -39,13 +39,15 @@ def parse_memory(value: str | int | float) -> int:
 
 
 def default_max_memory(device: torch.device) -> int:
-    """:data:`DEFAULT_SHARE` of the memory free now: the GPU's on CUDA, the machine's available RAM elsewhere."""
+    """:data:`DEFAULT_SHARE` of the memory free now: the GPU's on CUDA; elsewhere of the machine's
+    available RAM, on top of what this process holds already (a budget caps the whole process, and
+    :func:`plan_memory` counts what it holds)."""
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         return int(free * DEFAULT_SHARE)
     import psutil
 
-    return int(psutil.virtual_memory().available * DEFAULT_SHARE)
+    return int(psutil.Process().memory_info().rss + psutil.virtual_memory().available * DEFAULT_SHARE)
 
 
 @dataclass(frozen=True)
