@@ -47,7 +47,14 @@ def default_max_memory(device: torch.device) -> int:
         return int(free * DEFAULT_SHARE)
     import psutil
 
-    return int(psutil.Process().memory_info().rss + psutil.virtual_memory().available * DEFAULT_SHARE)
+    return int(_resident() + psutil.virtual_memory().available * DEFAULT_SHARE)
+
+
+def _resident() -> int:
+    """Bytes this process holds in RAM now (its resident set)."""
+    import psutil
+
+    return int(psutil.Process().memory_info().rss)
 
 
 @dataclass(frozen=True)
@@ -88,9 +95,9 @@ def plan_memory(loaded, seq_len: int, resolution: int, max_memory: int, *, batch
     within ``max_memory``, or a :class:`~headsim.errors.HeadsimError` naming ``--max-memory``.
 
     Held before any window: the accumulators, and on a CPU what the process holds already (its
-    resident memory: libraries, the weights), elsewhere the weights. Estimate per window of ``T`` tokens: the forward's activations (``T × hidden × 4`` bytes, 16
-    times), the head outputs and queries, keys and values (``4 × T × heads × d``, float32), the batch's
-    pair tables, and for a window above the resolution its reductions (``heads × R × T`` float32 of
+    resident memory: libraries, the weights), elsewhere the weights. Estimate per window of ``T``
+    tokens: the forward's activations (``T × hidden × 4`` bytes, 16 times), the head outputs and
+    queries, keys and values (``4 × T × heads × d``, float32), the batch's pair tables, and for a window above the resolution its reductions (``heads × R × T`` float32 of
     per-bin column sums, ``heads × T`` float64 column sums and near-diagonal entries). A window within
     the resolution holds its whole ``[heads, T, T]`` matrices, about 12 of them, as today's statistics
     do. One block of query rows takes what remains, split between the tap's and the statistics'.
@@ -99,9 +106,7 @@ def plan_memory(loaded, seq_len: int, resolution: int, max_memory: int, *, batch
     hidden = int(getattr(loaded.stack_config, "hidden_size", 0) or getattr(loaded.stack_config, "d_model", 0) or 768)
     held = sum(p.numel() * p.element_size() for p in loaded.model.parameters())
     if loaded.device.type == "cpu":
-        import psutil
-
-        held = max(held, psutil.Process().memory_info().rss)
+        held = max(held, _resident())
     fixed = held + accumulator_bytes(loaded.n_layers, h, t, resolution)
     per_window = 16 * t * hidden * 4 + 4 * t * hidden * 4
     if t > resolution:
@@ -127,8 +132,8 @@ MMAP_THRESHOLD = 4 << 20
 
 
 def return_large_allocations() -> bool:
-    """Fix glibc's mmap threshold at :data:`MMAP_THRESHOLD` (``mallopt(M_MMAP_THRESHOLD)``), once per
-    process; ``False`` where the C library is not glibc.
+    """Fix glibc's mmap threshold at :data:`MMAP_THRESHOLD` (``mallopt(M_MMAP_THRESHOLD)``) for the
+    whole process (calling it again changes nothing); ``False`` where the C library is not glibc.
 
     By default glibc raises the threshold each time a large block is freed (up to 32 MiB); the blocks
     of attention and similarity of a long window, of many sizes, then stay on the heap and fragment
