@@ -27,4 +27,6 @@ def attention_probs(query: torch.Tensor, key: torch.Tensor, attention_mask: torc
         bias = torch.zeros(valid.shape, dtype=scores.dtype, device=scores.device)
         bias.masked_fill_(~valid, torch.finfo(scores.dtype).min)
         scores.add_(bias[:, None, None, :])  # additive mask, as the model's own kernels apply it
-    return torch.softmax(scores, dim=-1)
+    # in place on a CPU (each row is read whole before it is written): a second [B, H, T, T] block costs
+    # more to allocate and fault in than the softmax itself
+    return torch.softmax(scores, dim=-1, out=scores) if scores.device.type == "cpu" else torch.softmax(scores, dim=-1)

@@ -89,7 +89,8 @@ class Engine:
         # one scratch accumulator for the whole run, allocated now: the back-off must not need fresh
         # memory at the moment memory ran out
         self._scratch = fresh() if self.backoff else None
-        return_large_allocations()  # blocks of many sizes must not fragment the heap (headsim.memory)
+        if stats.binned:  # a long window's blocks of many sizes must not fragment the heap (headsim.memory)
+            return_large_allocations()
 
     def attention_source(self) -> str:
         """Where the attention the statistics add comes from (recorded in run.json)."""

@@ -6,9 +6,11 @@ takes the exact maximum first; a window within the resolution is one tile with a
 Its decisions are the torch code's, float32 operation for float32 operation: the value
 ``v = s / max · keep``, its histogram bin ``clamp(v · scale + offset, 0, bins − 1)`` truncated (NaN
 in bin 0) and ``v > threshold`` with a float32 threshold, so every count equals the eager backend's
-on the same ``S``. Similarity sums add float32 values over the rows of one query bin, then float64:
-they agree with eager's to float rounding. Heads run in parallel (each head's outputs are its own),
-windows one after another.
+on the same ``S``. Where a query bin spans several rows, its rows are summed per key in float32 and
+then added to the float64 bin pairs; a tile of a bin per position (every window within the
+resolution) adds each value straight to its pair. Sums agree with eager's to float rounding. Every
+per-pair update is a branch-free pass over the row (no branch per high-similarity pair). Heads run
+in parallel (each head's outputs are its own), windows one after another.
 
 Numba is a dependency, imported with the first kernel: :data:`AVAILABLE` says whether it is installed
 and :mod:`headsim.stats.backends` chooses; Numba caches the compiled kernel on disk.
@@ -53,13 +55,6 @@ def _flush(rows_sum, query_bin, pos_bin, bin_end, c0, c, out):  # pragma: no cov
     rows_sum[:] = 0
 
 
-def _count_above(v, lo, hi, threshold):  # pragma: no cover - compiled
-    n = 0
-    for j in range(lo, hi):
-        n += v[j] > threshold
-    return n
-
-
 def _reduce_tile(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, pos_bin, bin_end, dist_bin, valid, sent,
                  hist, upper_sum, location, distance, distance_sum, row_count, col_count, same):  # pragma: no cover - compiled
     n_windows, n_heads, r, c = s.shape
@@ -70,11 +65,16 @@ def _reduce_tile(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, po
         even = np.zeros(nb, np.int64)  # two histograms: consecutive equal bins do not wait on each other
         odd = np.zeros(nb, np.int64)
         v = np.empty(c, np.float32)
+        above_at = np.empty(c, np.float32)  # 1 where v > threshold
         index = np.empty(c, np.int32)
         rows_sum = np.zeros(c, np.float32)  # the values of the rows of query bin ``pending``, per key
+        rows_above = np.zeros(c, np.float32)  # and how many of them are above the threshold
+        gaps = np.zeros(dist_bin.shape[0], np.int64)  # high-similarity pairs by distance
         pending = -1
-        far = 0
         inside = 0
+        # a tile of a bin per position (every window within the resolution): rows go straight to their bins
+        direct = pos_bin[a + r - 1] - pos_bin[a] == r - 1 and pos_bin[c0 + c - 1] - pos_bin[c0] == c - 1
+        key_bin = pos_bin[c0]
         for b in range(n_windows):
             d = divisor[b, h]
             k = keep[b, h]
@@ -95,14 +95,16 @@ def _reduce_tile(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, po
                 for j in range(n):  # the normalised values and their histogram bins (vectorised)
                     x = tile_row[j] / d * k
                     v[j] = x
-                    above += x > threshold
+                    m = x > threshold
+                    above_at[j] = m
+                    above += m
                     y = x * scale + offset
                     y = y if y >= zero else zero  # below the range, or NaN: bin 0
                     y = y if y <= top else top
                     index[j] = np.int32(y)
                 if keys_valid:
-                    m = n - (n & 1)
-                    for j in range(0, m, 2):
+                    mm = n - (n & 1)
+                    for j in range(0, mm, 2):
                         even[index[j]] += 1
                         odd[index[j + 1]] += 1
                     if n & 1:
@@ -112,32 +114,48 @@ def _reduce_tile(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, po
                         if valid[b, first + j]:
                             even[index[j]] += 1
                 pi = pos_bin[gi]
-                if pi != pending:  # the rows of one query bin are summed first, then split by key bin
-                    _flush(rows_sum, pending, pos_bin, bin_end, c0, c, upper_sum[h])
-                    pending = pi
-                for j in range(n):
-                    rows_sum[j0 + j] += v[j]
-                si = sent[b, gi]
+                if direct:
+                    sums = upper_sum[h, pi, key_bin + j0:key_bin + c]
+                    for j in range(n):
+                        sums[j] += v[j]
+                else:
+                    if pi != pending:  # the rows of one query bin are summed first, then split by key bin
+                        _flush(rows_sum, pending, pos_bin, bin_end, c0, c, upper_sum[h])
+                        _flush(rows_above, pending, pos_bin, bin_end, c0, c, location[h])
+                        pending = pi
+                    for j in range(n):
+                        rows_sum[j0 + j] += v[j]
                 if above == 0:
                     continue
                 row_count[b, h, gi] += above
-                for q in range(0, n, 16):  # the high-similarity pairs, 16 keys at a time (invalid keys hold 0: never above)
-                    e = min(q + 16, n)
-                    if _count_above(v, q, e, threshold) == 0:
-                        continue
-                    for j in range(q, e):
-                        if v[j] > threshold:
-                            gj = first + j
-                            col_count[b, h, gj] += 1
-                            location[h, pi, pos_bin[gj]] += 1
-                            gap = gj - gi
-                            distance[h, dist_bin[gap]] += 1
-                            far += gap
-                            if si >= 0 and sent[b, gj] == si:
-                                inside += 1
+                # the high-similarity pairs, branch-free (invalid keys hold 0: never above)
+                counts = col_count[b, h, first:first + n]
+                near = gaps[first - gi:first - gi + n]
+                if direct:
+                    pairs = location[h, pi, key_bin + j0:key_bin + c]
+                    for j in range(n):
+                        pairs[j] += above_at[j]
+                else:
+                    for j in range(n):
+                        rows_above[j0 + j] += above_at[j]
+                for j in range(n):
+                    counts[j] += above_at[j]
+                    near[j] += np.int64(above_at[j])
+                si = sent[b, gi]
+                if si >= 0:
+                    same_sentence = sent[b, first:first + n]
+                    here = 0
+                    for j in range(n):
+                        here += np.int64(above_at[j]) if same_sentence[j] == si else 0
+                    inside += here
         _flush(rows_sum, pending, pos_bin, bin_end, c0, c, upper_sum[h])
+        _flush(rows_above, pending, pos_bin, bin_end, c0, c, location[h])
         for m in range(nb):
             hist[h, m] += even[m] + odd[m]
+        far = 0
+        for g in range(gaps.shape[0]):
+            distance[h, dist_bin[g]] += gaps[g]
+            far += g * gaps[g]
         distance_sum[h] += far
         same[h] += inside
 
@@ -151,7 +169,7 @@ PARALLEL_ENTRIES = 1 << 20
 def _compiled():
     """The compiled kernel, parallel over heads and serial (compiled once per machine: Numba caches
     them on disk where it can write)."""
-    global numba, _kernel, _segment_sum, _count_above, _flush
+    global numba, _kernel, _segment_sum, _flush
     if _kernel is None:
         import numba as nb
 
@@ -164,7 +182,6 @@ def _compiled():
                 return nb.njit(**options)(fn)
 
         _segment_sum = jit(_segment_sum, inline="always", fastmath={"reassoc"})
-        _count_above = jit(_count_above, inline="always")
         _flush = jit(_flush)
         # (Numba's disk cache keys a function's versions by signature only: the serial one is not cached)
         _kernel = (jit(_reduce_tile, parallel=True, nogil=True), jit(_reduce_tile, cache=False, nogil=True))
