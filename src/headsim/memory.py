@@ -143,14 +143,37 @@ def return_large_allocations() -> bool:
     (:class:`headsim.runs.engine.Engine`): a short window's blocks repeat in size and reuse the heap,
     where mapping each would cost its page faults again (MiniLM at 128 tokens: 0.67 → 0.73 of the
     bare forward)."""
-    import ctypes
-    import ctypes.util
+    libc = _glibc()
+    return libc is not None and bool(libc.mallopt(-3, MMAP_THRESHOLD))  # M_MMAP_THRESHOLD (malloc.h)
 
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return bool(libc.mallopt(-3, MMAP_THRESHOLD))  # M_MMAP_THRESHOLD (malloc.h)
-    except (OSError, AttributeError):
-        return False
+
+def release_free_memory() -> bool:
+    """Hand the memory the C library holds free back to the system, in every thread's arena
+    (``malloc_trim(0)``); ``False`` where the C library is not glibc.
+
+    The small blocks a long window's layer allocates from several threads (torch's, Numba's) stay
+    in those threads' arenas once freed; called after each layer of windows above the resolution
+    (:class:`headsim.runs.engine.Engine`), it keeps them from adding up across layers (tiny decoder,
+    16,384 tokens, one thread: peak 1.82 → 1.59 GiB)."""
+    libc = _glibc()
+    return libc is not None and bool(libc.malloc_trim(0))
+
+
+def _glibc():
+    """glibc, loaded once; ``None`` elsewhere."""
+    if not _LIBC:
+        import ctypes
+        import ctypes.util
+
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            _LIBC.append(libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None)
+        except (OSError, AttributeError):
+            _LIBC.append(None)
+    return _LIBC[0]
+
+
+_LIBC: list = []
 
 
 def peak_memory(device: torch.device) -> dict:

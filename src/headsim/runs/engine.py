@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 import torch
 
 from ..errors import require
-from ..memory import return_large_allocations
+from ..memory import release_free_memory, return_large_allocations
 from ..model.tap import Tap, capture
 from ..model.load import LoadedModel
 from ..stats import BatchInfo, CorpusStats, batch_info
@@ -129,23 +129,29 @@ class Engine:
         mask = info.valid.long()
         dev = info.valid.device  # a model spread over devices (device_map) hands each layer over from its own
 
+        def done(result):
+            """After each layer: a long window's layer leaves much free in thread arenas (headsim.memory)."""
+            if stats.binned:
+                release_free_memory()
+            return result
+
         def computing(layer, q, k, v, scale):
-            return stats.update_qkv(layer, q.to(dev), k.to(dev), v.to(dev), info, scale).to(q.device)
+            return done(stats.update_qkv(layer, q.to(dev), k.to(dev), v.to(dev), info, scale).to(q.device))
 
         if self.own_attention and stats.impl.computes_head_outputs:
             self._tap.run_computing(info.input_ids, mask, computing)
         elif self.own_attention:
             self._tap.run(info.input_ids, mask, right_padded=True,  # windows are built right-padded
-                          on_layer=lambda cap: stats.update_captured(cap.layer, cap.query.to(dev), cap.key.to(dev),
-                                                                     cap.head_outputs.to(dev), info))
+                          on_layer=lambda cap: done(stats.update_captured(cap.layer, cap.query.to(dev), cap.key.to(dev),
+                                                                          cap.head_outputs.to(dev), info)))
         elif self.loaded.arch.interface:  # the model's attention, a block of query rows at a time
             self._tap.run(info.input_ids, mask, right_padded=True,
                           on_tile=lambda layer, rows, probs, keys: stats.add_attention_block(layer, rows, probs.to(dev), info, keys),
-                          on_layer=lambda cap: stats.update_layer(cap.layer, None, cap.head_outputs.to(dev), info))
+                          on_layer=lambda cap: done(stats.update_layer(cap.layer, None, cap.head_outputs.to(dev), info)))
         else:
             self._tap.run(info.input_ids, mask, right_padded=True,
-                          on_layer=lambda cap: stats.update_layer(cap.layer, cap.attention.to(dev),
-                                                                  cap.head_outputs.to(dev), info))
+                          on_layer=lambda cap: done(stats.update_layer(cap.layer, cap.attention.to(dev),
+                                                                       cap.head_outputs.to(dev), info)))
 
     def process_safely(self, w: Windows) -> None:
         """:meth:`process`, halving the batch on out-of-memory when :attr:`backoff` is on."""
