@@ -141,8 +141,8 @@ def return_large_allocations() -> bool:
     budget peaked at 14 GiB). Blocks above 4 MiB are mapped and returned instead; smaller ones keep
     the heap's speed. Only runs of windows above the resolution call it
     (:class:`headsim.runs.engine.Engine`): a short window's blocks repeat in size and reuse the heap,
-    where mapping each would cost its page faults again (MiniLM at 128 tokens: 0.67 → 0.73 of the
-    bare forward)."""
+    where mapping each would cost its page faults again (a softmax of ``[132, 128, 128]`` float32:
+    2.9 ms from the heap, 8.2 ms mapped)."""
     libc = _glibc()
     return libc is not None and bool(libc.mallopt(-3, MMAP_THRESHOLD))  # M_MMAP_THRESHOLD (malloc.h)
 
