@@ -9,6 +9,7 @@ cannot hold one window with one row per block is refused at once, naming the set
 
 from __future__ import annotations
 
+import functools
 import re
 import resource
 from dataclasses import dataclass
@@ -159,21 +160,17 @@ def release_free_memory() -> bool:
     return libc is not None and bool(libc.malloc_trim(0))
 
 
+@functools.cache
 def _glibc():
     """glibc, loaded once; ``None`` elsewhere."""
-    if not _LIBC:
-        import ctypes
-        import ctypes.util
+    import ctypes
+    import ctypes.util
 
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            _LIBC.append(libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None)
-        except (OSError, AttributeError):
-            _LIBC.append(None)
-    return _LIBC[0]
-
-
-_LIBC: list = []
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+    return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
 
 
 def peak_memory(device: torch.device) -> dict:

@@ -61,6 +61,9 @@ def _reduce_tile(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, po
     nb = hist.shape[1]
     top = np.float32(nb - 1)
     zero = np.float32(0.0)
+    # a tile of a bin per position (every window within the resolution): rows go straight to their bins
+    direct = pos_bin[a + r - 1] - pos_bin[a] == r - 1 and pos_bin[c0 + c - 1] - pos_bin[c0] == c - 1
+    key_bin = pos_bin[c0]
     for h in numba.prange(n_heads):
         even = np.zeros(nb, np.int64)  # two histograms: consecutive equal bins do not wait on each other
         odd = np.zeros(nb, np.int64)
@@ -72,9 +75,6 @@ def _reduce_tile(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, po
         gaps = np.zeros(dist_bin.shape[0], np.int64)  # high-similarity pairs by distance
         pending = -1
         inside = 0
-        # a tile of a bin per position (every window within the resolution): rows go straight to their bins
-        direct = pos_bin[a + r - 1] - pos_bin[a] == r - 1 and pos_bin[c0 + c - 1] - pos_bin[c0] == c - 1
-        key_bin = pos_bin[c0]
         for b in range(n_windows):
             d = divisor[b, h]
             k = keep[b, h]
