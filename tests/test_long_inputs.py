@@ -192,18 +192,16 @@ def test_binned_state_round_trips_and_other_backends_are_refused():
         CorpusStats(2, 3, t, resolution=8, backend="compiled")
 
 
-def test_long_runs_hand_large_blocks_back_to_the_system(monkeypatch, tokenizer):
-    """An engine of windows above the resolution fixes glibc's mmap threshold (blocks of many sizes
-    otherwise fragment the heap and resident memory grows with the window's square) and hands the
-    free arena memory back after every layer; one of windows within it leaves malloc alone (its
-    blocks repeat in size, and mapping each costs page faults). On glibc both settings take."""
+def test_long_runs_hand_free_memory_back_after_every_layer(monkeypatch, tokenizer):
+    """An engine of windows above the resolution hands the free arena memory back after every layer
+    (the small blocks torch's and Numba's threads free stay in their arenas otherwise); one of windows
+    within it leaves malloc alone. On glibc the call takes."""
     import platform
 
     from headsim.runs import engine as engine_module
     from headsim.windows import Windows
 
-    calls, trims = [], []
-    monkeypatch.setattr(engine_module, "return_large_allocations", lambda: calls.append(1) or True)
+    trims = []
     monkeypatch.setattr(engine_module, "release_free_memory", lambda: trims.append(1) or True)
     model, _ = tiny_model("bert", vocab_size=len(tokenizer))
     loaded = from_pretrained_objects(model, tokenizer, "bert")
@@ -211,15 +209,14 @@ def test_long_runs_hand_large_blocks_back_to_the_system(monkeypatch, tokenizer):
     ids = np.random.default_rng(0).integers(1000, 3000, size=(2, t))
     w = Windows(ids, np.ones((2, t), np.int64), np.full((2, t, 2), -1), np.zeros((2, t), np.int64), np.full((2, t), -1))
     for resolution, binned in ((16, False), (8, True)):
-        calls.clear(), trims.clear()
+        trims.clear()
         fresh = lambda: CorpusStats(loaded.n_layers, loaded.n_heads, t, resolution=resolution)
         engine_module.Engine(loaded, fresh(), fresh).process(w)
-        assert calls == ([1] if binned else [])
         assert len(trims) == (loaded.n_layers if binned else 0)
     if platform.libc_ver()[0] == "glibc":
-        from headsim.memory import release_free_memory, return_large_allocations
+        from headsim.memory import _glibc, release_free_memory
 
-        assert return_large_allocations()
+        assert _glibc() is not None
         release_free_memory()  # returns whether memory was released: either answer is right
 
 
@@ -252,11 +249,13 @@ def test_a_budget_that_cannot_hold_one_window_stops_at_once(tiny_bert, tmp_path)
         analyze(tiny_bert, "default", seq_len=32, max_memory="lots", progress=False)
 
 
-def test_2048_tokens_of_a_grouped_query_decoder_equal_a_float64_recomputation(tokenizer):
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU (run on a lent device: see benchmarks/README.md)"))])
+def test_2048_tokens_of_a_grouped_query_decoder_equal_a_float64_recomputation(tokenizer, device):
     """One 2,048-token window of a tiny Llama (4 query heads on 2 key/value heads), binned on 256
-    positions: attention statistics against the eager model's own probabilities in float64, pair
-    statistics against S = Z·Zᵀ from Z = A·V in float64 (a pair may flip only within 2e-5 of the
-    threshold, float32 against float64)."""
+    positions, its statistics taken on ``device``: attention statistics against the eager model's own
+    probabilities in float64 on the CPU, pair statistics against S = Z·Zᵀ from Z = A·V in float64 (a
+    pair may flip only within 2e-5 of the threshold, float32 against float64)."""
     import copy
 
     from headsim.runs.engine import Engine
@@ -274,10 +273,11 @@ def test_2048_tokens_of_a_grouped_query_decoder_equal_a_float64_recomputation(to
     sentence = (np.arange(t) // 50)[None].copy()
     sentence[0, 0] = -1
     w = Windows(ids, np.ones((1, t), np.int64), np.full((1, t, 2), -1), sentence, np.full((1, t), -1))
-    fresh = lambda: CorpusStats(loaded.n_layers, loaded.n_heads, t, resolution=r, tile_bytes=1 << 20)
+    on = loaded if device == "cpu" else from_pretrained_objects(copy.deepcopy(model).to(device), tok, name="tiny-llama")
+    fresh = lambda: CorpusStats(on.n_layers, on.n_heads, t, resolution=r, tile_bytes=1 << 20, device=on.device)
     stats = fresh()
-    engine = Engine(loaded, stats, fresh, tile_bytes=1 << 20)
-    assert engine._tap.rows_per_tile(1, loaded.n_heads, t) < t  # the window really is cut into blocks
+    engine = Engine(on, stats, fresh, tile_bytes=1 << 20, backoff=False)
+    assert engine._tap.rows_per_tile(1, on.n_heads, t) < t  # the window really is cut into blocks
     engine.process(w)
     ds = stats.to_dataset()
     ids_t, mask_t = torch.as_tensor(ids), torch.ones(1, t, dtype=torch.long)
@@ -402,3 +402,14 @@ def test_blocks_trimmed_to_their_live_keys_equal_the_untrimmed_blocks(family, to
         for name, var in results[0].data_vars.items():
             np.testing.assert_allclose(np.asarray(other[name].values, dtype=np.float64), np.asarray(var.values, dtype=np.float64),
                                        rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_blocks_are_cache_sized_on_a_cpu_and_take_the_whole_budget_on_an_accelerator(tiny_bert, monkeypatch):
+    from headsim.model import tap as tap_module
+
+    tap = Tap(tiny_bert, attention=True, tile_bytes=1 << 30)
+    row = 8 * 4096 * 4  # one query row of 8 heads over 4,096 keys, float32
+    assert tap.rows_per_tile(1, 8, 4096) == tap_module.BLOCK_CACHE_BYTES // row
+    monkeypatch.setattr(type(tiny_bert), "device", property(lambda self: torch.device("cuda")))
+    assert tap.rows_per_tile(1, 8, 4096) == (1 << 30) // row
+    assert Tap(tiny_bert, attention=True, tile_rows=3).rows_per_tile(1, 8, 4096) == 3

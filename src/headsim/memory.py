@@ -128,34 +128,13 @@ def plan_memory(loaded, seq_len: int, resolution: int, max_memory: int, *, batch
     return MemoryPlan(int(max_memory), int(batch_size), max(1, tile_bytes), int(fixed), int(per_window))
 
 
-#: allocations of at least this many bytes are mapped from the system and handed back when freed
-MMAP_THRESHOLD = 4 << 20
-
-
-def return_large_allocations() -> bool:
-    """Fix glibc's mmap threshold at :data:`MMAP_THRESHOLD` (``mallopt(M_MMAP_THRESHOLD)``) for the
-    whole process (calling it again changes nothing); ``False`` where the C library is not glibc.
-
-    By default glibc raises the threshold each time a large block is freed (up to 32 MiB); the blocks
-    of attention and similarity of a long window, of many sizes, then stay on the heap and fragment
-    it, and resident memory grows with the square of the window (a 32,768-token window under a 3 GB
-    budget peaked at 14 GiB). Blocks above 4 MiB are mapped and returned instead; smaller ones keep
-    the heap's speed. Only runs of windows above the resolution call it
-    (:class:`headsim.runs.engine.Engine`): a short window's blocks repeat in size and reuse the heap,
-    where mapping each would cost its page faults again (a softmax of ``[132, 128, 128]`` float32:
-    2.9 ms from the heap, 8.2 ms mapped)."""
-    libc = _glibc()
-    return libc is not None and bool(libc.mallopt(-3, MMAP_THRESHOLD))  # M_MMAP_THRESHOLD (malloc.h)
-
-
 def release_free_memory() -> bool:
     """Hand the memory the C library holds free back to the system, in every thread's arena
     (``malloc_trim(0)``); ``False`` where the C library is not glibc.
 
     The small blocks a long window's layer allocates from several threads (torch's, Numba's) stay
     in those threads' arenas once freed; called after each layer of windows above the resolution
-    (:class:`headsim.runs.engine.Engine`), it keeps them from adding up across layers (tiny decoder,
-    16,384 tokens, one thread: peak 1.82 → 1.59 GiB)."""
+    (:class:`headsim.runs.engine.Engine`), it keeps them from adding up across layers."""
     libc = _glibc()
     return libc is not None and bool(libc.malloc_trim(0))
 
@@ -170,7 +149,7 @@ def _glibc():
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
     except OSError:
         return None
-    return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
+    return libc if hasattr(libc, "malloc_trim") else None
 
 
 def peak_memory(device: torch.device) -> dict:

@@ -21,10 +21,12 @@ hands each consumer, per layer, what it asked for (:class:`LayerCapture`):
 Attention is computed in blocks of query rows (:class:`Tap`'s ``tile_rows``): the model's mask is
 built a block of rows at a time (:class:`RowMask`, the family's own mask function: causal, sliding
 window, padding), the family's eager function runs on those query rows against every key, and the
-blocks' outputs are joined for the model to continue with. Nothing of size ``[heads, T, T]`` for a
-whole layer exists unless a consumer asks for the whole matrix (``on_tile`` not given); a short
-window is the one-block case. A block holds at most :data:`BLOCK_CACHE_BYTES` of probabilities
-(a block that stays in cache runs several times faster), fewer where the memory budget says so.
+blocks' outputs are written into one output for the model to continue with (nothing of a block
+outlives it, so a layer's blocks of growing size reuse the same heap). Nothing of size
+``[heads, T, T]`` for a whole layer exists unless a consumer asks for the whole matrix (``on_tile``
+not given); a short window is the one-block case. On a CPU a block holds at most
+:data:`BLOCK_CACHE_BYTES` of probabilities (a block that stays in cache runs several times faster),
+fewer where the memory budget says so; on an accelerator the budget alone decides.
 
 Each block runs only on the key columns some of its rows may attend (:func:`live_keys`): where the
 mask is a :class:`RowMask`, the columns before the first and after the last one that any row of the
@@ -63,8 +65,9 @@ _PLAIN = "headsim_plain"  # attention computed by a consumer (plain families); n
 _ACTIVE = threading.local()
 #: default block budget: float32 attention probabilities of one block of query rows
 TILE_BYTES = 64 << 20
-#: the most bytes of float32 probabilities one block holds whatever the budget: a block that stays
-#: in the processor's cache runs the eager attention several times faster than a larger one
+#: the most bytes of float32 probabilities one block holds on a CPU whatever the budget: a block that
+#: stays in the processor's cache runs the eager attention several times faster than a larger one (an
+#: accelerator takes its whole budget: fewer, larger blocks launch fewer kernels)
 BLOCK_CACHE_BYTES = 8 << 20
 
 
@@ -259,7 +262,7 @@ def _tap_attention(module, query, key, value, attention_mask, scaling=None, drop
     else:
         t, n = query.shape[2], key.shape[2]
         step = t if run.shift is not None else tap.rows_per_tile(query.shape[0], query.shape[1], n)
-        outs, whole = [], None
+        joined, whole = None, None  # the blocks' outputs, written into one tensor (no per-block leftovers)
         for start in range(0, t, step):
             stop = min(start + step, t)
             keys = slice(0, n)
@@ -277,7 +280,13 @@ def _tap_attention(module, query, key, value, attention_mask, scaling=None, drop
             if (start, stop, keys.start, keys.stop) != (0, t, 0, n):
                 kw = _pairs_of(kwargs, t, n, slice(start, stop), keys)
             out, probs = eager(module, q, k, v, mask, scaling=scaling, dropout=dropout, **kw)
-            outs.append(out)
+            if (start, stop) == (0, t):
+                joined = out
+            else:  # [B, rows, H, d]
+                if joined is None:
+                    joined = out.new_empty(out.shape[0], t, *out.shape[2:])
+                joined[:, start:stop] = out
+            del out
             if wanted and tap.attention:
                 probs = probs.float()
                 if run.on_tile is not None:
@@ -289,7 +298,7 @@ def _tap_attention(module, query, key, value, attention_mask, scaling=None, drop
                         whole = probs.new_zeros(*probs.shape[:2], t, n)
                     whole[:, :, start:stop, keys] = probs
             del probs, mask
-        out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=1)
+        out = joined
         probs = None
         if whole is not None:
             run.capture_of(layer).attention = run.unshift(whole, (2, 3))
@@ -404,7 +413,7 @@ class Tap:
         qkv: capture queries, keys and values (interface families only).
         stop_early: end the pass once the last layer asked for is captured (no hidden state then).
         tile_rows: query rows per block of attention (``None``: as many as ``tile_bytes`` (default
-            :data:`TILE_BYTES`), at most :data:`BLOCK_CACHE_BYTES`, of float32 probabilities
+            :data:`TILE_BYTES`), on a CPU at most :data:`BLOCK_CACHE_BYTES`, of float32 probabilities
             ``[B, H, rows, T]`` hold; a window that fits is one block).
         trim_keys: run each block only on the key columns its mask leaves to some row (see the
             module docstring); ``False`` runs every block on every key.
@@ -434,7 +443,8 @@ class Tap:
         """Query rows per block of attention for ``batch`` windows of ``heads`` heads over ``keys`` keys."""
         if self.tile_rows is not None:
             return self.tile_rows
-        return tile_rows_for(min(self.tile_bytes, BLOCK_CACHE_BYTES), batch, heads, keys)
+        cap = BLOCK_CACHE_BYTES if self.loaded.device.type == "cpu" else self.tile_bytes  # caches are a CPU's concern
+        return tile_rows_for(min(self.tile_bytes, cap), batch, heads, keys)
 
     # ------------------------------------------------------------------ passes
     def run(self, input_ids, attention_mask, on_layer: Callable[[LayerCapture], None] | None = None, *,

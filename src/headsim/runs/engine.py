@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 import torch
 
 from ..errors import require
-from ..memory import release_free_memory, return_large_allocations
+from ..memory import release_free_memory
 from ..model.tap import Tap, capture
 from ..model.load import LoadedModel
 from ..stats import BatchInfo, CorpusStats, batch_info
@@ -89,8 +89,6 @@ class Engine:
         # one scratch accumulator for the whole run, allocated now: the back-off must not need fresh
         # memory at the moment memory ran out
         self._scratch = fresh() if self.backoff else None
-        if stats.binned:  # a long window's blocks of many sizes must not fragment the heap (headsim.memory)
-            return_large_allocations()
 
     def attention_source(self) -> str:
         """Where the attention the statistics add comes from (recorded in run.json)."""
