@@ -405,6 +405,8 @@ def test_blocks_trimmed_to_their_live_keys_equal_the_untrimmed_blocks(family, to
 
 
 def test_blocks_are_cache_sized_on_a_cpu_and_take_the_whole_budget_on_an_accelerator(tiny_bert, monkeypatch):
+    """A block of attention rows holds at most BLOCK_CACHE_BYTES on a CPU, the whole block budget on an
+    accelerator (fewer kernel launches); rows named by the caller win on both."""
     from headsim.model import tap as tap_module
 
     tap = Tap(tiny_bert, attention=True, tile_bytes=1 << 30)

@@ -443,8 +443,8 @@ class Tap:
         """Query rows per block of attention for ``batch`` windows of ``heads`` heads over ``keys`` keys."""
         if self.tile_rows is not None:
             return self.tile_rows
-        cap = BLOCK_CACHE_BYTES if self.loaded.device.type == "cpu" else self.tile_bytes  # caches are a CPU's concern
-        return tile_rows_for(min(self.tile_bytes, cap), batch, heads, keys)
+        cpu = self.loaded.device.type == "cpu"  # caches are a CPU's concern
+        return tile_rows_for(min(self.tile_bytes, BLOCK_CACHE_BYTES) if cpu else self.tile_bytes, batch, heads, keys)
 
     # ------------------------------------------------------------------ passes
     def run(self, input_ids, attention_mask, on_layer: Callable[[LayerCapture], None] | None = None, *,
