@@ -184,7 +184,8 @@ def plot(rows: list[dict], path: Path) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     gpu = all("peak_gpu" in r for r in rows)  # a GPU's rows: its peak allocations, not the host's RSS
     peak, peak_bare = ("peak_gpu", "peak_gpu_bare") if gpu else ("peak_rss", "peak_rss_bare")
-    where = rows[0].get("device", "CPU") if rows else "CPU"
+    where = rows[0].get("device", "cpu") if rows else "cpu"
+    where = "CPU" if where == "cpu" else where
     for kind, marker in zip(MODELS, "os"):
         got = sorted((r for r in rows if r["model"] == kind), key=lambda r: r["seq_len"])
         if not got:
