@@ -336,6 +336,40 @@ def test_padding_changes_nothing():
     assert_same_state(accumulate(batches, 2, 3, 16), accumulate(changed, 2, 3, 16))
 
 
+@pytest.mark.parametrize("positions", [None, 4])
+def test_a_step_of_a_batch_selects_the_tensors_its_windows_would_build(positions):
+    """A step's tensors (``BatchTensors.select``) equal those built from its windows alone, binned or not;
+    equal-token pairs renumbered to the step's windows, the counts a step has its own."""
+    from headsim.stats.batch import batch_tensors
+
+    rng = np.random.default_rng(5)
+    info = to_info(random_batch(rng, 7, 1, 2, 12, min_len=3))
+    whole = batch_tensors(info, positions)
+    for index in (slice(0, 3), slice(3, 7), slice(2, 5)):
+        got, want = whole.select(index), batch_tensors(info.select(index), positions)
+        assert got.padded == want.padded and got.counts.keys() <= want.counts.keys()
+        for name in ("valid", "pair_valid", "pair_invalid", "same_sentence", "repeat_same_sentence", "first",
+                     "key_targets", "categories", "sentences"):
+            a, b = getattr(got, name), getattr(want, name)
+            assert (a is None and b is None) or torch.equal(a, b), name
+        assert all(torch.equal(a, b) for a, b in zip(got.repeat_index, want.repeat_index))
+        assert all(torch.equal(got.counts[k], want.counts[k]) for k in got.counts)
+    assert whole.select(slice(0, 7)) is whole
+
+
+def test_head_products_read_the_models_layout_in_place_and_scale_inside():
+    """``head_matmul`` of heads laid out side by side (``[B, T, H, d]`` seen as ``[B, H, T, d]``) equals a
+    float64 product, scaled, and returns a new contiguous tensor."""
+    from headsim.model.plain import head_matmul
+
+    g = torch.Generator().manual_seed(0)
+    q, k = (torch.randn(3, 10, 4, 8, generator=g).transpose(1, 2) for _ in range(2))
+    got = head_matmul(q, k.transpose(-1, -2), 0.25)
+    want = (q.double() @ k.double().transpose(-1, -2)) * 0.25
+    assert got.is_contiguous() and got.shape == (3, 4, 10, 10) and got.dtype == torch.float32
+    assert torch.allclose(got.double(), want, rtol=1e-5, atol=1e-6)
+
+
 def test_batch_info_token_categories_cover_the_vocabulary():
     """Every vocabulary id (and ids outside it) gets the category its token string has."""
     import headsim

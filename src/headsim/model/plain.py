@@ -11,17 +11,35 @@ from __future__ import annotations
 import torch
 
 
+def head_matmul(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
+    """``alpha · (a @ b)`` of ``[B, H, m, k]`` and ``[B, H, k, n]``: a new contiguous ``[B, H, m, n]``.
+
+    On a CPU the product runs one window at a time: a window's heads as the model lays them out side by
+    side (its ``[B, T, H, d]`` memory seen as ``[B, H, T, d]``, and the transpose of that) are read in
+    place, where one product over ``[B, H]`` would copy each operand first; ``alpha`` is applied inside
+    the product, as a GEMM's scale. Elsewhere (and under ``torch.compile``) one batched product, then the
+    scale.
+    """
+    if a.device.type != "cpu" or torch.compiler.is_compiling():
+        out = torch.matmul(a, b)
+        return out if alpha == 1.0 else out.mul_(alpha)
+    out = torch.empty(*a.shape[:-1], b.shape[-1], dtype=torch.result_type(a, b), device=a.device)
+    for i in range(a.shape[0]):
+        torch.baddbmm(out[i], a[i], b[i], beta=0, alpha=alpha, out=out[i])
+    return out
+
+
 def attention_probs(query: torch.Tensor, key: torch.Tensor, attention_mask: torch.Tensor,
                     padded: bool | None = None, scale: float | None = None) -> torch.Tensor:
     """softmax(QKᵀ·scale) over valid keys, in float32: ``[batch, head, seq, seq]``.
 
-    Rows of padded queries are computed like the model does (they attend to the valid keys).
-    The scale is applied to the queries (a ``[seq, d]`` pass instead of a ``[seq, seq]`` one) and
-    the additive key mask only where a window has padding (``padded``, when the caller knows it,
-    spares a device synchronisation). ``scale`` defaults to 1/√d.
+    Rows of padded queries are computed like the model does (they attend to the valid keys). The
+    scale multiplies the product, as the families' eager attention applies it (:func:`head_matmul`),
+    and the additive key mask is added only where a window has padding (``padded``, when the caller
+    knows it, spares a device synchronisation). ``scale`` defaults to 1/√d.
     """
-    q = query.float() * (query.shape[-1] ** -0.5 if scale is None else scale)
-    scores = torch.matmul(q, key.float().transpose(-1, -2))
+    scale = query.shape[-1] ** -0.5 if scale is None else float(scale)
+    scores = head_matmul(query.float(), key.float().transpose(-1, -2), scale)
     valid = attention_mask.bool()
     if (not bool(valid.all())) if padded is None else padded:
         bias = torch.zeros(valid.shape, dtype=scores.dtype, device=scores.device)

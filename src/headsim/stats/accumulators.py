@@ -96,6 +96,7 @@ class CorpusStats:
         self.chunk_windows = None if chunk_windows is None else int(chunk_windows)
         self._info: BatchInfo | None = None
         self._chunks: list[tuple[slice, BatchTensors]] = []
+        self._whole: BatchTensors | None = None  # the current batch's tensors (its steps' are views of them)
         self._done: set[int] = set()  # layers of the current batch already added
         #: the backend asked for and the one chosen (run.json records both)
         self.choice = choose_backend(backend, self.device, binned=self.binned)
@@ -143,14 +144,13 @@ class CorpusStats:
         self.impl.settle()
         b = info.n_windows
         step = self._step(b)
-        self._info, self._chunks, self._done = None, [], set()
-        for start in range(0, b, max(step, 1)):
-            index = slice(start, min(start + step, b))
-            bt = batch_tensors(info.select(index), self.layout.positions)
-            for name in self._keys["batch"]:
-                self.acc[name] += bt.counts[name]
-            self._chunks.append((index, bt))
-        self._info = info
+        self._info, self._done = None, set()
+        whole = batch_tensors(info, self.layout.positions)
+        for name in self._keys["batch"]:
+            self.acc[name] += whole.counts[name]
+        self._chunks = [(index, whole.select(index)) for index in (slice(start, min(start + step, b))
+                                                                   for start in range(0, b, max(step, 1)))]
+        self._info, self._whole = info, whole
 
     def _step(self, b: int) -> int:
         """Windows per vectorised step for a batch of ``b`` windows."""
@@ -175,7 +175,7 @@ class CorpusStats:
         self._done.add(layer)
         if len(self._done) == self.n_layers:
             self.impl.settle()
-            self._info, self._chunks, self._done = None, [], set()
+            self._info, self._chunks, self._done, self._whole = None, [], set(), None
             self._tiles = {}
 
     def _check_layer(self, layer: int) -> int:
@@ -255,16 +255,29 @@ class CorpusStats:
             return self._update_binned(layer, head_outputs, info, chunks[0][1], attention, qk, value, scale, pairs, attn)
         if layer in self._tiles:  # blocks of a window that fits per position: the whole matrix once joined
             attention = self._tiles.pop(layer)
-        for index, bt in chunks:
-            try:
-                self.impl.step(index, bt, head_outputs, qk, attention, value, scale, pairs, attn)
-            except BackendFailure as exc:
-                self._fall_back(exc)
-                self.impl.step(index, bt, head_outputs, qk, attention, value, scale, pairs, attn)
+        self._steps(chunks, head_outputs, qk, attention, value, scale, pairs, attn)
         self.acc["layer_windows"][layer] += b
         if attention is not None or qk is not None:
-            self._count_attention(layer, b, chunks)
+            self._count_attention(layer)
         self._finish_layer(layer)
+
+    def _steps(self, chunks: list[tuple[slice, BatchTensors]], *args) -> None:
+        """A layer's steps through the backend: all at once where it takes them so (its bookkeeping once
+        per layer), else one by one. A failed backend added nothing of what failed: its fallback redoes
+        just that."""
+        if self.impl.whole_layer:
+            try:
+                return self.impl.layer_step(self._whole, chunks, *args)
+            except BackendFailure as exc:
+                self._fall_back(exc)
+                return self._steps(chunks, *args)
+        for index, bt in chunks:
+            try:
+                self.impl.step(index, bt, *args)
+            except BackendFailure as exc:
+                self._fall_back(exc)
+                self.impl.step(index, bt, *args)
+        return None
 
     def rows_per_block(self, windows: int) -> int:
         """Query rows per block of a binned step of ``windows`` windows (within ``tile_bytes``)."""
@@ -307,7 +320,7 @@ class CorpusStats:
                 tiles.add(slice(start, min(start + rows, self.seq_len)), attention[:, :, start:start + rows])
         if tiles is not None:
             tiles.finish(self.top_k_columns, attn)
-            self._count_attention(layer, b, self._chunks)
+            self._count_attention(layer)
             del tiles
         try:
             red, distance, distance_sum = self._pairs_tiled(head_outputs, bt, rows)
@@ -342,11 +355,11 @@ class CorpusStats:
         self.impl.settle()
         self.impl = BACKENDS["eager"](self._settings)
 
-    def _count_attention(self, layer: int, b: int, chunks: list[tuple[slice, BatchTensors]]) -> None:
-        self.acc["attn_windows"][layer] += b
-        for _, bt in chunks:
-            self.acc["attn_queries_layer"][layer] += bt.counts["tokens"]
-            self.acc["attn_pair_count"][layer] += bt.counts["pair_count_valid"]
+    def _count_attention(self, layer: int) -> None:
+        counts = self._whole.counts
+        self.acc["attn_windows"][layer] += counts["windows"]
+        self.acc["attn_queries_layer"][layer] += counts["tokens"]
+        self.acc["attn_pair_count"][layer] += counts["pair_count_valid"]
 
     def _whole_matrices(self, method: str) -> None:
         require(not self.binned, f"{method} takes whole [B, H, T, T] matrices, which a window of {self.seq_len} tokens "
@@ -367,7 +380,7 @@ class CorpusStats:
         attn = self._slices(layer, self._keys["attention"])
         for index, bt in chunks:
             attention_batch(attention[index], bt, self.top_k_columns, attn)
-        self._count_attention(layer, b, chunks)
+        self._count_attention(layer)
 
     def update_similarity(self, layer: int, normalized: torch.Tensor, high: torch.Tensor, info: BatchInfo) -> None:
         """Add one layer from an already computed normalised similarity and high-similarity mask.

@@ -106,6 +106,24 @@ def attention_focus(column_sums: torch.Tensor, diagonals: tuple[torch.Tensor, to
     return torch.cat([by_kind, diagonals[0].to(torch.float64)[:, None], diagonals[1].to(torch.float64)[:, None]], dim=1)
 
 
+def _masked(attention: torch.Tensor, bt: BatchTensors, owned: bool) -> torch.Tensor:
+    """Float32 ``attention`` with exact zeros at padding, whatever the model left there (inf and NaN
+    included); only read after this, so copied only to convert or mask it (masked in place where
+    ``owned``)."""
+    a = attention.float()
+    if bt.padded:
+        a = a.masked_fill_(bt.pair_invalid, 0.0) if owned or a is not attention else a.masked_fill(bt.pair_invalid, 0.0)
+    return a
+
+
+def _top_of(a: torch.Tensor, column_sums: torch.Tensor, bt: BatchTensors, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The top columns ``[B, H, k]`` of masked attention ``a`` (:func:`top_columns`) and their attention
+    ``[B, H, T(query), k]``."""
+    b, h, t, _ = a.shape
+    top = top_columns(column_sums, bt.valid, top_k, lambda bi, hi: a[bi, hi].to(torch.float64).sum(dim=-2))
+    return top, a.gather(-1, top[:, :, None, :].expand(b, h, t, top.shape[-1]))
+
+
 def attention_batch(attention: torch.Tensor, bt: BatchTensors, top_k: int, into: dict[str, torch.Tensor], *,
                     owned: bool = False) -> None:
     """Add one layer's attention ``[B, H, T, T]`` (softmax probabilities) to ``into`` (in place).
@@ -114,45 +132,69 @@ def attention_batch(attention: torch.Tensor, bt: BatchTensors, top_k: int, into:
     ``attn_focus [H, 5]`` (float64, targets :data:`TARGETS`). ``owned=True`` lets a float32
     ``attention`` be overwritten (the driver's freshly computed probabilities), saving a copy.
     """
-    if owned and attention.dtype == torch.float32:
-        a = attention
-    else:
-        a = attention.to(torch.float32, copy=True)
-    if bt.padded:  # exact zeros at padding, whatever the model left there (inf and NaN included)
-        a.masked_fill_(bt.pair_invalid, 0.0)
-    column_sums = a.sum(dim=-2)  # [B, H, T]
-    add_attention(a, column_sums, bt, top_k, into)
+    reduce_attention(attention, bt, top_k, owned=owned).add_to(bt, into)
+
+
+@dataclass
+class ReducedAttention:
+    """One or more steps' attention as :func:`add_reduced_attention` adds it (:func:`reduce_attention`).
+
+    ``column_sums`` ``[B, H, T]`` float32; ``diagonals`` the ``−1``/``+1`` diagonal mass ``[H]`` float64;
+    ``top`` ``[B, H, k]`` the columns the top-zeroed sum leaves out and ``columns`` ``[B, H, T, k]`` their
+    attention; ``plain_sum`` ``[H, T, T]`` the masked attention summed over the windows (float32 for
+    one step, float64 once joined).
+    """
+
+    column_sums: torch.Tensor
+    diagonals: tuple[torch.Tensor, torch.Tensor]
+    top: torch.Tensor
+    columns: torch.Tensor
+    plain_sum: torch.Tensor
+
+    @classmethod
+    def join(cls, parts: list[ReducedAttention]) -> ReducedAttention:
+        """Consecutive steps' reductions as one (windows in order), the plain sum in float64."""
+        plain = parts[0].plain_sum.to(torch.float64, copy=True)
+        for p in parts[1:]:
+            plain += p.plain_sum
+        if len(parts) == 1:
+            return cls(parts[0].column_sums, parts[0].diagonals, parts[0].top, parts[0].columns, plain)
+        return cls(torch.cat([p.column_sums for p in parts]),
+                   tuple(sum(p.diagonals[i] for p in parts) for i in (0, 1)),
+                   torch.cat([p.top for p in parts]), torch.cat([p.columns for p in parts]), plain)
+
+    def add_to(self, bt: BatchTensors, into: dict[str, torch.Tensor]) -> None:
+        """Add to one layer's accumulators ``into``; ``bt`` the windows' tensors, in the same order."""
+        add_reduced_attention(self.column_sums, self.diagonals, self.top, self.columns, bt, into, plain_sum=self.plain_sum)
+
+
+def reduce_attention(attention: torch.Tensor, bt: BatchTensors, top_k: int, *, owned: bool = False) -> ReducedAttention:
+    """One step's attention ``[B, H, T, T]`` reduced to what the accumulators need (nothing ``[B, H, T, T]``
+    kept), so that steps can also be added at once (:meth:`ReducedAttention.join`). ``owned`` as
+    :func:`attention_batch`."""
+    a = _masked(attention, bt, owned)
+    column_sums = a.sum(dim=-2)
+    return ReducedAttention(column_sums, diagonal_sums(a), *_top_of(a, column_sums, bt, top_k), a.sum(dim=0))
 
 
 def add_attention(a: torch.Tensor, column_sums: torch.Tensor, bt: BatchTensors, top_k: int,
-                  into: dict[str, torch.Tensor], *, plain_sum: torch.Tensor | None = None,
-                  diagonals: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
-    """Add masked float32 attention ``a`` ``[B, H, T, T]`` and its column sums to ``into``.
-
-    Without ``plain_sum`` (``a.sum(0)``) the top columns are zeroed in ``a`` itself and summed (one
-    pass), and the plain sum adds the (few) zeroed columns back. With it (a fused step computed it
-    while ``a`` was in registers) the zeroed sum subtracts them instead, and ``a`` is only read.
-    ``diagonals``: the step's sums of the ``−1`` and ``+1`` diagonals per head, if already known.
-    """
-    b, h, t, _ = a.shape
-    if diagonals is None:
-        diagonals = diagonal_sums(a)
-    top = top_columns(column_sums, bt.valid, top_k, lambda bi, hi: a[bi, hi].to(torch.float64).sum(dim=-2))
-    where = top[:, :, None, :].expand(b, h, t, top.shape[-1])
-    columns = a.gather(-1, where)  # [B, H, T(query), k] the attention the zeroing removes
-    zeroed = a.scatter_(-1, where, 0.0).sum(dim=0) if plain_sum is None else None  # [H, T, T]
-    add_reduced_attention(column_sums, diagonals, top, columns, bt, into, plain_sum=plain_sum, zeroed=zeroed)
+                  into: dict[str, torch.Tensor], *, plain_sum: torch.Tensor,
+                  diagonals: tuple[torch.Tensor, torch.Tensor]) -> None:
+    """Add masked float32 attention ``a`` ``[B, H, T, T]`` to ``into``, given its column sums, its sum over
+    windows and its diagonal sums (a fused step computed them while ``a`` was in registers): only the
+    top columns are read from ``a``."""
+    ReducedAttention(column_sums, diagonals, *_top_of(a, column_sums, bt, top_k), plain_sum).add_to(bt, into)
 
 
 def add_reduced_attention(column_sums: torch.Tensor, diagonals: tuple[torch.Tensor, torch.Tensor], top: torch.Tensor,
                           columns: torch.Tensor, bt: BatchTensors, into: dict[str, torch.Tensor], *,
-                          plain_sum: torch.Tensor | None = None, zeroed: torch.Tensor | None = None) -> None:
+                          plain_sum: torch.Tensor) -> None:
     """Add one step's attention, given as reductions, to ``into``.
 
     ``column_sums`` ``[B, H, T]``; ``diagonals`` the ``−1``/``+1`` diagonal mass per head; ``top``
     ``[B, H, k]`` the zeroed key columns and ``columns`` ``[B, H, T(query), k]`` their attention;
-    either ``plain_sum`` (the masked attention summed over windows) or ``zeroed`` (the same with the
-    top columns zeroed) ``[H, T, T]``.
+    ``plain_sum`` ``[H, T, T]`` the masked attention summed over windows (the top-zeroed sum is it
+    less the zeroed columns).
     """
     b, h, t = column_sums.shape
     into["attn_focus"] += attention_focus(column_sums, diagonals, bt.key_targets)
@@ -161,9 +203,5 @@ def add_reduced_attention(column_sums: torch.Tensor, diagonals: tuple[torch.Tens
     slot = (torch.arange(h, device=columns.device)[None, :, None] * t + top).reshape(-1)
     back.index_add_(0, slot, columns.permute(0, 1, 3, 2).reshape(-1, t))
     removed = back.view(h, t, t).transpose(-1, -2)
-    if zeroed is not None:
-        into["attn_sum_top_zeroed"] += zeroed
-        into["attn_sum"] += zeroed + removed
-    else:
-        into["attn_sum_top_zeroed"] += plain_sum - removed
-        into["attn_sum"] += plain_sum
+    into["attn_sum_top_zeroed"] += plain_sum - removed
+    into["attn_sum"] += plain_sum

@@ -174,6 +174,24 @@ class BatchTensors:
     sentences: torch.Tensor
 
 
+    def select(self, index: slice) -> BatchTensors:
+        """The tensors of the windows at ``index`` (a step of this batch; views where they can be); of the
+        ``counts`` only ``windows``, ``tokens`` and ``valid_pairs`` (the others are read from the batch)."""
+        rb, ri, rj = self.repeat_index
+        if (index.start, index.stop) == (0, len(self.valid)):
+            return self
+        keep = (rb >= index.start) & (rb < index.stop)
+        valid = self.valid[index]
+
+        def part(x: torch.Tensor | None) -> torch.Tensor | None:
+            return None if x is None else x[index]
+
+        return BatchTensors(self.info.select(index), valid, not bool(valid.all()), part(self.pair_valid),
+                            part(self.pair_invalid), part(self.same_sentence), (rb[keep] - index.start, ri[keep], rj[keep]),
+                            self.repeat_same_sentence[keep], self.first[index], self.key_targets[index],
+                            self.categories[index], _window_counts(valid), self.sentences[index])
+
+
 def check_info(info: BatchInfo, seq_len: int, device: torch.device) -> None:
     """Shapes and dtypes of a :class:`BatchInfo`, with a clear error."""
     require(isinstance(info, BatchInfo), f"expected a BatchInfo, got {type(info).__name__}",
@@ -208,9 +226,7 @@ def batch_tensors(info: BatchInfo, positions: int | None = None, rows: int = 102
     categories = torch.where(punct, torch.full_like(ids, 2), categories)
     categories = torch.where(sep, torch.full_like(ids, 1), categories)
     categories = torch.where(cls, torch.full_like(ids, 0), categories)
-    n = valid.sum(dim=-1)
-    counts = {"windows": torch.tensor(b, dtype=torch.int64, device=dev), "tokens": n.sum(),
-              "valid_pairs": (n * (n - 1) // 2).sum()}
+    counts = _window_counts(valid)
     if not binned:
         upper = torch.ones(t, t, dtype=torch.bool, device=dev).triu(1)
         pv = valid[:, :, None] & valid[:, None, :]  # [B, T, T]
@@ -247,6 +263,13 @@ def batch_tensors(info: BatchInfo, positions: int | None = None, rows: int = 102
     repeat_same = (sent[rb, ri] == sent[rb, rj]) & (sent[rb, ri] >= 0)
     return BatchTensors(info, valid, not bool(valid.all()), None, None, None, (rb, ri, rj), repeat_same, first,
                         targets, categories, counts, sent)
+
+
+def _window_counts(valid: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The counts of windows, valid tokens and valid pairs ``i < j`` of ``valid`` ``[B, T]``."""
+    n = valid.sum(dim=-1)
+    return {"windows": torch.tensor(valid.shape[0], dtype=torch.int64, device=valid.device), "tokens": n.sum(),
+            "valid_pairs": (n * (n - 1) // 2).sum()}
 
 
 def _first_positions(ids: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..model.plain import attention_probs
+from ..model.plain import attention_probs, head_matmul
 from .attention import attention_focus, top_columns
 from .batch import BatchTensors, distance_bins, position_bins
 from .pairs import PairReductions, SimBins
@@ -141,7 +141,7 @@ def attention_blocks(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
         block = slice(start, min(start + rows, t))
         probs = attention_probs(query[:, :, block], key, bt.valid, bt.padded, scale)
         if value is not None:
-            head_outputs[:, :, block] = torch.matmul(probs, value.float())
+            head_outputs[:, :, block] = head_matmul(probs, value.float())
         tiles.add(block, probs)
         del probs
 
@@ -181,10 +181,16 @@ def _tiles(t: int, side: int) -> list[tuple[int, int]]:
     return [(i, j) for i in starts for j in starts if j >= i]
 
 
-def _peak(zf: torch.Tensor, zt: torch.Tensor, tiles: list[tuple[int, int]], side: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _similarity_tile(zf: torch.Tensor, a: int, c0: int, r: int, c: int, out: torch.Tensor) -> torch.Tensor:
+    """Rows ``a..a+r``, columns ``c0..c0+c`` of ``S = Z·Zᵀ`` into ``out`` ``[B, H, r, c]``, from contiguous
+    ``zf`` ``[B, H, T, d]`` (its transpose read in place: no copy of either operand)."""
+    return torch.matmul(zf[:, :, a:a + r], zf[:, :, c0:c0 + c].transpose(-1, -2), out=out)
+
+
+def _peak(zf: torch.Tensor, tiles: list[tuple[int, int]], side: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Each window's and head's exact maximum of ``S = Z·Zᵀ`` off the diagonal ``[B, H]`` (0 where every
-    entry is at most 0), from the tiles ``tiles`` of ``zf`` ``[B, H, T, d]`` and ``zt`` ``[B, H, d, T]``;
-    and the last tile built (its diagonal zeroed)."""
+    entry is at most 0), from the tiles ``tiles`` of contiguous ``zf`` ``[B, H, T, d]``; and the last tile
+    built (its diagonal zeroed)."""
     b, h, t, _ = zf.shape
     peak = torch.zeros(b, h, device=zf.device)
     out: dict[tuple[int, int], torch.Tensor] = {}
@@ -192,11 +198,37 @@ def _peak(zf: torch.Tensor, zt: torch.Tensor, tiles: list[tuple[int, int]], side
         r, c = min(side, t - a), min(side, t - c0)
         if (r, c) not in out:
             out[r, c] = torch.empty(b, h, r, c, device=zf.device)
-        s = torch.matmul(zf[:, :, a:a + r], zt[:, :, :, c0:c0 + c], out=out[r, c])
+        s = _similarity_tile(zf, a, c0, r, c, out[r, c])
         if a == c0:
             s.diagonal(dim1=-2, dim2=-1).zero_()
         torch.maximum(peak, s.amax(dim=(-1, -2)), out=peak)
     return peak, s
+
+
+def _similarity_input(z: torch.Tensor, bt: BatchTensors) -> torch.Tensor:
+    """Head outputs ``[B, H, T, d]`` as the similarity reads them: contiguous float32, zero at padding."""
+    zf = z.detach().float()
+    if bt.padded:
+        zf = torch.where(bt.valid[:, None, :, None], zf, torch.zeros((), device=zf.device))
+    return zf.contiguous()
+
+
+def _normaliser(peak: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The divisor of each window's and head's ``S`` (its peak, 1 where that is not positive) and
+    whether the peak is positive (``S`` is kept only then)."""
+    positive = peak > 0
+    return torch.where(positive, peak, torch.ones_like(peak)), positive
+
+
+def _with_repeats(red: tuple, rep: torch.Tensor, bt: BatchTensors) -> PairReductions:
+    """:class:`PairReductions` from the tiles' reductions and the high-similarity flag of every pair of
+    equal token ids ``rep`` ``[N, H]`` (``bt.repeat_index`` order)."""
+    b, h, t = red[3].shape
+    rb, ri, _ = bt.repeat_index
+    inner = torch.zeros(b, t, h, dtype=rep.dtype, device=rep.device).index_put_((rb, ri), rep, accumulate=True)
+    sim_sum, hist, location, row_count, col_count, same = red
+    return PairReductions(sim_sum, hist, location, row_count, col_count, inner.transpose(1, 2), same, rep.sum(dim=0),
+                          (rep * bt.repeat_same_sentence[:, None]).sum(dim=0))
 
 
 def pair_reductions_tiled(z: torch.Tensor, bt: BatchTensors, threshold: float, sim_bins: SimBins, bins: Bins,
@@ -207,31 +239,20 @@ def pair_reductions_tiled(z: torch.Tensor, bt: BatchTensors, threshold: float, s
 
     ``S`` is symmetric, so only its tiles on and above the diagonal are built (square tiles of about
     ``rows · T`` entries); the lower triangle's share of ``sim_sum`` is the transpose of the upper's.
-    ``fused``: each tile is reduced in one pass by the CPU kernel (:mod:`headsim.stats.cpu_kernels`),
-    else by torch operations (any device)."""
+    ``fused``: each tile is reduced in one pass by the CPU kernel (:class:`FusedPairs`), else by torch
+    operations (any device)."""
     b, h, t, _ = z.shape
-    dev = z.device
-    zf = z.detach().float()
-    if bt.padded:
-        zf = torch.where(bt.valid[:, None, :, None], zf, torch.zeros((), device=dev))
+    if fused:
+        pairs = FusedPairs(b, h, t, threshold, sim_bins, bins, rows)
+        pairs.add(z, bt, 0)
+        return pairs.result(bt)
+    zf = _similarity_input(z, bt)
     width = t // bins.r if t % bins.r == 0 else None
-    side = _tile_size(rows, t, width, FUSED_SIDE if fused else 1024)
+    side = _tile_size(rows, t, width, 1024)
     tiles = _tiles(t, side)
-    zt = zf.transpose(-1, -2).contiguous()
-    peak, last = _peak(zf, zt, tiles, side)
-    positive = peak > 0
-    divisor = torch.where(positive, peak, torch.ones_like(peak))
-    if fused:  # a window of one tile is not built twice
-        red, distance, distance_sum, rep = _fused_tiles(zf, zt, bt, threshold, sim_bins, bins, tiles, side, divisor,
-                                                        positive, last if len(tiles) == 1 else None)
-    else:
-        red, distance, distance_sum, rep = _torch_tiles(zf, bt, threshold, sim_bins, bins, tiles, side, width, divisor, positive)
-    rb, ri, _ = bt.repeat_index
-    inner = torch.zeros(b, t, h, dtype=rep.dtype, device=dev).index_put_((rb, ri), rep, accumulate=True)
-    sim_sum, hist, location, row_count, col_count, same = red
-    red = PairReductions(sim_sum, hist, location, row_count, col_count, inner.transpose(1, 2), same, rep.sum(dim=0),
-                         (rep * bt.repeat_same_sentence[:, None]).sum(dim=0))
-    return red, distance, distance_sum
+    divisor, positive = _normaliser(_peak(zf, tiles, side)[0])
+    red, distance, distance_sum, rep = _torch_tiles(zf, bt, threshold, sim_bins, bins, tiles, side, width, divisor, positive)
+    return _with_repeats(red, rep, bt), distance, distance_sum
 
 
 def _repeat_tiles(bt: BatchTensors, side: int, n_starts: int) -> torch.Tensor:
@@ -240,46 +261,74 @@ def _repeat_tiles(bt: BatchTensors, side: int, n_starts: int) -> torch.Tensor:
     return torch.div(ri, side, rounding_mode="floor") * n_starts + torch.div(rj, side, rounding_mode="floor")
 
 
-def _fused_tiles(zf, zt, bt, threshold, sim_bins, bins, tiles, side, divisor, positive, only):
-    """The tiles reduced by :func:`headsim.stats.cpu_kernels.reduce_tile` (CPU); ``only``: the one tile,
-    already built."""
-    from . import cpu_kernels
+class FusedPairs:
+    """The pair reductions of one layer of a batch by the CPU kernel
+    (:func:`headsim.stats.cpu_kernels.reduce_tile`), a step of windows at a time (:meth:`add`, steps in
+    window order) into one set of sums, read once (:meth:`result`): a layer's bookkeeping is done once,
+    however many cache-sized steps its windows take. ``windows`` in all; the rest as
+    :func:`pair_reductions_tiled`."""
 
-    b, h, t, _ = zf.shape
-    r_bins, nb = bins.r, sim_bins.bins
-    cpu_kernels.set_threads(torch.get_num_threads())
-    out = {"hist": np.zeros((h, nb), np.int64), "upper_sum": np.zeros((h, r_bins, r_bins)),
-           "location": np.zeros((h, r_bins, r_bins)), "distance": np.zeros((h, r_bins)),
-           "distance_sum": np.zeros(h, np.int64), "row_count": np.zeros((b, h, t), np.float32),
-           "col_count": np.zeros((b, h, t), np.float32), "same": np.zeros(h, np.int64)}
-    keep = positive.float()
-    constants = (divisor.numpy(), keep.numpy(), np.float32(threshold), np.float32(sim_bins.scale),
-                 np.float32(sim_bins.offset), bins.index.numpy(), bins.ends(), bins.distance.numpy(), bt.valid.numpy(),
-                 bt.sentences.numpy())
-    rb, ri, rj = bt.repeat_index
-    n_starts = len(range(0, t, side))
-    rep_tile = _repeat_tiles(bt, side, n_starts)
-    rep = torch.zeros(rb.numel(), h, dtype=torch.float32)
-    buffers: dict[tuple[int, int], torch.Tensor] = {}
-    for a, c0 in tiles:
-        r, c = min(side, t - a), min(side, t - c0)
-        if only is not None:
-            s = only
-        else:
-            if (r, c) not in buffers:
-                buffers[r, c] = torch.empty(b, h, r, c)
-            s = torch.matmul(zf[:, :, a:a + r], zt[:, :, :, c0:c0 + c], out=buffers[r, c])
-        cpu_kernels.reduce_tile(s.numpy(), a, c0, a == c0, *constants, out)
-        here = (rep_tile == (a // side) * n_starts + c0 // side).nonzero()[:, 0]
-        if here.numel():
-            w = rb[here]
-            v = s[w, :, ri[here] - a, rj[here] - c0] / divisor[w] * keep[w]
-            rep[here] = torch.gt(v, threshold).float()
-    upper = torch.from_numpy(out["upper_sum"])
-    red = (upper + upper.transpose(1, 2), torch.from_numpy(out["hist"]), torch.from_numpy(out["location"]),
-           torch.from_numpy(out["row_count"]), torch.from_numpy(out["col_count"]),
-           torch.from_numpy(out["same"]).float())
-    return red, torch.from_numpy(out["distance"]), torch.from_numpy(out["distance_sum"]).double(), rep
+    def __init__(self, windows: int, heads: int, t: int, threshold: float, sim_bins: SimBins, bins: Bins,
+                 rows: int) -> None:
+        from . import cpu_kernels
+
+        cpu_kernels.set_threads(torch.get_num_threads())
+        self.threshold, self.sim_bins, self.bins = threshold, sim_bins, bins
+        self.side = _tile_size(rows, t, t // bins.r if t % bins.r == 0 else None, FUSED_SIDE)
+        self.tiles = _tiles(t, self.side)
+        r_bins, nb, h = bins.r, sim_bins.bins, heads
+        self.out = {"hist": np.zeros((h, nb), np.int64), "upper_sum": np.zeros((h, r_bins, r_bins)),
+                    "location": np.zeros((h, r_bins, r_bins)), "distance": np.zeros((h, r_bins)),
+                    "distance_sum": np.zeros(h, np.int64), "row_count": np.zeros((windows, h, t), np.float32),
+                    "col_count": np.zeros((windows, h, t), np.float32), "same": np.zeros(h, np.int64)}
+        self._bins = (bins.index.numpy(), bins.ends(), bins.distance.numpy())
+        self._rep: list[torch.Tensor] = []
+
+    def add(self, z: torch.Tensor, bt: BatchTensors, start: int) -> None:
+        """Add the head outputs ``z`` ``[b, H, T, d]`` of windows ``start..start+b`` (``bt`` theirs)."""
+        from . import cpu_kernels
+
+        zf = _similarity_input(z, bt)
+        b, h, t, _ = zf.shape
+        side, tiles = self.side, self.tiles
+        peak, last = _peak(zf, tiles, side)
+        divisor, positive = _normaliser(peak)
+        keep = positive.float()
+        out = dict(self.out, row_count=self.out["row_count"][start:start + b], col_count=self.out["col_count"][start:start + b])
+        sim_bins = self.sim_bins
+        constants = (divisor.numpy(), keep.numpy(), np.float32(self.threshold), np.float32(sim_bins.scale),
+                     np.float32(sim_bins.offset), *self._bins, bt.valid.numpy(), bt.sentences.numpy())
+        rb, ri, rj = bt.repeat_index
+        n_starts = len(range(0, t, side))
+        rep_tile = _repeat_tiles(bt, side, n_starts)
+        rep = torch.zeros(rb.numel(), h, dtype=torch.float32)
+        buffers: dict[tuple[int, int], torch.Tensor] = {}
+        for a, c0 in tiles:
+            r, c = min(side, t - a), min(side, t - c0)
+            if len(tiles) == 1:  # a window of one tile is not built twice
+                s = last
+            else:
+                if (r, c) not in buffers:
+                    buffers[r, c] = torch.empty(b, h, r, c)
+                s = _similarity_tile(zf, a, c0, r, c, buffers[r, c])
+            cpu_kernels.reduce_tile(s.numpy(), a, c0, a == c0, *constants, out)
+            here = (rep_tile == (a // side) * n_starts + c0 // side).nonzero()[:, 0]
+            if here.numel():
+                w = rb[here]
+                v = s[w, :, ri[here] - a, rj[here] - c0] / divisor[w] * keep[w]
+                rep[here] = torch.gt(v, self.threshold).float()
+        self._rep.append(rep)
+
+    def result(self, bt: BatchTensors) -> tuple[PairReductions, torch.Tensor, torch.Tensor]:
+        """What :func:`pair_reductions_tiled` returns, for every window added (``bt``: all of them)."""
+        out = self.out
+        upper = torch.from_numpy(out["upper_sum"])
+        red = (upper + upper.transpose(1, 2), torch.from_numpy(out["hist"]), torch.from_numpy(out["location"]),
+               torch.from_numpy(out["row_count"]), torch.from_numpy(out["col_count"]),
+               torch.from_numpy(out["same"]).float())
+        rep = self._rep[0] if len(self._rep) == 1 else torch.cat(self._rep)
+        return (_with_repeats(red, rep, bt), torch.from_numpy(out["distance"]),
+                torch.from_numpy(out["distance_sum"]).double())
 
 
 def _torch_tiles(zf, bt, threshold, sim_bins, bins, tiles, side, width, divisor, positive):

@@ -59,6 +59,8 @@ class Backend(ABC):
     #: the similarity tiles of windows above the resolution are reduced by the CPU kernel
     #: (:mod:`headsim.stats.cpu_kernels`), else by torch operations (:mod:`headsim.stats.tiled`)
     fused_tiles: ClassVar[bool] = False
+    #: :meth:`layer_step` adds a layer's steps at once (else :meth:`step` adds them one by one)
+    whole_layer: ClassVar[bool] = False
 
     def __init__(self, settings: StepSettings) -> None:
         self.settings = settings
@@ -73,6 +75,15 @@ class Backend(ABC):
              qk: tuple[torch.Tensor, torch.Tensor] | None, attention: torch.Tensor | None, value: torch.Tensor | None,
              scale: float | None, pairs: dict[str, torch.Tensor], attn: dict[str, torch.Tensor]) -> None:
         """Add one step (see the class)."""
+
+    def layer_step(self, batch: BatchTensors, steps: list[tuple[slice, BatchTensors]], head_outputs: torch.Tensor,
+                   qk: tuple[torch.Tensor, torch.Tensor] | None, attention: torch.Tensor | None,
+                   value: torch.Tensor | None, scale: float | None, pairs: dict[str, torch.Tensor],
+                   attn: dict[str, torch.Tensor]) -> None:
+        """Add one layer's ``steps`` (``(index, bt)``, in window order) at once, ``batch`` the whole batch's
+        tensors; the rest as :meth:`step`. Only where :attr:`whole_layer`; all or, raising
+        :class:`BackendFailure`, nothing is added."""
+        raise NotImplementedError(f"the {self.name} backend adds a layer step by step")
 
     def settle(self) -> None:
         """Finish any work a step left pending (before the accumulators are read)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ...context_similarity import normalized_similarity
-from ...model.plain import attention_probs
+from ...model.plain import attention_probs, head_matmul
 from ..attention import attention_batch
 from ..pairs import PairReductions, add_pairs, pair_reductions
 from .base import Backend
@@ -29,25 +29,29 @@ class Eager(Backend):
     pairs_first: bool = False
 
     def step(self, index, bt, head_outputs, qk, attention, value, scale, pairs, attn) -> None:
-        probs = self.probabilities(index, bt, head_outputs, qk, value, scale)
-        red = self.pair_reductions(head_outputs[index], bt) if self.pairs_first else None
+        probs, z = self.probabilities(index, bt, head_outputs, qk, value, scale)
+        red = self.pair_reductions(z, bt) if self.pairs_first else None
         s = self.settings
         if probs is not None:
             attention_batch(probs, bt, s.top_k_columns, attn, owned=True)
             del probs
         elif attention is not None:
             attention_batch(attention[index], bt, s.top_k_columns, attn)
-        add_pairs(red if red is not None else self.pair_reductions(head_outputs[index], bt), bt, pairs)
+        add_pairs(red if red is not None else self.pair_reductions(z, bt), bt, pairs)
 
-    def probabilities(self, index, bt, head_outputs, qk, value, scale) -> torch.Tensor | None:
-        """The step's attention probabilities from Q and K (``None`` without them); with ``value`` the
-        model's head outputs are written into ``head_outputs`` first."""
+    def probabilities(self, index, bt, head_outputs, qk, value, scale) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """The step's attention probabilities from Q and K (``None`` without them) and its head outputs.
+        With ``value`` the model's head outputs are computed from the probabilities and written into
+        ``head_outputs``; the step's own copy (contiguous) is returned where it has their dtype."""
+        z = head_outputs[index]
         if qk is None:
-            return None
+            return None, z
         probs = attention_probs(qk[0][index], qk[1][index], bt.valid, bt.padded, scale)
         if value is not None:
-            head_outputs[index] = torch.matmul(probs, value[index].float())
-        return probs
+            computed = head_matmul(probs, value[index].float())
+            z.copy_(computed)
+            z = computed if computed.dtype == z.dtype else z
+        return probs, z
 
     def pair_reductions(self, z: torch.Tensor, bt) -> PairReductions:
         """The pair reductions of a step from its head outputs ``z`` ``[B, H, T, d]``."""

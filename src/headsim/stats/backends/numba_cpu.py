@@ -1,24 +1,28 @@
 """The numba backend: the pair statistics reduced in one pass per similarity tile by headsim's Numba
-kernel (:mod:`headsim.stats.cpu_kernels`); the attention statistics as eager."""
+kernel (:mod:`headsim.stats.cpu_kernels`); the attention statistics as eager. A layer's steps are
+added at once: each step's ``T×T`` work runs while its tensors are in cache, the bookkeeping of the
+reductions once per layer."""
 
 from __future__ import annotations
 
 import torch
 
 from .. import cpu_kernels
-from ..pairs import PairReductions
+from ..attention import ReducedAttention, reduce_attention
+from ..pairs import PairReductions, add_pairs
 from .eager import Eager
 
 
 class Numba(Eager):
     """Eager attention steps; pair statistics by the CPU kernel, over the one tile ``S = Z·Zᵀ`` of a
-    window within the resolution (:func:`headsim.stats.tiled.pair_reductions_tiled` with a bin per
-    position) or the tiles of a longer one (``fused_tiles``). Counts equal the eager steps' (the same
-    float32 decisions on the same ``S``); sums agree to float rounding."""
+    window within the resolution (:class:`headsim.stats.tiled.FusedPairs` with a bin per position) or
+    the tiles of a longer one (``fused_tiles``). Counts equal the eager steps' (the same float32
+    decisions on the same ``S``); sums agree to float rounding."""
 
     name = "numba"
     fused_tiles = True
     pairs_first = True
+    whole_layer = True
 
     def __init__(self, settings) -> None:
         super().__init__(settings)
@@ -31,13 +35,38 @@ class Numba(Eager):
         return cpu_kernels.AVAILABLE, cpu_kernels.MISSING
 
     def pair_reductions(self, z, bt) -> PairReductions:
-        from ..tiled import Bins, pair_reductions_tiled
+        return self._pair_reductions([(slice(0, z.shape[0]), bt, z)], bt)
 
+    def _pair_reductions(self, steps: list, batch) -> PairReductions:
+        """The pair reductions of ``steps`` (``(index, bt, z)``, consecutive windows) as one; ``batch``
+        the tensors of all their windows."""
+        from ..tiled import Bins, FusedPairs
+
+        _, _, z = steps[0]
         t = z.shape[2]
         if self._positions is None or self._positions.t != t:
             self._positions = Bins.build(t, t, z.device)
         s = self.settings
         try:
-            return pair_reductions_tiled(z, bt, s.threshold, s.bins, self._positions, t, fused=True)[0]
+            pairs = FusedPairs(batch.info.n_windows, z.shape[1], t, s.threshold, s.bins, self._positions, t)
+            for index, bt, z in steps:
+                pairs.add(z, bt, index.start - steps[0][0].start)
+            return pairs.result(batch)[0]
         except Exception as exc:  # noqa: BLE001 (the caller decides: error or recorded fallback)
             raise self.failure(exc) from exc
+
+    def layer_step(self, batch, steps, head_outputs, qk, attention, value, scale, pairs, attn) -> None:
+        s = self.settings
+        computed, reduced = [], []
+        for index, bt in steps:
+            probs, z = self.probabilities(index, bt, head_outputs, qk, value, scale)
+            computed.append((index, bt, z))
+            if probs is None and attention is not None:
+                probs = attention[index]
+            if probs is not None:
+                reduced.append(reduce_attention(probs, bt, s.top_k_columns, owned=qk is not None))
+            del probs
+        red = self._pair_reductions(computed, batch)  # the step that may fail: nothing is added before it
+        if reduced:
+            ReducedAttention.join(reduced).add_to(batch, attn)
+        add_pairs(red, batch, pairs)
