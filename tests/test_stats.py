@@ -357,6 +357,30 @@ def test_a_step_of_a_batch_selects_the_tensors_its_windows_would_build(positions
     assert whole.select(slice(0, 7)) is whole
 
 
+def test_the_cpu_kernel_finds_each_windows_maximum_as_the_whole_matrix_does():
+    """Windows of one similarity tile: the CPU kernel's own maximum (the diagonal skipped; no positive
+    entry, or a NaN, and the window's S is not kept) gives the torch reduction's numbers exactly."""
+    pytest.importorskip("numba")
+    from headsim.stats.batch import batch_tensors
+    from headsim.stats.pairs import SimBins
+    from headsim.stats.tiled import Bins, pair_reductions_tiled
+
+    rng = np.random.default_rng(9)
+    batch = random_batch(rng, 4, 1, 3, 12, min_len=4)
+    z = torch.as_tensor(batch["head_outputs"][:, 0]).clone()  # [B, H, T, d]
+    z[:, 1] = 0.0  # no positive similarity anywhere
+    z[1, 2, 0, 0] = float("nan")  # a NaN in a valid position
+    z[2, 0, 3] = z[2, 0, 3] * 50  # one row dominates: every other pair far below the threshold
+    bt = batch_tensors(to_info(batch))
+    bins, sim = Bins.build(12, 12, "cpu"), SimBins(40, -0.2, 1.0)
+    (got, *got_d), (want, *want_d) = (pair_reductions_tiled(z, bt, 0.3, sim, bins, 12, fused=f) for f in (True, False))
+    for name in ("hist", "location", "rows", "cols", "inner", "same_sentence", "repeat"):
+        assert torch.equal(getattr(got, name).double(), getattr(want, name).double()), name
+    assert torch.allclose(got.sim_sum, want.sim_sum.double(), rtol=1e-5, atol=1e-6, equal_nan=True)
+    assert torch.isnan(got.sim_sum[2]).any() and int(got.location[1].sum()) == 0
+    assert all(torch.equal(a.double(), b.double()) for a, b in zip(got_d, want_d))
+
+
 def test_head_products_read_the_models_layout_in_place_and_scale_inside():
     """``head_matmul`` of heads laid out side by side (``[B, T, H, d]`` seen as ``[B, H, T, d]``) equals a
     float64 product, scaled, and returns a new contiguous tensor."""

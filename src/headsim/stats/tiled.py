@@ -291,9 +291,13 @@ class FusedPairs:
         zf = _similarity_input(z, bt)
         b, h, t, _ = zf.shape
         side, tiles = self.side, self.tiles
-        peak, last = _peak(zf, tiles, side)
-        divisor, positive = _normaliser(peak)
-        keep = positive.float()
+        whole = len(tiles) == 1  # a window of one tile: built once, its maximum found by the kernel
+        if whole:
+            last = _similarity_tile(zf, 0, 0, t, t, torch.empty(b, h, t, t))
+            divisor, keep = torch.empty(b, h), torch.empty(b, h)
+        else:
+            divisor, positive = _normaliser(_peak(zf, tiles, side)[0])
+            keep = positive.float()
         out = dict(self.out, row_count=self.out["row_count"][start:start + b], col_count=self.out["col_count"][start:start + b])
         sim_bins = self.sim_bins
         constants = (divisor.numpy(), keep.numpy(), np.float32(self.threshold), np.float32(sim_bins.scale),
@@ -305,13 +309,13 @@ class FusedPairs:
         buffers: dict[tuple[int, int], torch.Tensor] = {}
         for a, c0 in tiles:
             r, c = min(side, t - a), min(side, t - c0)
-            if len(tiles) == 1:  # a window of one tile is not built twice
+            if whole:
                 s = last
             else:
                 if (r, c) not in buffers:
                     buffers[r, c] = torch.empty(b, h, r, c)
                 s = _similarity_tile(zf, a, c0, r, c, buffers[r, c])
-            cpu_kernels.reduce_tile(s.numpy(), a, c0, a == c0, *constants, out)
+            cpu_kernels.reduce_tile(s.numpy(), a, c0, a == c0, *constants, out, find_peak=whole)
             here = (rep_tile == (a // side) * n_starts + c0 // side).nonzero()[:, 0]
             if here.numel():
                 w = rb[here]
