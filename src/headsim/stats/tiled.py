@@ -283,6 +283,7 @@ class FusedPairs:
                     "col_count": np.zeros((windows, h, t), np.float32), "same": np.zeros(h, np.int64)}
         self._bins = (bins.index.numpy(), bins.ends(), bins.distance.numpy())
         self._rep: list[torch.Tensor] = []
+        self._buffers: dict[tuple[int, int], torch.Tensor] = {}
 
     def add(self, z: torch.Tensor, bt: BatchTensors, start: int) -> None:
         """Add the head outputs ``z`` ``[b, H, T, d]`` of windows ``start..start+b`` (``bt`` theirs)."""
@@ -293,7 +294,7 @@ class FusedPairs:
         side, tiles = self.side, self.tiles
         whole = len(tiles) == 1  # a window of one tile: built once, its maximum found by the kernel
         if whole:
-            last = _similarity_tile(zf, 0, 0, t, t, torch.empty(b, h, t, t))
+            last = _similarity_tile(zf, 0, 0, t, t, self._buffer(b, h, t, t))
             divisor, keep = torch.empty(b, h), torch.empty(b, h)
         else:
             divisor, positive = _normaliser(_peak(zf, tiles, side)[0])
@@ -304,24 +305,26 @@ class FusedPairs:
                      np.float32(sim_bins.offset), *self._bins, bt.valid.numpy(), bt.sentences.numpy())
         rb, ri, rj = bt.repeat_index
         n_starts = len(range(0, t, side))
-        rep_tile = _repeat_tiles(bt, side, n_starts)
+        rep_tile = None if whole else _repeat_tiles(bt, side, n_starts)
         rep = torch.zeros(rb.numel(), h, dtype=torch.float32)
-        buffers: dict[tuple[int, int], torch.Tensor] = {}
         for a, c0 in tiles:
             r, c = min(side, t - a), min(side, t - c0)
-            if whole:
-                s = last
-            else:
-                if (r, c) not in buffers:
-                    buffers[r, c] = torch.empty(b, h, r, c)
-                s = _similarity_tile(zf, a, c0, r, c, buffers[r, c])
+            s = last if whole else _similarity_tile(zf, a, c0, r, c, self._buffer(b, h, r, c))
             cpu_kernels.reduce_tile(s.numpy(), a, c0, a == c0, *constants, out, find_peak=whole)
-            here = (rep_tile == (a // side) * n_starts + c0 // side).nonzero()[:, 0]
-            if here.numel():
+            here = slice(None) if whole else (rep_tile == (a // side) * n_starts + c0 // side).nonzero()[:, 0]
+            if rb[here].numel():
                 w = rb[here]
                 v = s[w, :, ri[here] - a, rj[here] - c0] / divisor[w] * keep[w]
                 rep[here] = torch.gt(v, self.threshold).float()
         self._rep.append(rep)
+
+    def _buffer(self, b: int, h: int, r: int, c: int) -> torch.Tensor:
+        """A tile ``[b, H, r, c]`` of the one buffer per tile shape the layer's steps share (a fresh large
+        tensor per step costs page faults)."""
+        have = self._buffers.get((r, c))
+        if have is None or have.shape[0] < b:
+            have = self._buffers[r, c] = torch.empty(b, h, r, c)
+        return have[:b]
 
     def result(self, bt: BatchTensors) -> tuple[PairReductions, torch.Tensor, torch.Tensor]:
         """What :func:`pair_reductions_tiled` returns, for every window added (``bt``: all of them)."""
