@@ -404,7 +404,7 @@ class CorpusStats:
         """Zero every accumulator and forget any batch in progress (reusing the memory); returns ``self``."""
         for value in self.acc.values():
             value.zero_()
-        self._info, self._chunks, self._done = None, [], set()
+        self._info, self._chunks, self._done, self._whole = None, [], set(), None
         self.impl.discard()
         return self
 
