@@ -15,8 +15,7 @@ class Eager(Backend):
     """Torch operations over each ``[B, H, T, T]`` tensor (:mod:`headsim.stats.attention`, :mod:`headsim.stats.pairs`).
 
     A step runs in three parts that subclasses reuse: :meth:`probabilities` (from Q and K; with V the
-    model's head outputs too), :meth:`pair_reductions` (from the head outputs), and adding both; with
-    :attr:`pairs_first` a step that fails adds nothing."""
+    model's head outputs too), :meth:`pair_reductions` (from the head outputs), and adding both."""
 
     name = "eager"
 
@@ -24,20 +23,15 @@ class Eager(Backend):
     def available(cls, device: torch.device) -> tuple[bool, str]:
         return True, ""
 
-    #: the pair reductions, which may fail, are computed before anything is added (eager, which does
-    #: not fail, frees the probabilities first)
-    pairs_first: bool = False
-
     def step(self, index, bt, head_outputs, qk, attention, value, scale, pairs, attn) -> None:
         probs, z = self.probabilities(index, bt, head_outputs, qk, value, scale)
-        red = self.pair_reductions(z, bt) if self.pairs_first else None
         s = self.settings
         if probs is not None:
             attention_batch(probs, bt, s.top_k_columns, attn, owned=True)
             del probs
         elif attention is not None:
             attention_batch(attention[index], bt, s.top_k_columns, attn)
-        add_pairs(red if red is not None else self.pair_reductions(z, bt), bt, pairs)
+        add_pairs(self.pair_reductions(z, bt), bt, pairs)
 
     def probabilities(self, index, bt, head_outputs, qk, value, scale) -> tuple[torch.Tensor | None, torch.Tensor]:
         """The step's attention probabilities from Q and K (``None`` without them) and its head outputs.

@@ -21,7 +21,6 @@ class Numba(Eager):
 
     name = "numba"
     fused_tiles = True
-    pairs_first = True
     whole_layer = True
 
     def __init__(self, settings) -> None:
@@ -34,8 +33,9 @@ class Numba(Eager):
             return False, "the Numba kernel runs on the CPU"
         return cpu_kernels.AVAILABLE, cpu_kernels.MISSING
 
-    def pair_reductions(self, z, bt) -> PairReductions:
-        return self._pair_reductions([(slice(0, z.shape[0]), bt, z)], bt)
+    def step(self, index, bt, head_outputs, qk, attention, value, scale, pairs, attn) -> None:
+        """One step, as a layer of one step (:meth:`layer_step`)."""
+        self.layer_step(bt, [(index, bt)], head_outputs, qk, attention, value, scale, pairs, attn)
 
     def _pair_reductions(self, steps: list, batch) -> PairReductions:
         """The pair reductions of ``steps`` (``(index, bt, z)``, consecutive windows) as one; ``batch``
