@@ -187,10 +187,9 @@ def _similarity_tile(zf: torch.Tensor, a: int, c0: int, r: int, c: int, out: tor
     return torch.matmul(zf[:, :, a:a + r], zf[:, :, c0:c0 + c].transpose(-1, -2), out=out)
 
 
-def _peak(zf: torch.Tensor, tiles: list[tuple[int, int]], side: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _peak(zf: torch.Tensor, tiles: list[tuple[int, int]], side: int) -> torch.Tensor:
     """Each window's and head's exact maximum of ``S = Z·Zᵀ`` off the diagonal ``[B, H]`` (0 where every
-    entry is at most 0), from the tiles ``tiles`` of contiguous ``zf`` ``[B, H, T, d]``; and the last tile
-    built (its diagonal zeroed)."""
+    entry is at most 0), from the tiles ``tiles`` of contiguous ``zf`` ``[B, H, T, d]``."""
     b, h, t, _ = zf.shape
     peak = torch.zeros(b, h, device=zf.device)
     out: dict[tuple[int, int], torch.Tensor] = {}
@@ -202,7 +201,7 @@ def _peak(zf: torch.Tensor, tiles: list[tuple[int, int]], side: int) -> tuple[to
         if a == c0:
             s.diagonal(dim1=-2, dim2=-1).zero_()
         torch.maximum(peak, s.amax(dim=(-1, -2)), out=peak)
-    return peak, s
+    return peak
 
 
 def _similarity_input(z: torch.Tensor, bt: BatchTensors) -> torch.Tensor:
@@ -250,7 +249,7 @@ def pair_reductions_tiled(z: torch.Tensor, bt: BatchTensors, threshold: float, s
     width = t // bins.r if t % bins.r == 0 else None
     side = _tile_size(rows, t, width, 1024)
     tiles = _tiles(t, side)
-    divisor, positive = _normaliser(_peak(zf, tiles, side)[0])
+    divisor, positive = _normaliser(_peak(zf, tiles, side))
     red, distance, distance_sum, rep = _torch_tiles(zf, bt, threshold, sim_bins, bins, tiles, side, width, divisor, positive)
     return _with_repeats(red, rep, bt), distance, distance_sum
 
@@ -297,7 +296,7 @@ class FusedPairs:
             last = _similarity_tile(zf, 0, 0, t, t, self._buffer(b, h, t, t))
             divisor, keep = torch.empty(b, h), torch.empty(b, h)
         else:
-            divisor, positive = _normaliser(_peak(zf, tiles, side)[0])
+            divisor, positive = _normaliser(_peak(zf, tiles, side))
             keep = positive.float()
         out = dict(self.out, row_count=self.out["row_count"][start:start + b], col_count=self.out["col_count"][start:start + b])
         sim_bins = self.sim_bins
