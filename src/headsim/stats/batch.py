@@ -173,13 +173,12 @@ class BatchTensors:
     counts: dict[str, torch.Tensor]
     sentences: torch.Tensor
 
-
     def select(self, index: slice) -> BatchTensors:
         """The tensors of the windows at ``index`` (a step of this batch; views where they can be); of the
         ``counts`` only ``windows``, ``tokens`` and ``valid_pairs`` (the others are read from the batch)."""
-        rb, ri, rj = self.repeat_index
         if (index.start, index.stop) == (0, len(self.valid)):
             return self
+        rb, ri, rj = self.repeat_index
         keep = (rb >= index.start) & (rb < index.stop)
         valid = self.valid[index]
 
