@@ -51,6 +51,15 @@ def test_random_windows_match_reference(random_run):
     assert int(ds["attn_windows"][0]) == 48 and int(ds["layer_windows"][0]) == 56
 
 
+def test_top_zeroed_attention_is_never_below_zero(random_run):
+    """The top-zeroed sum adds attention with the columns zeroed, so it is a sum of non-negative
+    numbers: never below 0 (taking the columns off a plain sum leaves rounding residues below 0)."""
+    stats, _, _ = random_run
+    ds = stats.to_dataset()
+    zeroed = ds["attn_sum_top_zeroed"].values
+    assert (zeroed >= 0).all() and (zeroed <= ds["attn_sum"].values).all()
+
+
 def test_dataset_schema(random_run, tmp_path):
     stats, _, _ = random_run
     ds = stats.to_dataset()

@@ -108,11 +108,10 @@ def attention_focus(column_sums: torch.Tensor, diagonals: tuple[torch.Tensor, to
 
 def _masked(attention: torch.Tensor, bt: BatchTensors, owned: bool) -> torch.Tensor:
     """Float32 ``attention`` with exact zeros at padding, whatever the model left there (inf and NaN
-    included); only read after this, so copied only to convert or mask it (masked in place where
-    ``owned``)."""
-    a = attention.float()
+    included): ``attention`` itself where ``owned`` (and float32), else a copy."""
+    a = attention if owned and attention.dtype == torch.float32 else attention.to(torch.float32, copy=True)
     if bt.padded:
-        a = a.masked_fill_(bt.pair_invalid, 0.0) if owned or a is not attention else a.masked_fill(bt.pair_invalid, 0.0)
+        a.masked_fill_(bt.pair_invalid, 0.0)
     return a
 
 
@@ -141,31 +140,32 @@ class ReducedAttention:
 
     ``column_sums`` ``[B, H, T]`` float32; ``diagonals`` the ``−1``/``+1`` diagonal mass ``[H]`` float64;
     ``top`` ``[B, H, k]`` the columns the top-zeroed sum leaves out and ``columns`` ``[B, H, T, k]`` their
-    attention; ``plain_sum`` ``[H, T, T]`` the masked attention summed over the windows (float32 for
-    one step, float64 once joined).
+    attention; ``zeroed_sum`` ``[H, T, T]`` the masked attention with each window's top columns zeroed,
+    summed over the windows (float32 for one step, float64 once joined): exact zeros where every
+    window's column was zeroed, never below 0.
     """
 
     column_sums: torch.Tensor
     diagonals: tuple[torch.Tensor, torch.Tensor]
     top: torch.Tensor
     columns: torch.Tensor
-    plain_sum: torch.Tensor
+    zeroed_sum: torch.Tensor
 
     @classmethod
     def join(cls, parts: list[ReducedAttention]) -> ReducedAttention:
-        """Consecutive steps' reductions as one (windows in order), the plain sum in float64."""
-        plain = parts[0].plain_sum.to(torch.float64, copy=True)
+        """Consecutive steps' reductions as one (windows in order), the zeroed sum in float64."""
+        zeroed = parts[0].zeroed_sum.to(torch.float64, copy=True)
         for p in parts[1:]:
-            plain += p.plain_sum
+            zeroed += p.zeroed_sum
         if len(parts) == 1:
-            return cls(parts[0].column_sums, parts[0].diagonals, parts[0].top, parts[0].columns, plain)
+            return cls(parts[0].column_sums, parts[0].diagonals, parts[0].top, parts[0].columns, zeroed)
         return cls(torch.cat([p.column_sums for p in parts]),
                    tuple(sum(p.diagonals[i] for p in parts) for i in (0, 1)),
-                   torch.cat([p.top for p in parts]), torch.cat([p.columns for p in parts]), plain)
+                   torch.cat([p.top for p in parts]), torch.cat([p.columns for p in parts]), zeroed)
 
     def add_to(self, bt: BatchTensors, into: dict[str, torch.Tensor]) -> None:
         """Add to one layer's accumulators ``into``; ``bt`` the windows' tensors, in the same order."""
-        add_reduced_attention(self.column_sums, self.diagonals, self.top, self.columns, bt, into, plain_sum=self.plain_sum)
+        add_reduced_attention(self.column_sums, self.diagonals, self.top, self.columns, bt, into, zeroed=self.zeroed_sum)
 
 
 def reduce_attention(attention: torch.Tensor, bt: BatchTensors, top_k: int, *, owned: bool = False) -> ReducedAttention:
@@ -174,7 +174,10 @@ def reduce_attention(attention: torch.Tensor, bt: BatchTensors, top_k: int, *, o
     :func:`attention_batch`."""
     a = _masked(attention, bt, owned)
     column_sums = a.sum(dim=-2)
-    return ReducedAttention(column_sums, diagonal_sums(a), *_top_of(a, column_sums, bt, top_k), a.sum(dim=0))
+    diagonals = diagonal_sums(a)
+    top, columns = _top_of(a, column_sums, bt, top_k)
+    zeroed = a.scatter_(-1, top[:, :, None, :].expand(columns.shape), 0.0).sum(dim=0)  # [H, T, T]
+    return ReducedAttention(column_sums, diagonals, top, columns, zeroed)
 
 
 def add_attention(a: torch.Tensor, column_sums: torch.Tensor, bt: BatchTensors, top_k: int,
@@ -183,18 +186,20 @@ def add_attention(a: torch.Tensor, column_sums: torch.Tensor, bt: BatchTensors, 
     """Add masked float32 attention ``a`` ``[B, H, T, T]`` to ``into``, given its column sums, its sum over
     windows and its diagonal sums (a fused step computed them while ``a`` was in registers): only the
     top columns are read from ``a``."""
-    ReducedAttention(column_sums, diagonals, *_top_of(a, column_sums, bt, top_k), plain_sum).add_to(bt, into)
+    top, columns = _top_of(a, column_sums, bt, top_k)
+    add_reduced_attention(column_sums, diagonals, top, columns, bt, into, plain_sum=plain_sum)
 
 
 def add_reduced_attention(column_sums: torch.Tensor, diagonals: tuple[torch.Tensor, torch.Tensor], top: torch.Tensor,
                           columns: torch.Tensor, bt: BatchTensors, into: dict[str, torch.Tensor], *,
-                          plain_sum: torch.Tensor) -> None:
+                          plain_sum: torch.Tensor | None = None, zeroed: torch.Tensor | None = None) -> None:
     """Add one step's attention, given as reductions, to ``into``.
 
     ``column_sums`` ``[B, H, T]``; ``diagonals`` the ``−1``/``+1`` diagonal mass per head; ``top``
     ``[B, H, k]`` the zeroed key columns and ``columns`` ``[B, H, T(query), k]`` their attention;
-    ``plain_sum`` ``[H, T, T]`` the masked attention summed over windows (the top-zeroed sum is it
-    less the zeroed columns).
+    either ``plain_sum`` (the masked attention summed over windows; the top-zeroed sum is it less the
+    zeroed columns, up to float rounding) or ``zeroed`` (the same with each window's top columns zeroed:
+    exact zeros where every window's column was) ``[H, T, T]``.
     """
     b, h, t = column_sums.shape
     into["attn_focus"] += attention_focus(column_sums, diagonals, bt.key_targets)
@@ -203,5 +208,9 @@ def add_reduced_attention(column_sums: torch.Tensor, diagonals: tuple[torch.Tens
     slot = (torch.arange(h, device=columns.device)[None, :, None] * t + top).reshape(-1)
     back.index_add_(0, slot, columns.permute(0, 1, 3, 2).reshape(-1, t))
     removed = back.view(h, t, t).transpose(-1, -2)
-    into["attn_sum_top_zeroed"] += plain_sum - removed
-    into["attn_sum"] += plain_sum
+    if zeroed is not None:
+        into["attn_sum_top_zeroed"] += zeroed
+        into["attn_sum"] += zeroed + removed
+    else:
+        into["attn_sum_top_zeroed"] += plain_sum - removed
+        into["attn_sum"] += plain_sum
