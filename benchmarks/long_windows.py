@@ -144,7 +144,13 @@ def one(kind: str, t: int, n: int, repeats: int, resolution: int, max_memory: st
             engine.process(w.select(slice(i, i + 1)))
         sync()
 
-    bare()  # warm-up
+    bare_failed = None
+    try:
+        bare()  # warm-up
+    except torch.OutOfMemoryError as e:  # the bare sdpa forward's own limit (GQA in float32 falls back to a T×T math kernel)
+        bare_failed = f"bare forward out of memory: {str(e).splitlines()[0]}"
+        if cuda:
+            torch.cuda.empty_cache()
     bare_rss = rss()
     separate = reset_peak()
     gpu = {}
@@ -155,7 +161,7 @@ def one(kind: str, t: int, n: int, repeats: int, resolution: int, max_memory: st
     times = {"bare": [], "stats": []}
     cpu = {"bare": [], "stats": []}  # processor seconds of this process (all threads): steadier on a shared machine
     for _ in range(repeats):  # alternate, so both see the same machine
-        for name, fn in (("stats", full), ("bare", bare)):
+        for name, fn in (("stats", full), ("bare", bare))[:1 if bare_failed else 2]:
             start, start_cpu = time.perf_counter(), time.process_time()
             fn()
             times[name].append(time.perf_counter() - start)
@@ -164,14 +170,15 @@ def one(kind: str, t: int, n: int, repeats: int, resolution: int, max_memory: st
                 stats_rss = rss()  # the statistics' own peak (the whole process's where it cannot be reset)
                 if cuda:
                     gpu["peak_gpu"] = torch.cuda.max_memory_allocated()
-    best = {k: min(v) for k, v in times.items()}
-    best_cpu = {k: min(v) for k, v in cpu.items()}
+    best = {k: min(v) if v else None for k, v in times.items()}
+    best_cpu = {k: min(v) if v else None for k, v in cpu.items()}
+    ratio = lambda b: None if bare_failed else b["bare"] / b["stats"]
     return {"model": kind, "model_name": loaded.name, "seq_len": t, "windows": n, "repeats": repeats,
             "resolution": resolution, "tile_bytes": memory.tile_bytes, "peak_rss_bare": bare_rss, "peak_rss": stats_rss,
-            "peak_rss_own": separate,
-            "bare_windows_per_s": n / best["bare"], "stats_windows_per_s": n / best["stats"],
-            "ratio": best["bare"] / best["stats"], "seconds": times, "cpu_seconds": cpu,
-            "cpu_ratio": best_cpu["bare"] / best_cpu["stats"], "threads": torch.get_num_threads(),
+            "peak_rss_own": separate, "bare_failed": bare_failed,
+            "bare_windows_per_s": None if bare_failed else n / best["bare"], "stats_windows_per_s": n / best["stats"],
+            "ratio": ratio(best), "seconds": times, "cpu_seconds": cpu,
+            "cpu_ratio": ratio(best_cpu), "threads": torch.get_num_threads(),
             "load_average": os.getloadavg(), "device": torch.cuda.get_device_name() if cuda else "cpu", **gpu}
 
 
@@ -194,7 +201,8 @@ def plot(rows: list[dict], path: Path) -> None:
         label = got[0]["model_name"]
         left.plot(x, [r[peak] / 2**30 for r in got], marker=marker, label=f"{label}: all statistics")
         left.plot(x, [r[peak_bare] / 2**30 for r in got], marker=marker, ls="--", label=f"{label}: bare forward")
-        right.plot(x, [r["ratio"] for r in got], marker=marker, label=label)
+        timed = [r for r in got if r["ratio"] is not None]  # a bare forward out of memory has no ratio
+        right.plot([r["seq_len"] for r in timed], [r["ratio"] for r in timed], marker=marker, label=label)
     for ax in (left, right):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("window length T (tokens)")
@@ -253,8 +261,10 @@ def main() -> int:
             rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
     for row in rows:
         if "failed" not in row:
+            bare = (f"bare {row['bare_windows_per_s']:8.3f} w/s  ratio {row['ratio']:.3f}" if row["ratio"] is not None
+                    else f"{row['bare_failed']}")
             print(f"{row['model']:8s} T={row['seq_len']:6d}  peak RSS {row['peak_rss'] / 2**30:5.2f} GiB (bare {row['peak_rss_bare'] / 2**30:4.2f})  "
-                  f"stats {row['stats_windows_per_s']:8.3f} w/s  bare {row['bare_windows_per_s']:8.3f} w/s  ratio {row['ratio']:.3f}"
+                  f"stats {row['stats_windows_per_s']:8.3f} w/s  {bare}"
                   + (f"  GPU peak {row['peak_gpu'] / 2**30:5.2f} GiB (bare {row['peak_gpu_bare'] / 2**30:4.2f})" if "peak_gpu" in row else ""),
                   flush=True)
     meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "torch": torch.__version__,

@@ -19,6 +19,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import copy
+import json
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +46,19 @@ SENTENCES = (
     "The red fox jumps over the fence. A small bird sings in the garden. "
     "Many people walked home after the long game."
 )
+
+
+def lee_texts(n: int) -> list[str]:
+    """The first ``n`` Lee stories: gensim's, or the GPU kit's copy of them (``HEADSIM_CORPUS``, a JSON-lines
+    corpus with ``lee/<line>`` ids: the device machine runs the CUDA tests without gensim)."""
+    kit = os.environ.get("HEADSIM_CORPUS")
+    if not kit:
+        from headsim.corpus import lee_documents
+
+        return [d.text for d in lee_documents()[:n]]
+    with open(kit, encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh]
+    return [r["text"] for r in rows if r["id"].startswith("lee/")][:n]
 
 
 # ---------------------------------------------------------------------------------------------

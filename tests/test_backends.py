@@ -20,6 +20,7 @@ import torch
 if not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 
+from conftest import lee_texts  # noqa: E402
 from agreement import RecordingStats, assert_statistics_agree, undecided  # noqa: E402
 from random_windows import assert_matches_reference, random_batch, to_info  # noqa: E402
 from reference_stats import reference_stats  # noqa: E402
@@ -177,7 +178,9 @@ def test_analyze_records_the_backend_and_refuses_one_that_cannot_run(tiny_bert, 
     from headsim.runs.spec import requested_backend
     from headsim.stats.backends import kernels
 
-    meta = headsim.runs.analyze.analyze(tiny_bert, "default", windows=4, seq_len=32, backend="eager", progress=False).meta
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(lee_texts(2)), encoding="utf-8")
+    meta = headsim.runs.analyze.analyze(tiny_bert, str(corpus), windows=4, seq_len=32, backend="eager", progress=False).meta
     assert meta["statistics_backend"] == {"requested": "eager", "chosen": "eager", "ran": "eager", "fallbacks": []}
     assert "fused" not in meta
     # --resume takes the backend the run asked for (older runs: fused → compiled)
@@ -185,7 +188,7 @@ def test_analyze_records_the_backend_and_refuses_one_that_cannot_run(tiny_bert, 
     assert requested_backend({"fused": True}) == "compiled" and requested_backend({}) == "auto"
     monkeypatch.setattr(kernels.Triton, "available", classmethod(lambda cls, device: (False, "no Triton")))
     with pytest.raises(HeadsimError, match="'triton' cannot run"):
-        headsim.runs.analyze.analyze(tiny_bert, "default", windows=4, seq_len=32, backend="triton", out=tmp_path / "run",
+        headsim.runs.analyze.analyze(tiny_bert, str(corpus), windows=4, seq_len=32, backend="triton", out=tmp_path / "run",
                                  progress=False)
     assert not (tmp_path / "run").exists()  # refused before anything was written
 
@@ -194,10 +197,9 @@ def test_resume_keeps_the_backend_the_run_asked_for(tiny_bert, tmp_path):
     import json
 
     from headsim.runs.analyze import analyze
-    from headsim.corpus import lee_documents
 
     corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n\n".join(d.text for d in lee_documents()[:4]), encoding="utf-8")
+    corpus.write_text("\n\n".join(lee_texts(4)), encoding="utf-8")
     run_dir = tmp_path / "run"
 
     def stop(done, total):

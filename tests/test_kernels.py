@@ -21,7 +21,6 @@ from agreement import (RecordingStats, assert_statistics_agree, at_risk, roundin
 
 from headsim.runs.engine import Engine  # noqa: E402
 from headsim.model.plain import attention_probs  # noqa: E402
-from headsim.corpus import lee_documents  # noqa: E402
 from headsim.stats import CorpusStats  # noqa: E402
 from headsim.windows import make_windows  # noqa: E402
 
@@ -53,7 +52,9 @@ def tiny(pretrained):
 
 @pytest.fixture(scope="module")
 def windows(pretrained):
-    texts = [d.text for d in lee_documents()[:4]]
+    from conftest import lee_texts
+
+    texts = lee_texts(4)
     w = make_windows(texts, pretrained.tokenizer, SEQ, pack=True)
     return w.select(slice(len(w) - 3, len(w)))  # two full windows, then a padded one
 
