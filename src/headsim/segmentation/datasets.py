@@ -22,8 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from ..errors import HeadsimError, require
 from .types import Segment
 from .units import sentence_units

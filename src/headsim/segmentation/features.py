@@ -158,7 +158,6 @@ def encoder_pass(loaded: LoadedModel, text: str, spec: PassSpec, unit_starts: Se
     acc_w = torch.zeros(0, dtype=torch.float32)
 
     def run(batch_starts: list[tuple[int, int]]) -> None:
-        nonlocal acc_vec, acc_col, acc_w
         nb = len(batch_starts)
         width = max(n for _, n in batch_starts) + framing.specials
         ids = np.full((nb, width), framing.pad, dtype=np.int64)
