@@ -15,7 +15,8 @@ of query rows, position bins above the resolution), each timed over ``--repeats`
 warm-up; their windows/s and ratio. The bare forward's peak RSS is measured after its warm-up; the
 peak is then reset (Linux: ``/proc/self/clear_refs``; ``peak_rss_own`` says it was) and the
 statistics' own peak measured over their first pass, so a bare forward that needs more (ModernBERT's
-sdpa at 32,768 tokens) does not hide it.
+sdpa at 32,768 tokens) does not hide it. A bare forward that runs out of memory (the decoder's at 32,768
+tokens on an 80 GB GPU) leaves the row with ``bare_failed`` and no ratio; the statistics are still timed.
 Each row also carries processor seconds (``cpu_seconds``, ``cpu_ratio``), steadier than wall time on a
 shared machine; ``--threads`` sets torch's threads in each process.
 
