@@ -245,6 +245,8 @@ def test_a_budget_that_cannot_hold_one_window_stops_at_once(tiny_bert, tmp_path)
     with pytest.raises(HeadsimError, match=r"^--max-memory 1 MiB cannot hold one window of 32 tokens"):
         analyze(tiny_bert, "default", seq_len=32, max_memory="1MB", out=tmp_path / "run", progress=False)
     assert not (tmp_path / "run").exists()
+    with pytest.raises(HeadsimError, match=r"^--max-memory 1 KiB cannot hold"):  # named as given, not "0 MiB"
+        analyze(tiny_bert, "default", seq_len=32, max_memory="1KB", out=tmp_path / "run", progress=False)
     with pytest.raises(HeadsimError, match="--max-memory 'lots' is not an amount of memory"):
         analyze(tiny_bert, "default", seq_len=32, max_memory="lots", progress=False)
 

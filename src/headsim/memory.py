@@ -161,4 +161,8 @@ def peak_memory(device: torch.device) -> dict:
 
 
 def _gib(n: int) -> str:
-    return f"{n / (1 << 30):.2f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MiB"
+    """``n`` bytes for a message: GiB, MiB, KiB or bytes, whichever reads without rounding to 0."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.2f} GiB" if unit == "GiB" else f"{n / size:.0f} {unit}"
+    return f"{n} bytes"
