@@ -60,6 +60,36 @@ def test_top_zeroed_attention_is_never_below_zero(random_run):
     assert (zeroed >= 0).all() and (zeroed <= ds["attn_sum"].values).all()
 
 
+def test_top_zeroed_attention_from_a_plain_sum_is_never_below_zero():
+    """The compiled and Triton backends take the top columns off a plain sum (``plain_sum``): the rounding
+    residues that leaves below 0 are set to 0, and the sum agrees with zeroing the columns first."""
+    from types import SimpleNamespace
+
+    from headsim.stats.attention import add_reduced_attention, reduce_attention
+
+    torch.manual_seed(0)
+    b, h, t = 64, 3, 16
+    logits = torch.randn(b, h, t, t)
+    logits[..., 0] += 4  # columns 0 and 5 are every window's top columns
+    logits[..., 5] += 3
+    a = torch.softmax(logits, dim=-1)
+    bt = SimpleNamespace(padded=False, valid=torch.ones(b, t, dtype=torch.bool), key_targets=torch.zeros(b, t, 3))
+
+    def added(**sums):
+        into = {"attn_focus": torch.zeros(h, 5, dtype=torch.float64),
+                "attn_sum": torch.zeros(h, t, t, dtype=torch.float64),
+                "attn_sum_top_zeroed": torch.zeros(h, t, t, dtype=torch.float64)}
+        red = reduce_attention(a.clone(), bt, 2)
+        add_reduced_attention(red.column_sums, red.diagonals, red.top, red.columns, bt, into, **sums)
+        return into["attn_sum_top_zeroed"], red
+
+    from_plain, red = added(plain_sum=a.sum(dim=0))
+    zeroed, _ = added(zeroed=red.zeroed_sum)
+    assert (red.top.sort(dim=-1).values == torch.tensor([0, 5])).all()
+    assert (from_plain >= 0).all()
+    torch.testing.assert_close(from_plain, zeroed, rtol=0, atol=1e-4)
+
+
 def test_dataset_schema(random_run, tmp_path):
     stats, _, _ = random_run
     ds = stats.to_dataset()

@@ -198,7 +198,7 @@ def add_reduced_attention(column_sums: torch.Tensor, diagonals: tuple[torch.Tens
     ``column_sums`` ``[B, H, T]``; ``diagonals`` the ``−1``/``+1`` diagonal mass per head; ``top``
     ``[B, H, k]`` the zeroed key columns and ``columns`` ``[B, H, T(query), k]`` their attention;
     either ``plain_sum`` (the masked attention summed over windows; the top-zeroed sum is it less the
-    zeroed columns, up to float rounding) or ``zeroed`` (the same with each window's top columns zeroed:
+    zeroed columns, up to float rounding, with the residues below 0 that rounding leaves set to 0) or ``zeroed`` (the same with each window's top columns zeroed:
     exact zeros where every window's column was) ``[H, T, T]``.
     """
     b, h, t = column_sums.shape
@@ -212,5 +212,5 @@ def add_reduced_attention(column_sums: torch.Tensor, diagonals: tuple[torch.Tens
         into["attn_sum_top_zeroed"] += zeroed
         into["attn_sum"] += zeroed + removed
     else:
-        into["attn_sum_top_zeroed"] += plain_sum - removed
+        into["attn_sum_top_zeroed"] += (plain_sum - removed).clamp_(min=0)  # a sum of attention: never below 0
         into["attn_sum"] += plain_sum
