@@ -162,7 +162,7 @@ def peak_memory(device: torch.device) -> dict:
 
 def _gib(n: int) -> str:
     """``n`` bytes for a message: GiB, MiB, KiB or bytes, whichever reads without rounding to 0."""
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+    for unit, size, digits in (("GiB", 1 << 30, 2), ("MiB", 1 << 20, 0), ("KiB", 1 << 10, 0)):
         if n >= size:
-            return f"{n / size:.2f} GiB" if unit == "GiB" else f"{n / size:.0f} {unit}"
+            return f"{n / size:.{digits}f} {unit}"
     return f"{n} bytes"
