@@ -68,3 +68,24 @@ class StopRequests(_Handlers):
         self.signum = signum
         for s, old in self.saved.items():
             signal.signal(s, old)
+
+
+class Deferred(_Handlers):
+    """Signals in the block are only recorded; when it ends, the first is raised again for the handlers
+    outside it (the CLI: :class:`Interrupted`; the default SIGINT handler: ``KeyboardInterrupt``). For a
+    short step that must not be cut inside, such as ``ray.init`` (cut there, it leaves a core worker whose
+    threads crash the interpreter's exit)."""
+
+    def __init__(self) -> None:
+        super().__init__(self._record)
+        self.signum: int | None = None
+
+    def _record(self, signum, _frame) -> None:
+        if self.signum is None:
+            self.signum = signum
+
+    def __exit__(self, *exc) -> bool:
+        super().__exit__(*exc)
+        if self.signum is not None:
+            signal.raise_signal(self.signum)
+        return False

@@ -41,12 +41,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
+import psutil
 import torch
 
 from ..corpus import Corpus, load_corpus
 from ..errors import HeadsimError, require
-from ..interrupts import StopRequests
+from ..interrupts import Deferred, StopRequests
 from ..memory import peak_memory
 from ..stats import CorpusStats
 from ..model.load import as_loaded
@@ -204,6 +204,7 @@ class Cluster:
         self.actors: list = []
         self.tracker = None
         self.started_here = False
+        self.earlier: set[int] = set()
 
     def __enter__(self) -> "Cluster":
         try:
@@ -215,7 +216,8 @@ class Cluster:
     def _start(self) -> "Cluster":
         ray, r = self.ray, self.resources
         t0 = time.perf_counter()
-        self.started_here = not ray.is_initialized()  # set first: an interrupted ray.init is shut down too
+        self.started_here = not ray.is_initialized()  # set first: a failed ray.init is shut down too
+        self.earlier = {p.pid for p in _descendants()}
         _connect(ray, self.address)
         run_id = uuid.uuid4().hex[:8]
         progress = f"headsim-progress-{run_id}"
@@ -263,19 +265,54 @@ class Cluster:
 
     def __exit__(self, *exc) -> bool:
         """End every actor this run started and, when this run started the connection, the connection
-        (a local cluster started here with it), however the run ends (an interrupted start-up too)."""
+        (a local cluster started here with it, and every process it started), however the run ends (an
+        interrupted start-up too); a signal meanwhile waits until this is done."""
         ray = self.ray
-        try:
+        with Deferred():
             for a in [*self.actors, *([self.tracker] if self.tracker is not None else [])]:
                 try:
                     ray.kill(a)
                 except Exception:  # noqa: BLE001 - an actor already gone
                     pass
-        finally:
             self.actors, self.tracker = [], None
-            if self.started_here and ray.is_initialized():
+            if self.started_here:
+                # ray.shutdown ends the processes ray.init started, not the agents its raylet started (on their
+                # own they notice the raylet's end only after a minute)
+                started = [p for p in _descendants() if p.pid not in self.earlier and _is_ray(p)]
                 ray.shutdown()
+                _end(started)
         return False
+
+
+def _descendants() -> list[psutil.Process]:
+    """The processes below this one."""
+    return psutil.Process().children(recursive=True)
+
+
+def _is_ray(process: psutil.Process) -> bool:
+    """Whether ``process`` is one of Ray's (its name or command line names Ray)."""
+    try:
+        return "ray" in process.name().lower() or any("ray" in part.lower() for part in process.cmdline())
+    except psutil.Error:
+        return False
+
+
+def _end(processes: list[psutil.Process], grace: float = 3.0) -> None:
+    """End ``processes``: SIGTERM, then SIGKILL for any still running after ``grace`` seconds (psutil checks
+    that a pid still names the same process before signalling it)."""
+    running = [p for p in processes if p.is_running()]
+    for p in running:
+        try:
+            p.terminate()
+        except psutil.Error:
+            pass
+    _, left = psutil.wait_procs(running, timeout=grace)
+    for p in left:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(left, timeout=grace)
 
 
 def _connect(ray, address: str | None) -> bool:
@@ -285,16 +322,22 @@ def _connect(ray, address: str | None) -> bool:
         return False
     _check_reachable(address)
     try:
-        if address is None:
-            ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
-        else:
-            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
+        with Deferred():
+            _init(ray, address)
     except (ImportError, ConnectionError, RuntimeError, ValueError) as exc:
         client = isinstance(exc, ImportError) or "ray[client]" in str(exc)  # ray:// needs the client's gRPC
         raise HeadsimError(f"cannot reach a Ray cluster at {address!r}: {str(exc).splitlines()[0]}",
                            'install the Ray client: pip install "ray[client]"' if client else
                            "start one (ray start --head, ray up, KubeRay) or pass --address auto / ray://HOST:10001") from None
     return True
+
+
+def _init(ray, address: str | None) -> None:
+    """``ray.init`` quietly: a local cluster without a dashboard (``address`` ``None``) or the one at ``address``."""
+    if address is None:
+        ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    else:
+        ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
 
 
 def _check_reachable(address: str | None, seconds: float = 5.0) -> None:
