@@ -99,7 +99,8 @@ def test_backend_matches_the_reference(windows, name):
 
 
 def _break(monkeypatch, name: str) -> None:
-    """Make every step of backend ``name`` fail as a compiler or kernel failure would."""
+    """Make every step of backend ``name`` fail as a compiler or kernel failure would (``numba:KERNEL``:
+    that one of the Numba backend's kernels)."""
     def fail(*args, **kwargs):
         raise RuntimeError("injected failure")
 
@@ -107,31 +108,33 @@ def _break(monkeypatch, name: str) -> None:
         from headsim.stats import fused
 
         monkeypatch.setattr(fused, "compiled", lambda fn: fail)
-    elif name == "numba":
+    elif name.startswith("numba"):
         from headsim.stats import cpu_kernels
 
-        monkeypatch.setattr(cpu_kernels, "reduce_tile", fail)
+        monkeypatch.setattr(cpu_kernels, name.partition(":")[2] or "reduce_tile", fail)
     else:
         from headsim.stats import triton_kernels
 
         monkeypatch.setattr(triton_kernels, "similarity_pass", fail)
 
 
-@pytest.mark.parametrize("name", ["numba", "compiled", "triton"])
-def test_a_named_backend_that_fails_is_an_error(windows, name, monkeypatch):
+@pytest.mark.parametrize("kernel", ["numba:reduce_tile", "numba:zero_top_columns", "compiled", "triton"])
+def test_a_named_backend_that_fails_is_an_error(windows, kernel, monkeypatch):
+    name = kernel.partition(":")[0]
     _available(name)
-    _break(monkeypatch, name)
+    _break(monkeypatch, kernel)
     with pytest.raises(HeadsimError, match=f"statistics backend '{name}' failed after 0 windows") as err:
         run(windows[0], name)
     assert "--backend eager" in err.value.fix and "injected failure" in err.value.problem
 
 
-@pytest.mark.parametrize("name", ["numba", "compiled", "triton"])
-def test_auto_falls_back_to_eager_and_records_it(windows, name, monkeypatch):
+@pytest.mark.parametrize("kernel", ["numba:reduce_tile", "numba:zero_top_columns", "compiled", "triton"])
+def test_auto_falls_back_to_eager_and_records_it(windows, kernel, monkeypatch):
     """Under ``auto`` a failing backend hands the step to eager (the failed step added nothing):
     the numbers are the eager ones, and the switch is recorded with its reason."""
+    name = kernel.partition(":")[0]
     _available(name)
-    _break(monkeypatch, name)
+    _break(monkeypatch, kernel)
     log: list = []
     with pytest.warns(UserWarning, match=f"statistics backend '{name}' failed"):
         stats = run(windows[0], Choice("auto", name), log)
@@ -214,3 +217,30 @@ def test_resume_keeps_the_backend_the_run_asked_for(tiny_bert, tmp_path):
     meta = analyze(tiny_bert, str(corpus), out=run_dir, seq_len=32, resume=True, progress=False).meta
     assert meta["complete"] and meta["windows"] == 12
     assert meta["statistics_backend"] == {"requested": "eager", "chosen": "eager", "ran": "eager", "fallbacks": []}
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+@pytest.mark.parametrize("k", [0, 3, 9])
+def test_the_numba_attention_pass_equals_torchs(k, parallel, monkeypatch):
+    """The Numba backend's pass over a step's attention once its top columns are chosen gives what the
+    torch steps give: the same top-column attention, diagonal sums and (to float32 rounding of a
+    different addition order) zeroed sum; exact zeros where every window's column was zeroed."""
+    from headsim.stats import cpu_kernels
+    from headsim.stats.attention import zero_top_columns
+
+    _available("numba")
+    monkeypatch.setattr(cpu_kernels, "PARALLEL_ENTRIES", 0 if parallel else 1 << 40)
+    g = torch.Generator().manual_seed(k)
+    b, h, t = 5, 3, 9
+    a = torch.softmax(torch.randn(b, h, t, t, generator=g), dim=-1)
+    a[1, :, 6:, :] = 0  # a padded window: rows and columns past 6 are zero
+    a[1, :, :, 6:] = 0
+    top = torch.stack([torch.randperm(t, generator=g)[:k] for _ in range(b * h)]).view(b, h, k)
+    top[:, 0] = torch.arange(k)  # head 0: the same columns in every window
+    want, got = zero_top_columns(a.clone(), top), cpu_kernels.zero_top_columns(a.clone(), top)
+    assert torch.equal(got[0], want[0])
+    torch.testing.assert_close(got[1], want[1], rtol=1e-6, atol=1e-6)
+    assert torch.equal(got[1][0, :, :k], torch.zeros(t, k))
+    for mine, theirs in zip(got[2], want[2]):
+        assert mine.dtype == torch.float64
+        torch.testing.assert_close(mine, theirs, rtol=1e-12, atol=1e-12)

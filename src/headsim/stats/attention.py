@@ -168,15 +168,28 @@ class ReducedAttention:
         add_reduced_attention(self.column_sums, self.diagonals, self.top, self.columns, bt, into, zeroed=self.zeroed_sum)
 
 
-def reduce_attention(attention: torch.Tensor, bt: BatchTensors, top_k: int, *, owned: bool = False) -> ReducedAttention:
+def zero_top_columns(a: torch.Tensor, top: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """The second half of :func:`reduce_attention`, in torch: the attention of the ``top`` columns
+    ``[B, H, k]`` of masked float32 attention ``a`` ``[B, H, T, T]`` (``[B, H, T, k]``), ``a`` with them
+    zeroed summed over windows (``[H, T, T]`` float32; ``a`` is overwritten) and the diagonal sums of ``a``
+    as it was (:func:`diagonal_sums`)."""
+    diagonals = diagonal_sums(a)
+    b, h, t, _ = a.shape
+    index = top[:, :, None, :].expand(b, h, t, top.shape[-1])
+    columns = a.gather(-1, index)
+    return columns, a.scatter_(-1, index, 0.0).sum(dim=0), diagonals
+
+
+def reduce_attention(attention: torch.Tensor, bt: BatchTensors, top_k: int, *, owned: bool = False,
+                     zero_top: Callable = zero_top_columns) -> ReducedAttention:
     """One step's attention ``[B, H, T, T]`` reduced to what the accumulators need (nothing ``[B, H, T, T]``
     kept), so that steps can also be added at once (:meth:`ReducedAttention.join`). ``owned`` as
-    :func:`attention_batch`."""
+    :func:`attention_batch`; ``zero_top`` does the part after the top columns are chosen
+    (:func:`zero_top_columns`, or a kernel with its contract)."""
     a = _masked(attention, bt, owned)
     column_sums = a.sum(dim=-2)
-    diagonals = diagonal_sums(a)
-    top, columns = _top_of(a, column_sums, bt, top_k)
-    zeroed = a.scatter_(-1, top[:, :, None, :].expand(columns.shape), 0.0).sum(dim=0)  # [H, T, T]
+    top = top_columns(column_sums, bt.valid, top_k, lambda bi, hi: a[bi, hi].to(torch.float64).sum(dim=-2))
+    columns, zeroed, diagonals = zero_top(a, top)
     return ReducedAttention(column_sums, diagonals, top, columns, zeroed)
 
 

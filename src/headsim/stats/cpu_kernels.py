@@ -183,7 +183,35 @@ def _reduce_tile(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, po
         same[h] += inside
 
 
+def _zero_top(a, top, columns, zeroed, below, above):  # pragma: no cover - compiled
+    n_windows, n_heads, t, _ = a.shape
+    k = top.shape[2]
+    for h in numba.prange(n_heads):
+        z = zeroed[h]
+        lo = 0.0
+        hi = 0.0
+        for b in range(n_windows):
+            block = a[b, h]
+            cols = top[b, h]
+            for i in range(t):
+                row = block[i]
+                if i > 0:
+                    lo += row[i - 1]
+                if i + 1 < t:
+                    hi += row[i + 1]
+                for m in range(k):
+                    columns[b, h, i, m] = row[cols[m]]
+                for m in range(k):
+                    row[cols[m]] = 0
+                zi = z[i]
+                for j in range(t):
+                    zi[j] += row[j]
+        below[h] += lo
+        above[h] += hi
+
+
 _kernel = None
+_zero_top_kernels = None
 #: tiles of fewer entries run on one thread: starting the thread pool costs more than it saves (and,
 #: on a busy machine, waits for descheduled threads)
 PARALLEL_ENTRIES = 1 << 20
@@ -192,7 +220,7 @@ PARALLEL_ENTRIES = 1 << 20
 def _compiled():
     """The compiled kernel, parallel over heads and serial (compiled once per machine: Numba caches
     them on disk where it can write)."""
-    global numba, _kernel, _segment_sum, _flush, _peak_of
+    global numba, _kernel, _zero_top_kernels, _segment_sum, _flush, _peak_of
     if _kernel is None:
         import numba as nb
 
@@ -208,6 +236,7 @@ def _compiled():
         _peak_of = jit(_peak_of)
         _flush = jit(_flush)
         # (Numba's disk cache keys a function's versions by signature only: the serial one is not cached)
+        _zero_top_kernels = (jit(_zero_top, parallel=True, nogil=True), jit(_zero_top, cache=False, nogil=True))
         _kernel = (jit(_reduce_tile, parallel=True, nogil=True), jit(_reduce_tile, cache=False, nogil=True))
     return _kernel
 
@@ -235,6 +264,25 @@ def reduce_tile(s: np.ndarray, a: int, c0: int, diagonal: bool, divisor: np.ndar
     kernel(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, pos_bin, bin_end, dist_bin, valid, sent,
             out["hist"], out["upper_sum"], out["location"], out["distance"], out["distance_sum"],
             out["row_count"], out["col_count"], out["same"], bool(find_peak))
+
+
+def zero_top_columns(a, top):
+    """:func:`headsim.stats.attention.zero_top_columns` in one pass over ``a`` (CPU float32, contiguous):
+    each window's and head's block is read once, in cache, for the top columns' attention, the diagonal
+    sums (float64) and the zeroed sum (float32, windows added in order)."""
+    import torch
+
+    _compiled()
+    b, h, t, _ = a.shape
+    a = a.contiguous()
+    top = top.contiguous()
+    columns = torch.empty(b, h, t, top.shape[-1], dtype=a.dtype)
+    zeroed = torch.zeros(h, t, t, dtype=a.dtype)
+    below, above = torch.zeros(h, dtype=torch.float64), torch.zeros(h, dtype=torch.float64)
+    parallel, serial = _zero_top_kernels
+    kernel = parallel if a.numel() >= PARALLEL_ENTRIES else serial
+    kernel(a.numpy(), top.numpy(), columns.numpy(), zeroed.numpy(), below.numpy(), above.numpy())
+    return columns, zeroed, (below, above)
 
 
 def set_threads(n: int) -> None:

@@ -1,5 +1,6 @@
 """The numba backend: the pair statistics reduced in one pass per similarity tile by headsim's Numba
-kernel (:mod:`headsim.stats.cpu_kernels`); the attention statistics as eager. A layer's steps are
+kernel (:mod:`headsim.stats.cpu_kernels`); the attention statistics as eager, but for one pass of a
+kernel over each step's attention once its top columns are chosen. A layer's steps are
 added at once: each step's ``T×T`` work runs while its tensors are in cache, the bookkeeping of the
 reductions once per layer."""
 
@@ -64,7 +65,11 @@ class Numba(Eager):
             if probs is None and attention is not None:
                 probs = attention[index]
             if probs is not None:
-                reduced.append(reduce_attention(probs, bt, s.top_k_columns, owned=qk is not None))
+                try:
+                    reduced.append(reduce_attention(probs, bt, s.top_k_columns, owned=qk is not None,
+                                                    zero_top=cpu_kernels.zero_top_columns))
+                except Exception as exc:  # noqa: BLE001 (nothing is added before the pair step either)
+                    raise self.failure(exc) from exc
             del probs
         red = self._pair_reductions(computed, batch)  # the step that may fail: nothing is added before it
         if reduced:
