@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import time
 
 import pytest
 
@@ -12,8 +10,7 @@ from headsim.interrupts import Deferred, Interrupted, raising
 
 
 def _signal_self(signum: int) -> None:
-    os.kill(os.getpid(), signum)
-    time.sleep(0.05)  # Python runs a handler between bytecodes: give it the chance to run inside the block
+    signal.raise_signal(signum)  # to this thread: its Python handler runs at the next bytecode, inside the block
 
 
 def test_a_signal_in_a_deferred_block_is_raised_when_the_block_is_done():
