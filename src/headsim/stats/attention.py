@@ -119,8 +119,13 @@ def _top_of(a: torch.Tensor, column_sums: torch.Tensor, bt: BatchTensors, top_k:
     """The top columns ``[B, H, k]`` of masked attention ``a`` (:func:`top_columns`) and their attention
     ``[B, H, T(query), k]``."""
     b, h, t, _ = a.shape
-    top = top_columns(column_sums, bt.valid, top_k, lambda bi, hi: a[bi, hi].to(torch.float64).sum(dim=-2))
+    top = _top(a, column_sums, bt, top_k)
     return top, a.gather(-1, top[:, :, None, :].expand(b, h, t, top.shape[-1]))
+
+
+def _top(a: torch.Tensor, column_sums: torch.Tensor, bt: BatchTensors, top_k: int) -> torch.Tensor:
+    """The top columns ``[B, H, k]`` of masked attention ``a`` (:func:`top_columns`, near-ties settled from ``a``)."""
+    return top_columns(column_sums, bt.valid, top_k, lambda bi, hi: a[bi, hi].to(torch.float64).sum(dim=-2))
 
 
 def attention_batch(attention: torch.Tensor, bt: BatchTensors, top_k: int, into: dict[str, torch.Tensor], *,
@@ -188,7 +193,7 @@ def reduce_attention(attention: torch.Tensor, bt: BatchTensors, top_k: int, *, o
     (:func:`zero_top_columns`, or a kernel with its contract)."""
     a = _masked(attention, bt, owned)
     column_sums = a.sum(dim=-2)
-    top = top_columns(column_sums, bt.valid, top_k, lambda bi, hi: a[bi, hi].to(torch.float64).sum(dim=-2))
+    top = _top(a, column_sums, bt, top_k)
     columns, zeroed, diagonals = zero_top(a, top)
     return ReducedAttention(column_sums, diagonals, top, columns, zeroed)
 
