@@ -118,9 +118,13 @@ def _masked(attention: torch.Tensor, bt: BatchTensors, owned: bool) -> torch.Ten
 def _top_of(a: torch.Tensor, column_sums: torch.Tensor, bt: BatchTensors, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The top columns ``[B, H, k]`` of masked attention ``a`` (:func:`top_columns`) and their attention
     ``[B, H, T(query), k]``."""
-    b, h, t, _ = a.shape
     top = _top(a, column_sums, bt, top_k)
-    return top, a.gather(-1, top[:, :, None, :].expand(b, h, t, top.shape[-1]))
+    return top, a.gather(-1, _column_index(a, top))
+
+
+def _column_index(a: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
+    """The columns ``top`` ``[B, H, k]`` as an index of ``a`` ``[B, H, T, T]``'s last dimension, every row."""
+    return top[:, :, None, :].expand(*a.shape[:3], top.shape[-1])
 
 
 def _top(a: torch.Tensor, column_sums: torch.Tensor, bt: BatchTensors, top_k: int) -> torch.Tensor:
@@ -179,8 +183,7 @@ def zero_top_columns(a: torch.Tensor, top: torch.Tensor) -> tuple[torch.Tensor, 
     zeroed summed over windows (``[H, T, T]`` float32; ``a`` is overwritten) and the diagonal sums of ``a``
     as it was (:func:`diagonal_sums`)."""
     diagonals = diagonal_sums(a)
-    b, h, t, _ = a.shape
-    index = top[:, :, None, :].expand(b, h, t, top.shape[-1])
+    index = _column_index(a, top)
     columns = a.gather(-1, index)
     return columns, a.scatter_(-1, index, 0.0).sum(dim=0), diagonals
 

@@ -218,8 +218,8 @@ PARALLEL_ENTRIES = 1 << 20
 
 
 def _compiled():
-    """The compiled kernel, parallel over heads and serial (compiled once per machine: Numba caches
-    them on disk where it can write)."""
+    """The compiled pair kernel, parallel over heads and serial; compiles the attention pass's pair too
+    (:func:`zero_top_columns`). Compiled once per machine: Numba caches them on disk where it can write."""
     global numba, _kernel, _zero_top_kernels, _segment_sum, _flush, _peak_of
     if _kernel is None:
         import numba as nb
