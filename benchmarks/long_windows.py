@@ -45,14 +45,46 @@ import torch
 
 SIZES = (128, 512, 2048, 8192, 32768)
 MODELS = ("decoder", "encoder")
+#: real configurations with random weights (bf16 on a GPU; the embedded vocabulary of 30,522 tokens stands in
+#: for Llama's 128,256, which changes the embedding table's size and nothing of attention)
+SHAPES = {
+    "tiny-mistral": dict(family="mistral", hidden_size=128, intermediate_size=256, num_hidden_layers=4,
+                         num_attention_heads=8, num_key_value_heads=2, sliding_window=4096),
+    "llama-1b": dict(family="llama", hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                     num_attention_heads=32, num_key_value_heads=8, rope_theta=500000.0),
+    "llama-8b": dict(family="llama", hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                     num_attention_heads=32, num_key_value_heads=8, rope_theta=500000.0),
+}
+KINDS = (*MODELS, "tiny-llama-gqa", "tiny-modernbert", *SHAPES)
+ALIASES = {"tiny-llama-gqa": "decoder", "tiny-modernbert": "encoder"}
 
 
-def build(kind: str, device: str = "cpu"):
-    """The random-weight model of ``kind`` (seed 0) with the embedded tokenizer, on ``device``, as a LoadedModel."""
+def build(kind: str, device: str = "cpu", dtype: torch.dtype | None = None):
+    """The random-weight model of ``kind`` (seed 0; :data:`KINDS`) with the embedded tokenizer, on
+    ``device`` in ``dtype`` (default: float32, bf16 for the real shapes on a GPU), as a LoadedModel."""
     from headsim.model.load import from_pretrained_objects, load_model
 
     tok = copy.deepcopy(load_model().tokenizer)
     torch.manual_seed(0)
+    kind = ALIASES.get(kind, kind)
+    if kind in SHAPES:
+        from transformers import LlamaConfig, LlamaModel, MistralConfig, MistralModel
+
+        spec = dict(SHAPES[kind])
+        config_class, model_class = {"llama": (LlamaConfig, LlamaModel), "mistral": (MistralConfig, MistralModel)}[spec.pop("family")]
+        tok.bos_token = tok.cls_token
+        cfg = config_class(**spec, max_position_embeddings=131072, vocab_size=len(tok))
+        cfg._attn_implementation = "sdpa"
+        big = kind.startswith("llama-")
+        dtype = dtype or (torch.bfloat16 if big and device != "cpu" else torch.float32)
+        before = torch.get_default_dtype()
+        torch.set_default_dtype(dtype)  # weights made in their dtype on the device: no float32 copy of 8B parameters
+        try:
+            with torch.device(device):
+                model = model_class(cfg).eval()
+        finally:
+            torch.set_default_dtype(before)
+        return from_pretrained_objects(model, tok, name=f"{kind} (random weights)")
     if kind == "decoder":
         from transformers import LlamaConfig, LlamaModel
 
@@ -113,14 +145,15 @@ def reset_peak() -> bool:
         return False
 
 
-def one(kind: str, t: int, n: int, repeats: int, resolution: int, max_memory: str | None, device: str = "cpu") -> dict:
+def one(kind: str, t: int, n: int, repeats: int, resolution: int, max_memory: str | None, device: str = "cpu",
+        backend: str = "auto", loaded=None) -> dict:
     """One model at one length, in this process (see the module docstring). On CUDA the row also carries
     the GPU's peak allocations, the bare forward's and the statistics' own (``peak_gpu_bare``, ``peak_gpu``)."""
     from headsim.runs.engine import Engine
     from headsim.memory import default_max_memory, parse_memory, plan_memory
     from headsim.stats import CorpusStats
 
-    loaded = build(kind, device)
+    loaded = loaded or build(kind, device)
     w = windows(loaded, t, n)
     ids, mask = torch.as_tensor(w.input_ids, device=device), torch.as_tensor(w.attention_mask, device=device)
     stack = loaded.arch.stack_of(loaded.model)
@@ -136,7 +169,7 @@ def one(kind: str, t: int, n: int, repeats: int, resolution: int, max_memory: st
     budget = parse_memory(max_memory) if max_memory else default_max_memory(loaded.device)
     memory = plan_memory(loaded, t, resolution, budget, batch_size=1)
     fresh = lambda: CorpusStats(loaded.n_layers, loaded.n_heads, t, resolution=resolution, tile_bytes=memory.tile_bytes,
-                                device=loaded.device)
+                                device=loaded.device, backend=backend)
     stats = fresh()
     engine = Engine(loaded, stats, fresh, tile_bytes=memory.tile_bytes)
 
@@ -175,6 +208,8 @@ def one(kind: str, t: int, n: int, repeats: int, resolution: int, max_memory: st
     best_cpu = {k: min(v) if v else None for k, v in cpu.items()}
     ratio = lambda b: None if bare_failed else b["bare"] / b["stats"]
     return {"model": kind, "model_name": loaded.name, "seq_len": t, "windows": n, "repeats": repeats,
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "dtype": str(loaded.model.dtype),
+            "backend": engine.stats.backend_record(), "layers": loaded.n_layers, "heads": loaded.n_heads,
             "resolution": resolution, "tile_bytes": memory.tile_bytes, "peak_rss_bare": bare_rss, "peak_rss": stats_rss,
             "peak_rss_own": separate, "bare_failed": bare_failed,
             "bare_windows_per_s": None if bare_failed else n / best["bare"], "stats_windows_per_s": n / best["stats"],
@@ -194,7 +229,7 @@ def plot(rows: list[dict], path: Path) -> None:
     peak, peak_bare = ("peak_gpu", "peak_gpu_bare") if gpu else ("peak_rss", "peak_rss_bare")
     where = rows[0].get("device", "cpu") if rows else "cpu"
     where = "CPU" if where == "cpu" else where
-    for kind, marker in zip(MODELS, "os"):
+    for kind, marker in zip(dict.fromkeys(r["model"] for r in rows), "os^vD<>"):
         got = sorted((r for r in rows if r["model"] == kind), key=lambda r: r["seq_len"])
         if not got:
             continue
@@ -223,8 +258,12 @@ def plot(rows: list[dict], path: Path) -> None:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--one", nargs=2, metavar=("MODEL", "T"), help="run one size here and print its JSON row")
-    p.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    p.add_argument("--one", nargs=2, metavar=("MODEL", "T"),
+                   help="run one size here and print its JSON row (T,T,...: several sizes on the one model, a row each)")
+    p.add_argument("--models", "--shape", nargs="+", default=list(MODELS), choices=KINDS,
+                   help="models to run: the tiny decoder and encoder, tiny-mistral, or real shapes llama-1b, llama-8b")
+    p.add_argument("--backend", default="auto",
+                   help="statistics backend (auto; eager: the torch tiles; numba; triton), or several: auto,eager")
     p.add_argument("--sizes", nargs="+", type=int, default=list(SIZES))
     p.add_argument("--windows", type=int, default=0, help="windows per size (default: 8 up to 512 tokens, 2 to 8,192, 1 above)")
     p.add_argument("--repeats", type=int, default=2)
@@ -239,9 +278,15 @@ def main() -> int:
     if a.threads:
         torch.set_num_threads(a.threads)
     if a.one:
-        kind, t = a.one[0], int(a.one[1])
-        n = a.windows or (8 if t <= 512 else 2 if t <= 8192 else 1)
-        print(json.dumps(one(kind, t, n, a.repeats, a.resolution, a.max_memory, a.device)))
+        kind = a.one[0]
+        loaded = build(kind, a.device)  # once for every size and backend of this process
+        for t in (int(x) for x in a.one[1].split(",")):
+            for backend in a.backend.split(","):
+                n = a.windows or (8 if t <= 512 else 2 if t <= 8192 else 1)
+                print(json.dumps(one(kind, t, n, a.repeats, a.resolution, a.max_memory, a.device, backend, loaded)),
+                      flush=True)
+                if loaded.device.type == "cuda":
+                    torch.cuda.empty_cache()
         return 0
     rows = []
     for f in a.rows or []:
@@ -249,11 +294,12 @@ def main() -> int:
         if not lines:  # a size that failed or ran out of time printed nothing
             print(f"{f}: no row (that size failed)", file=sys.stderr)
             continue
-        rows.append(json.loads(lines[-1]))
+        rows.extend(json.loads(line) for line in lines)  # a row per size and backend
     for kind in [] if a.rows else a.models:
         for t in a.sizes:
             cmd = [sys.executable, __file__, "--one", kind, str(t), "--repeats", str(a.repeats), "--resolution",
-                   str(a.resolution), "--windows", str(a.windows), "--threads", str(a.threads), "--device", a.device] + (["--max-memory", a.max_memory] if a.max_memory else [])
+                   str(a.resolution), "--windows", str(a.windows), "--threads", str(a.threads), "--device", a.device,
+                   "--backend", a.backend] + (["--max-memory", a.max_memory] if a.max_memory else [])
             done = subprocess.run(cmd, capture_output=True, text=True)
             if done.returncode != 0:
                 print(f"{kind} T={t}: failed ({done.returncode}): {done.stderr.strip().splitlines()[-1:]}", file=sys.stderr)

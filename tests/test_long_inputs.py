@@ -43,7 +43,8 @@ def test_blocks_of_query_rows_equal_one_block(loaded):
     seen: dict[int, list] = {}
 
     def on_tile(layer, rows, probs, keys):
-        seen.setdefault(layer, []).append((rows, full_keys(probs, keys, 23)))
+        assert probs.dtype == loaded.model.dtype  # as the model applied them
+        seen.setdefault(layer, []).append((rows, full_keys(probs, keys, 23).float()))
 
     streamed = Tap(loaded, attention=True, tile_rows=5).run(ids, mask, on_tile=on_tile).layers
     rows = mask.bool()[:, None, :, None].expand(-1, loaded.n_heads, -1, 23)
@@ -72,23 +73,23 @@ def test_a_window_past_the_position_limit():
         assert check_seq_len(80, llama.max_seq_len, llama.extrapolates) == 80
 
 
-def _binned_run(tile_rows: int | None, resolution: int, t: int = 21, **kwargs):
+def _binned_run(tile_rows: int | None, resolution: int, t: int = 21, device: str = "cpu", **kwargs):
     rng = np.random.default_rng(11)
     n_layers, n_heads = 2, 3
     batches = [random_batch_stats(rng, 4, n_layers, n_heads, t) for _ in range(3)]
     batches[1]["attention"] = None  # attention skipped for one batch
     settings = {"threshold": 0.3, "top_k_columns": 3, "sim_bins": 40, "sim_range": (-0.2, 1.0), "fraction_bins": 10}
-    stats = CorpusStats(n_layers, n_heads, t, resolution=resolution, **settings, **kwargs)
+    stats = CorpusStats(n_layers, n_heads, t, resolution=resolution, device=device, **settings, **kwargs)
     for batch in batches:
-        info = to_info(batch)
+        info = to_info(batch, device)
         stats.begin_batch(info)
         for layer in range(n_layers):
             if batch["attention"] is not None:
-                a = torch.as_tensor(batch["attention"][:, layer])
+                a = torch.as_tensor(batch["attention"][:, layer], device=device)
                 step = t if tile_rows is None else tile_rows
                 for start in range(0, t, step):
                     stats.add_attention_block(layer, slice(start, min(start + step, t)), a[:, :, start:start + step], info)
-            stats.update_layer(layer, None, torch.as_tensor(batch["head_outputs"][:, layer]), info)
+            stats.update_layer(layer, None, torch.as_tensor(batch["head_outputs"][:, layer], device=device), info)
     return stats, reference_stats(batches, n_layers, n_heads, t, **settings), t
 
 
@@ -281,6 +282,7 @@ def test_2048_tokens_of_a_grouped_query_decoder_equal_a_float64_recomputation(to
     engine = Engine(on, stats, fresh, tile_bytes=1 << 20, backoff=False)
     assert engine._tap.rows_per_tile(1, on.n_heads, t) < t  # the window really is cut into blocks
     engine.process(w)
+    assert stats.backend == ("triton" if device == "cuda" else "numba")  # the GPU's tile kernels, the CPU's
     ds = stats.to_dataset()
     ids_t, mask_t = torch.as_tensor(ids), torch.ones(1, t, dtype=torch.long)
     attentions = eager_attentions(loaded, eager, ids_t, mask_t)

@@ -412,7 +412,7 @@ def test_the_cpu_kernel_finds_each_windows_maximum_as_the_whole_matrix_does():
     z[2, 0, 3] = z[2, 0, 3] * 50  # one row dominates: every other pair far below the threshold
     bt = batch_tensors(to_info(batch))
     bins, sim = Bins.build(12, 12, "cpu"), SimBins(40, -0.2, 1.0)
-    (got, *got_d), (want, *want_d) = (pair_reductions_tiled(z, bt, 0.3, sim, bins, 12, fused=f) for f in (True, False))
+    (got, *got_d), (want, *want_d) = (pair_reductions_tiled(z, bt, 0.3, sim, bins, 12, kernel=k) for k in ("numba", "torch"))
     for name in ("hist", "location", "rows", "cols", "inner", "same_sentence", "repeat"):
         assert torch.equal(getattr(got, name).double(), getattr(want, name).double()), name
     assert torch.allclose(got.sim_sum, want.sim_sum.double(), rtol=1e-5, atol=1e-6, equal_nan=True)

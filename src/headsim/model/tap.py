@@ -288,14 +288,13 @@ def _tap_attention(module, query, key, value, attention_mask, scaling=None, drop
                 joined[:, start:stop] = out
             del out
             if wanted and tap.attention:
-                probs = probs.float()
-                if run.on_tile is not None:
+                if run.on_tile is not None:  # in the dtype the model applied them (a float32 copy is a pass of its own)
                     run.on_tile(layer, slice(start, stop), probs, keys)
                 elif (start, stop, keys.start, keys.stop) == (0, t, 0, n):
-                    whole = probs
+                    whole = probs.float()
                 else:
                     if whole is None:
-                        whole = probs.new_zeros(*probs.shape[:2], t, n)
+                        whole = probs.new_zeros(*probs.shape[:2], t, n, dtype=torch.float32)
                     whole[:, :, start:stop, keys] = probs
             del probs, mask
         out = joined
@@ -456,7 +455,7 @@ class Tap:
         the host wait for an accelerator once per pass.
 
         ``on_tile(layer, rows, probs, keys)``, where given, receives each block of attention
-        probabilities ``[B, H, rows, keys]`` float32 (query rows ``rows``, in order; key columns
+        probabilities ``[B, H, rows, keys]`` in the dtype the model applied them (query rows ``rows``, in order; key columns
         ``keys``, a slice of ``0..T``: every probability outside it is 0, see the module docstring;
         :func:`full_keys` widens a block to all ``T`` keys) as it is computed, before the layer's
         capture (whose ``attention`` is then ``None``); the block is released afterwards.

@@ -99,7 +99,8 @@ class CorpusStats:
         self._whole: BatchTensors | None = None  # the current batch's tensors (its steps' are views of them)
         self._done: set[int] = set()  # layers of the current batch already added
         #: the backend asked for and the one chosen (run.json records both)
-        self.choice = choose_backend(backend, self.device, binned=self.binned)
+        self.choice = choose_backend(backend, self.device, binned=self.binned,
+                                     kernel_tiles=self.binned and tiled.kernel_tiles(self.seq_len, self.layout.positions))
         self._settings = StepSettings(self.threshold, self.top_k_columns, self.bins, self._geo)
         self.impl: Backend = BACKENDS[self.choice.chosen](self._settings)
         #: every switch to another backend during the run, with its reason (run.json records them)
@@ -298,13 +299,24 @@ class CorpusStats:
         if self.binned:
             tiles = self._tiles.get(layer)
             if tiles is None:
-                tiles = self._tiles[layer] = tiled.AttentionTiles(chunks[0][1], h, self._bins)
-            tiles.add(rows, probs, keys)
+                tiles = self._tiles[layer] = self._attention_tiles(chunks[0][1])
+            try:
+                tiles.add(rows, probs, keys)
+            except Exception as exc:  # noqa: BLE001 (a kernel's failure: an error or a recorded fallback)
+                if not tiles.kernel:
+                    raise
+                self._fall_back(self.impl.failure(exc))  # a failed launch wrote nothing: torch redoes the block
+                tiles.kernel = False
+                tiles.add(rows, probs, keys)
             return
         whole = self._tiles.get(layer)
         if whole is None:
             whole = self._tiles[layer] = torch.zeros(b, h, t, t, dtype=torch.float32, device=probs.device)
         whole[:, :, rows, keys] = probs
+
+    def _attention_tiles(self, bt: BatchTensors) -> tiled.AttentionTiles:
+        """A binned layer's attention, reduced block by block as the backend says."""
+        return tiled.AttentionTiles(bt, self.n_heads, self._bins, kernel=self.impl.tile_kernel == "triton")
 
     def _update_binned(self, layer, head_outputs, info, bt, attention, qk, value, scale, pairs, attn) -> None:
         """A binned layer step (:mod:`headsim.stats.tiled`)."""
@@ -315,7 +327,7 @@ class CorpusStats:
             tiles = tiled.AttentionTiles(bt, self.n_heads, self._bins)
             tiled.attention_blocks(qk[0], qk[1], value, bt, scale, rows, tiles, head_outputs)
         elif attention is not None:
-            tiles = tiled.AttentionTiles(bt, self.n_heads, self._bins)
+            tiles = self._attention_tiles(bt)
             for start in range(0, self.seq_len, rows):
                 tiles.add(slice(start, min(start + rows, self.seq_len)), attention[:, :, start:start + rows])
         if tiles is not None:
@@ -335,11 +347,11 @@ class CorpusStats:
 
     def _pairs_tiled(self, head_outputs, bt, rows):
         """The pair reductions of a binned step, by the backend's tile reduction."""
-        fused = self.impl.fused_tiles
+        kernel = self.impl.tile_kernel
         try:
-            return tiled.pair_reductions_tiled(head_outputs, bt, self.threshold, self.bins, self._bins, rows, fused=fused)
+            return tiled.pair_reductions_tiled(head_outputs, bt, self.threshold, self.bins, self._bins, rows, kernel=kernel)
         except Exception as exc:  # noqa: BLE001 (a kernel's failure: an error or a recorded fallback)
-            if not fused:
+            if kernel == "torch":
                 raise
             raise self.impl.failure(exc) from exc
 

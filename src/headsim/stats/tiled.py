@@ -50,6 +50,25 @@ class Bins:
         return out.index_add_(x.ndim - 1, self.index if index is None else index, x)
 
 
+#: the widest position bin the GPU kernels take (:mod:`headsim.stats.triton_long`: a tile holds whole bins)
+KERNEL_MAX_WIDTH = 128
+
+
+def bin_width(t: int, r: int) -> int | None:
+    """Positions per bin where all ``r`` bins of ``t`` positions hold the same power-of-two number, else ``None``."""
+    if r <= 0 or t % r:
+        return None
+    w = t // r
+    return w if w & (w - 1) == 0 else None
+
+
+def kernel_tiles(t: int, r: int) -> bool:
+    """Whether windows of ``t`` positions on ``r`` position bins can run on the GPU's tile kernels
+    (:mod:`headsim.stats.triton_long`): bins of a power of two from 2 to :data:`KERNEL_MAX_WIDTH` positions."""
+    w = bin_width(t, r)
+    return w is not None and 2 <= w <= KERNEL_MAX_WIDTH
+
+
 def block_rows(budget: int, windows: int, heads: int, t: int, copies: int = 6) -> int:
     """Query rows per block so that ``copies`` float32 ``[windows, heads, rows, T]`` fit ``budget`` bytes."""
     return max(1, min(t, int(budget) // max(1, copies * windows * heads * t * 4)))
@@ -61,10 +80,12 @@ class AttentionTiles:
     Kept per window and head: float64 column sums ``[B, H, T]`` (the top columns are ranked from
     them), the attention summed over each query bin per key ``[B, H, R, T]`` float32 (the zeroed top
     columns are taken back out of it per bin) and the near-diagonal entries ``[B, H, T, 3]``
-    (``key = query − 1, query, query + 1``).
+    (``key = query − 1, query, query + 1``). ``kernel``: each block is read once by the GPU kernel
+    (:func:`headsim.stats.triton_long.attention_block`; bins as :func:`kernel_tiles` allows), else by
+    torch operations.
     """
 
-    def __init__(self, bt: BatchTensors, n_heads: int, bins: Bins) -> None:
+    def __init__(self, bt: BatchTensors, n_heads: int, bins: Bins, kernel: bool = False) -> None:
         b, t = bt.valid.shape
         dev = bt.valid.device
         self.bt, self.bins = bt, bins
@@ -72,6 +93,7 @@ class AttentionTiles:
         self.per_query_bin = torch.zeros(b, n_heads, bins.r, t, dtype=torch.float32, device=dev)
         self.near = torch.zeros(b, n_heads, t, 3, dtype=torch.float32, device=dev)
         self.rows_done = 0
+        self.kernel = kernel
 
     def add(self, rows: slice, probs: torch.Tensor, keys: slice | None = None) -> None:
         """Add the probabilities of query rows ``rows`` ``[B, H, rows, keys]`` (in order, each row once)
@@ -82,6 +104,13 @@ class AttentionTiles:
                 "hand the blocks of one layer in order")
         bt, t = self.bt, self.bins.t
         keys = slice(0, t) if keys is None else keys
+        if self.kernel:
+            from . import triton_long
+
+            triton_long.attention_block(probs, rows, keys, bt.valid, t // self.bins.r, self.column_sums,
+                                        self.per_query_bin, self.near)
+            self.rows_done = rows.stop
+            return
         a = probs.to(torch.float32)
         if bt.padded:
             keep = bt.valid[:, None, rows, None] & bt.valid[:, None, None, keys]
@@ -231,17 +260,24 @@ def _with_repeats(red: tuple, rep: torch.Tensor, bt: BatchTensors) -> PairReduct
 
 
 def pair_reductions_tiled(z: torch.Tensor, bt: BatchTensors, threshold: float, sim_bins: SimBins, bins: Bins,
-                          rows: int, *, fused: bool = False) -> tuple[PairReductions, torch.Tensor, torch.Tensor]:
+                          rows: int, *, kernel: str = "torch") -> tuple[PairReductions, torch.Tensor, torch.Tensor]:
     """:class:`PairReductions` of one layer (``sim_sum`` and ``location`` on bin pairs ``[H, R, R]``),
     the distance histogram ``[H, R]`` of its high-similarity pairs (on distance bins) and the exact sum
     of their distances ``[H]``, from head outputs ``z`` ``[B, H, T, d]`` (see the module docstring).
 
     ``S`` is symmetric, so only its tiles on and above the diagonal are built (square tiles of about
     ``rows · T`` entries); the lower triangle's share of ``sim_sum`` is the transpose of the upper's.
-    ``fused``: each tile is reduced in one pass by the CPU kernel (:class:`FusedPairs`), else by torch
-    operations (any device)."""
+    ``kernel``: ``"numba"``, each tile is reduced in one pass by the CPU kernel (:class:`FusedPairs`);
+    ``"triton"``, the tiles live in the registers of the GPU kernels
+    (:func:`headsim.stats.triton_long.binned_pairs`; bins as :func:`kernel_tiles` allows); ``"torch"``,
+    by torch operations (any device)."""
     b, h, t, _ = z.shape
-    if fused:
+    if kernel == "triton":
+        from . import triton_long
+
+        return triton_long.binned_pairs(z, bt.valid, bt.info.input_ids, bt.sentences, threshold, sim_bins, bins.distance,
+                                        bins.r)
+    if kernel == "numba":
         pairs = FusedPairs(b, h, t, threshold, sim_bins, bins, rows)
         pairs.add(z, bt, 0)
         return pairs.result(bt)

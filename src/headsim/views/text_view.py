@@ -346,7 +346,7 @@ def attention_region(loaded: LoadedModel, ids: np.ndarray, layer: int, head: int
         lo, hi = max(block.start, rows.start), min(block.stop, rows.stop)
         if li == layer and lo < hi:
             probs = full_keys(probs, keys, len(ids))
-            out[lo - rows.start:hi - rows.start] = probs[0, head, lo - block.start:hi - block.start, cols].cpu().numpy()
+            out[lo - rows.start:hi - rows.start] = probs[0, head, lo - block.start:hi - block.start, cols].float().cpu().numpy()
 
     tap = Tap(loaded, layers=[layer], attention=True, head_outputs=False, stop_early=True, tile_rows=tile_rows)
     mask = np.ones((1, len(ids)), dtype=np.int64)

@@ -59,7 +59,8 @@ class Choice:
         return {"requested": self.requested, "chosen": self.chosen}
 
 
-def choose_backend(name: str | Choice, device: str | torch.device, binned: bool = False) -> Choice:
+def choose_backend(name: str | Choice, device: str | torch.device, binned: bool = False,
+                   kernel_tiles: bool = False) -> Choice:
     """The statistics backend for ``device``: the only place one is chosen.
 
     ``auto``: ``triton`` on a CUDA device where Triton runs, ``numba`` on a CPU where Numba is
@@ -70,17 +71,21 @@ def choose_backend(name: str | Choice, device: str | torch.device, binned: bool 
     slower than eager: opt-in). A named backend that cannot run on ``device`` is refused here, before
     anything runs. A :class:`Choice` is passed through unchanged. Windows above the resolution
     (``binned``) are computed in blocks and tiles (:mod:`headsim.stats.tiled`) by ``numba`` or
-    ``eager`` (``auto``: as above, eager on CUDA); ``compiled`` and ``triton`` are refused.
+    ``eager``, or on CUDA by ``triton`` where their position bins allow it (``kernel_tiles``:
+    :func:`headsim.stats.tiled.kernel_tiles`; ``auto`` picks it there, eager on CUDA elsewhere);
+    ``compiled`` is refused, and so is ``triton`` where the bins do not allow it.
     """
     if isinstance(name, Choice):
         return name
     name = check_name(name)
     device = torch.device(device)
-    if binned and name not in ("auto", "eager", "numba"):
+    if binned and name not in ("auto", "eager", "numba") and not (name == "triton" and kernel_tiles):
         raise HeadsimError(f"statistics backend {name!r} does not compute windows longer than the resolution "
-                           "(position-binned statistics)", "pass --backend auto (or eager), or a --resolution of at least --seq-len")
+                           "(position-binned statistics)" + (" on these bins" if name == "triton" else ""),
+                           "pass --backend auto (or eager), or a --resolution of at least --seq-len"
+                           + (" or one that divides it into bins of 2, 4, ... 128 positions" if name == "triton" else ""))
     if name == "auto":
-        if device.type == "cuda" and not binned and Triton.available(device)[0]:
+        if device.type == "cuda" and (not binned or kernel_tiles) and Triton.available(device)[0]:
             return Choice(name, "triton")
         return Choice(name, "numba" if Numba.available(device)[0] else "eager")
     ok, reason = BACKENDS[name].available(device)

@@ -56,9 +56,10 @@ class Backend(ABC):
     #: :meth:`step` computes the model's head outputs from Q, K, V itself (``update_qkv``); where not,
     #: the driver lets the model compute them and hands in the captured Q and K (``update_captured``)
     computes_head_outputs: ClassVar[bool] = True
-    #: the similarity tiles of windows above the resolution are reduced by the CPU kernel
-    #: (:mod:`headsim.stats.cpu_kernels`), else by torch operations (:mod:`headsim.stats.tiled`)
-    fused_tiles: ClassVar[bool] = False
+    #: what reduces the attention blocks and similarity tiles of windows above the resolution:
+    #: ``"torch"`` (torch operations, :mod:`headsim.stats.tiled`), ``"numba"`` (the CPU kernel,
+    #: :mod:`headsim.stats.cpu_kernels`) or ``"triton"`` (:mod:`headsim.stats.triton_long`)
+    tile_kernel: ClassVar[str] = "torch"
     #: :meth:`layer_step` adds a layer's steps at once (else :meth:`step` adds them one by one)
     whole_layer: ClassVar[bool] = False
 

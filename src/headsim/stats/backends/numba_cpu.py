@@ -17,11 +17,11 @@ from .eager import Eager
 class Numba(Eager):
     """Eager attention steps; pair statistics by the CPU kernel, over the one tile ``S = Z·Zᵀ`` of a
     window within the resolution (:class:`headsim.stats.tiled.FusedPairs` with a bin per position) or
-    the tiles of a longer one (``fused_tiles``). Counts equal the eager steps' (the same float32
+    the tiles of a longer one (``tile_kernel``). Counts equal the eager steps' (the same float32
     decisions on the same ``S``); sums agree to float rounding."""
 
     name = "numba"
-    fused_tiles = True
+    tile_kernel = "numba"
     whole_layer = True
 
     def __init__(self, settings) -> None:
