@@ -112,3 +112,105 @@ def test_a_failing_kernel_falls_back_under_auto_and_stops_a_named_run(monkeypatc
             assert torch.equal(stats.acc[name], value), name
     with pytest.raises(HeadsimError, match="statistics backend 'triton' failed after 0 windows: RuntimeError: no kernel today"):
         _binned_run(4, resolution=8, t=32, backend="triton", device=DEVICE)
+
+
+def test_the_scores_kernels_recompute_the_softmax_of_each_mask():
+    """Each row's log-sum-exp, then each block of keys' probabilities recomputed from it (grouped key heads,
+    a padded window; causal, causal within a sliding window, and full attention): the reductions of the
+    dense softmax's probabilities."""
+    from headsim.model.scores import Scores
+    from headsim.stats import triton_long
+    from headsim.stats.batch import batch_tensors
+
+    rng = np.random.default_rng(1)
+    t, r = 48, 12
+    bt = batch_tensors(to_info(random_batch_stats(rng, 2, 1, 4, t, attention=False), DEVICE), r)
+    bins = Bins.build(t, r, DEVICE)
+    gen = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 4, t, 8, generator=gen).to(DEVICE), torch.randn(2, 2, t, 8, generator=gen).to(DEVICE)
+    for causal, window in [(True, None), (True, 10), (False, None)]:
+        scores = Scores(q, k, 8 ** -0.5, causal, window, bt.valid)
+        want, got = AttentionTiles(bt, 4, bins), AttentionTiles(bt, 4, bins, kernel=True)
+        want.add(slice(0, t), scores.probabilities(slice(0, t)))
+        triton_long.attention_scores(q, k, scores.scale, causal, window, bt.valid, t // r, got.column_sums,
+                                     got.per_query_bin, got.near)
+        for name in ("column_sums", "per_query_bin", "near"):
+            torch.testing.assert_close(getattr(got, name), getattr(want, name), rtol=1e-5, atol=1e-6,
+                                       msg=f"{name} causal={causal} window={window}")
+
+
+def _engine_run(family: str, backend, **config):
+    """Two windows (one padded) of a tiny 2-layer ``family`` model through the engine, 32 tokens on 8 bins:
+    the statistics and the layers whose attention arrived as scores."""
+    import copy
+
+    from headsim.model.load import from_pretrained_objects, load_model
+    from headsim.model.verify import tiny_model
+    from headsim.runs.engine import Engine
+    from headsim.windows import Windows
+
+    tok = copy.deepcopy(load_model().tokenizer)
+    tok.bos_token = tok.cls_token
+    model, _ = tiny_model(family, vocab_size=len(tok), max_position_embeddings=1024, num_hidden_layers=2, **config)
+    loaded = from_pretrained_objects(model.to(DEVICE), tok, name=f"tiny {family}")
+    t, r = 32, 8
+    rng = np.random.default_rng(3)
+    ids = rng.integers(1000, 1030, size=(2, t))
+    ids[:, 0] = tok.cls_token_id
+    valid = np.ones((2, t), np.int64)
+    valid[1, 25:] = 0
+    sentence = (np.arange(t) // 10)[None].repeat(2, 0)
+    sentence[:, 0] = -1
+    sentence[1, 25:] = -1
+    w = Windows(ids * valid, valid, np.full((2, t, 2), -1), sentence, np.full((2, t), -1))
+    fresh = lambda: CorpusStats(loaded.n_layers, loaded.n_heads, t, resolution=r, tile_bytes=1 << 13, backend=backend,
+                                device=DEVICE)
+    stats, layers = fresh(), []
+    add = stats.add_attention_scores
+    stats.add_attention_scores = lambda layer, scores, info: (layers.append(layer), add(layer, scores, info))
+    Engine(loaded, stats, fresh, tile_bytes=1 << 13, backoff=False).process(w)
+    return stats, layers
+
+
+def _assert_same_statistics(got: CorpusStats, want: CorpusStats) -> None:
+    """Float sums to float rounding, counts equal (float32 models: no pair sits within rounding of 0.3 here)."""
+    for name, value in want.acc.items():
+        if value.is_floating_point():
+            torch.testing.assert_close(got.acc[name], value, rtol=1e-5, atol=1e-5, msg=name)
+        else:
+            assert torch.equal(got.acc[name], value), name
+
+
+@pytest.mark.parametrize("family,config", [("llama", {}), ("mistral", {"sliding_window": 12})])
+def test_a_decoders_attention_arrives_as_scores_and_equals_its_eager_blocks(family, config):
+    """Through the model tap: every layer of a Llama (causal) and a Mistral (a sliding window shorter than
+    the window) hands its queries and keys, the model goes on with its own sdpa attention, and every
+    statistic equals the eager probabilities' taken block by block."""
+    stats, layers = _engine_run(family, Choice("auto", "triton"), **config)
+    assert layers == [0, 1] and stats.backend_record()["fallbacks"] == []
+    eager, none = _engine_run(family, "eager", **config)
+    assert none == []
+    _assert_same_statistics(stats, eager)
+
+
+def test_a_mask_other_than_the_described_one_sends_blocks(monkeypatch):
+    """Where the family's own mask is not the one the scores would assume, the layer's probabilities come in
+    blocks as before (the check is the model's mask, block by block)."""
+    from headsim.model import scores
+
+    monkeypatch.setattr(scores.Scores, "allowed", lambda self, rows: self.valid[:, None, None, :].expand(
+        -1, 1, rows.stop - rows.start, -1))  # as if the layer were not causal
+    stats, layers = _engine_run("llama", Choice("auto", "triton"))
+    assert layers == []
+    monkeypatch.undo()
+    _assert_same_statistics(stats, _engine_run("llama", "eager")[0])
+
+
+def test_a_failing_scores_kernel_falls_back_to_torch_under_auto(monkeypatch):
+    from headsim.stats import triton_long
+
+    monkeypatch.setattr(triton_long, "attention_scores", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("no kernel today")))
+    with pytest.warns(UserWarning, match="statistics backend 'triton' failed .*no kernel today.*continuing with eager"):
+        stats, layers = _engine_run("llama", Choice("auto", "triton"))
+    assert layers == [0, 1] and stats.backend_record()["ran"] == "eager"  # layer 1 came as scores too: torch took them
+    _assert_same_statistics(stats, _engine_run("llama", "eager")[0])

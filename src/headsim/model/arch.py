@@ -69,6 +69,10 @@ class Arch:
         plain: attention is exactly ``softmax(Q·Kᵀ·scale)`` over the window's valid keys (absolute
             positions, no bias, no cap, no window): headsim may compute it itself, once, for both the
             statistics and the model (:meth:`headsim.model.tap.Tap.run_computing`).
+        recomputable: the eager attention is ``softmax(Q·Kᵀ·scaling + mask)`` in float32 over each query head's
+            key group and nothing else (no cap, sinks or bias; the mask causal, sliding-window and padding
+            as transformers builds them): a consumer may take the layer's queries and keys instead of its
+            probabilities (:class:`headsim.model.tap.Scores`), the model going on with its own attention.
         framing: how a window is framed: ``"cls_sep"`` ([CLS] … [SEP], <s> … </s>), ``"bos"`` (a
             BOS token, then text), ``"eos"`` (text, then EOS: T5), ``"none"`` (text only), ``"auto"``
             (inferred entries: [CLS] … [SEP] for encoders whose tokenizer has them, BOS … for decoders
@@ -125,6 +129,7 @@ class Arch:
     interface: bool = True
     causal: bool = False
     plain: bool = False
+    recomputable: bool = False
     framing: str = "cls_sep"
     shared_layers: bool = False
     position_offset: int = 0
@@ -293,10 +298,12 @@ ARCHS: tuple[Arch, ...] = (
          sinks="</s> and sentence-final punctuation (Marian windows have no opening token)"),
     Arch("gpt2", ("gpt2",), layers="h", attention="attn", output_projection="attn.c_proj", causal=True,
          framing="bos", sinks="the BOS token (<|endoftext|>); sentence-final punctuation"),
-    Arch("llama", ("llama",), **_DECODER),
-    Arch("mistral", ("mistral",), **_DECODER),
-    Arch("qwen2", ("qwen2",), **dict(_DECODER, framing="none", sinks="the first token (Qwen is trained without BOS); sentence-final punctuation")),
-    Arch("qwen3", ("qwen3",), **dict(_DECODER, framing="none", sinks="the first token (Qwen is trained without BOS); sentence-final punctuation")),
+    Arch("llama", ("llama",), **_DECODER, recomputable=True),
+    Arch("mistral", ("mistral",), **_DECODER, recomputable=True),
+    Arch("qwen2", ("qwen2",), **dict(_DECODER, framing="none", sinks="the first token (Qwen is trained without BOS); sentence-final punctuation"),
+         recomputable=True),
+    Arch("qwen3", ("qwen3",), **dict(_DECODER, framing="none", sinks="the first token (Qwen is trained without BOS); sentence-final punctuation"),
+         recomputable=True),
     Arch("bloom", ("bloom",), layers="h", attention="self_attention", output_projection="self_attention.dense",
          interface=False, causal=True, framing="auto", sinks=_DECODER["sinks"]),
     Arch("mpt", ("mpt",), layers="blocks", attention="attn", output_projection="attn.out_proj", interface=False,

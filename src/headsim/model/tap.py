@@ -59,6 +59,7 @@ from torch import nn
 
 from ..errors import HeadsimError, require
 from .arch import Arch, eager_function_of
+from .scores import Scores, scores_of
 
 _TAP = "headsim_tap"  # attention through the tap; masks built as for eager attention
 _PLAIN = "headsim_plain"  # attention computed by a consumer (plain families); no mask built
@@ -195,9 +196,13 @@ class RowMask:
 class _Pass:
     """Bookkeeping of one forward pass (layer counters, what each layer still waits for)."""
 
-    def __init__(self, tap: Tap, on_layer, shift: torch.Tensor | None, original: dict[int, str], on_tile=None):
+    def __init__(self, tap: Tap, on_layer, shift: torch.Tensor | None, original: dict[int, str], on_tile=None,
+                 on_scores=None, valid: torch.Tensor | None = None):
         self.tap, self.on_layer, self.shift, self.original = tap, on_layer, shift, original
         self.on_tile = on_tile
+        self.on_scores = on_scores if shift is None and tap.arch.recomputable else None
+        self.valid = valid  # [B, T] bool: the batch's valid positions (as the model sees them)
+        self.checked: dict = {}  # masks checked for Scores in this pass (headsim.model.scores.scores_of)
         self.attention_calls = 0
         self.projection_calls = 0
         self.pending: dict[int, LayerCapture] = {}
@@ -221,7 +226,7 @@ class _Pass:
         arrive from different hooks, in an order that depends on the family)."""
         cap = self.pending[layer]
         tap = self.tap
-        whole_attention = tap.attention and self.on_tile is None
+        whole_attention = tap.attention and self.on_tile is None and self.on_scores is None
         if (tap.head_outputs and cap.head_outputs is None) or (whole_attention and cap.attention is None):
             return
         del self.pending[layer]
@@ -253,12 +258,19 @@ def _tap_attention(module, query, key, value, attention_mask, scaling=None, drop
     wanted = layer in tap.layer_set
     eager = _eager_function(module)
     impl = run.original.get(id(module.config), "sdpa")
-    if not (wanted and tap.attention) and impl != "eager":
+    scores = None
+    if wanted and tap.attention and run.on_scores is not None and impl != "eager":  # the model's own attention, not eager
+        scores = scores_of(module, query, key, attention_mask, scaling, dropout, kwargs, run.valid,
+                           tap.rows_per_tile(query.shape[0], 1, key.shape[2]), run.checked)
+    if scores is not None or (not (wanted and tap.attention) and impl != "eager"):
         from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
         mask = attention_mask.for_sdpa() if isinstance(attention_mask, RowMask) else attention_mask
         fn = ALL_ATTENTION_FUNCTIONS.get_interface(impl, eager)
         out, probs = fn(module, query, key, value, mask, scaling=scaling, dropout=dropout, **kwargs)
+        if scores is not None:
+            run.on_scores(layer, scores)
+            probs = None
     else:
         t, n = query.shape[2], key.shape[2]
         step = t if run.shift is not None else tap.rows_per_tile(query.shape[0], query.shape[1], n)
@@ -448,7 +460,8 @@ class Tap:
     # ------------------------------------------------------------------ passes
     def run(self, input_ids, attention_mask, on_layer: Callable[[LayerCapture], None] | None = None, *,
             grad: bool = False, right_padded: bool = False,
-            on_tile: Callable[[int, slice, torch.Tensor, slice], None] | None = None) -> TapOutput:
+            on_tile: Callable[[int, slice, torch.Tensor, slice], None] | None = None,
+            on_scores: Callable[[int, Scores], None] | None = None) -> TapOutput:
         """One forward pass; each captured layer goes to ``on_layer`` as soon as it is complete (or
         into the returned :class:`TapOutput`). ``grad=True`` keeps the autograd graph (ablation).
         ``right_padded=True`` (the caller built the rows so) skips the padding check, which would make
@@ -459,10 +472,19 @@ class Tap:
         ``keys``, a slice of ``0..T``: every probability outside it is 0, see the module docstring;
         :func:`full_keys` widens a block to all ``T`` keys) as it is computed, before the layer's
         capture (whose ``attention`` is then ``None``); the block is released afterwards.
-        Interface families only; rows of left-padded batches come as one block."""
+        Interface families only; rows of left-padded batches come as one block.
+
+        ``on_scores(layer, scores)``, where given, receives instead a layer's queries, keys and mask as
+        :class:`~headsim.model.scores.Scores` wherever they are its attention (``recomputable`` families,
+        right-aligned rows, the family's mask as described: :func:`~headsim.model.scores.scores_of`); the
+        model then goes on with its own attention function and no probabilities are computed for that
+        layer. Other layers come through ``on_tile``, which must be given with it."""
         require(on_tile is None or self.arch.interface, f"{self.arch.family} attention is not computed through the tap",
                 "capture whole attention matrices (no on_tile)")
-        return self._pass(input_ids, attention_mask, on_layer, grad=grad, right_padded=right_padded, on_tile=on_tile)
+        require(on_scores is None or on_tile is not None, "on_scores was given without on_tile",
+                "pass on_tile too: layers whose attention is not their scores come in blocks")
+        return self._pass(input_ids, attention_mask, on_layer, grad=grad, right_padded=right_padded, on_tile=on_tile,
+                          on_scores=on_scores)
 
     def run_computing(self, input_ids, attention_mask,
                       compute: Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor, float | None], torch.Tensor]) -> None:
@@ -475,7 +497,7 @@ class Tap:
         self._pass(input_ids, attention_mask, None, compute=compute, right_padded=True)
 
     def _pass(self, input_ids, attention_mask, on_layer, *, grad: bool = False, compute=None,
-              right_padded: bool = False, on_tile=None) -> TapOutput:
+              right_padded: bool = False, on_tile=None, on_scores=None) -> TapOutput:
         loaded = self.loaded
         ids = torch.as_tensor(input_ids, device=loaded.device)
         mask = torch.as_tensor(attention_mask, device=loaded.device)
@@ -491,7 +513,7 @@ class Tap:
         # every pass runs its eager path (Falcon's others add a boolean mask, or ALiBi once instead of twice)
         impl = name if self.arch.interface else "eager"
         with _implementation(model, impl, self._configs) as original:
-            run = _Pass(self, on_layer, shift, original, on_tile)
+            run = _Pass(self, on_layer, shift, original, on_tile, on_scores, mask.bool())
             run.compute = compute
             run.t = ids.shape[1]
             handles = self._hooks(run, stack)

@@ -142,8 +142,9 @@ class Engine:
             self._tap.run(info.input_ids, mask, right_padded=True,  # windows are built right-padded
                           on_layer=lambda cap: done(stats.update_captured(cap.layer, cap.query.to(dev), cap.key.to(dev),
                                                                           cap.head_outputs.to(dev), info)))
-        elif self.loaded.arch.interface:  # the model's attention, a block of query rows at a time
-            self._tap.run(info.input_ids, mask, right_padded=True,
+        elif self.loaded.arch.interface:  # the model's attention, a block of query rows at a time (or its scores)
+            scores = (lambda layer, sc: stats.add_attention_scores(layer, sc, info)) if stats.takes_scores else None
+            self._tap.run(info.input_ids, mask, right_padded=True, on_scores=scores,
                           on_tile=lambda layer, rows, probs, keys: stats.add_attention_block(layer, rows, probs.to(dev), info, keys),
                           on_layer=lambda cap: done(stats.update_layer(cap.layer, None, cap.head_outputs.to(dev), info)))
         else:

@@ -314,6 +314,34 @@ class CorpusStats:
             whole = self._tiles[layer] = torch.zeros(b, h, t, t, dtype=torch.float32, device=probs.device)
         whole[:, :, rows, keys] = probs
 
+    @property
+    def takes_scores(self) -> bool:
+        """Whether a layer's attention may arrive as its scaled scores (:meth:`add_attention_scores`): binned
+        windows on the GPU kernels."""
+        return self.binned and self.impl.tile_kernel == "triton"
+
+    def add_attention_scores(self, layer: int, scores, info: BatchInfo) -> None:
+        """Add one layer's attention given as its scaled scores (:class:`headsim.model.scores.Scores`,
+        the model tap's ``on_scores``) instead of blocks of probabilities; the layer's :meth:`update_layer`
+        (with ``attention=None``) then finishes its attention statistics."""
+        layer = self._check_layer(layer)
+        chunks = self._current(info)
+        require(self.binned, "attention scores are reduced only for windows above the resolution",
+                "hand blocks of probabilities (add_attention_block)")
+        dev = self.device
+        if scores.query.device != dev:  # a model spread over devices hands each layer over from its own
+            scores = type(scores)(scores.query.to(dev), scores.key.to(dev), scores.scale, scores.causal, scores.window,
+                                  scores.valid.to(dev))
+        tiles = self._tiles[layer] = self._attention_tiles(chunks[0][1])
+        try:
+            tiles.add_scores(scores, self.rows_per_block(info.n_windows))
+        except Exception as exc:  # noqa: BLE001 (a kernel's failure: an error or a recorded fallback)
+            if not tiles.kernel:
+                raise
+            self._fall_back(self.impl.failure(exc))  # a failed launch wrote nothing: torch redoes the layer
+            tiles = self._tiles[layer] = self._attention_tiles(chunks[0][1])
+            tiles.add_scores(scores, self.rows_per_block(info.n_windows))
+
     def _attention_tiles(self, bt: BatchTensors) -> tiled.AttentionTiles:
         """A binned layer's attention, reduced block by block as the backend says."""
         return tiled.AttentionTiles(bt, self.n_heads, self._bins, kernel=self.impl.tile_kernel == "triton")

@@ -129,6 +129,25 @@ class AttentionTiles:
             self.near[:, :, rows.start + first:rows.start + first + got.shape[-1], slot] = got
         self.rows_done = rows.stop
 
+    def add_scores(self, scores, rows: int) -> None:
+        """Add a whole layer's attention given as its scaled scores (:class:`headsim.model.scores.Scores`):
+        recomputed by the GPU kernel (:func:`headsim.stats.triton_long.attention_scores`), else a block of
+        ``rows`` query rows at a time by torch (:meth:`~headsim.model.scores.Scores.probabilities`)."""
+        from ..errors import require
+
+        t = self.bins.t
+        require(self.rows_done == 0, f"attention scores arrived after rows ..{self.rows_done}", "hand a layer's scores alone")
+        if self.kernel:
+            from . import triton_long
+
+            triton_long.attention_scores(scores.query, scores.key, scores.scale, scores.causal, scores.window,
+                                         self.bt.valid, t // self.bins.r, self.column_sums, self.per_query_bin, self.near)
+            self.rows_done = t
+            return
+        for start in range(0, t, rows):
+            block = slice(start, min(start + rows, t))
+            self.add(block, scores.probabilities(block))
+
     def finish(self, top_k: int, into: dict[str, torch.Tensor]) -> None:
         """Add the layer's attention statistics to its accumulator slices ``into`` (binned)."""
         from ..errors import require

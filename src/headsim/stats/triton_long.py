@@ -36,7 +36,7 @@ from .triton_kernels import INTERPRET, _pow2, available, triton
 if triton is not None:
     import triton.language as tl
 
-__all__ = ["attention_block", "available", "binned_pairs"]
+__all__ = ["attention_block", "attention_scores", "available", "binned_pairs"]
 
 
 def _block(w: int) -> int:
@@ -165,6 +165,27 @@ if triton is not None:
         tl.atomic_add(cnt_ptr + 2 * h + 1, tl.sum(c_rs, axis=0).to(tl.int64))
 
     @triton.jit
+    def _reduce_rows(p, c, keys, r_lo, r_hi, k_lo, k_hi, at, pqb_ptr, near_ptr, T, R,
+                     W: tl.constexpr, RC: tl.constexpr, BN: tl.constexpr):
+        """Add a chunk of probabilities ``p`` ``[RC, BN]`` (query rows ``c..c+RC``, ``c`` a multiple of ``RC``; ``keys``;
+        zero wherever not kept) to the per-query-bin sums of the bins holding rows ``r_lo..r_hi`` and store
+        its near-diagonal entries of keys ``k_lo..k_hi`` (this program's); returns its column sums."""
+        G: tl.constexpr = RC // W
+        per_bin = tl.sum(tl.reshape(p, (G, W, BN)), axis=1)  # [G, BN]
+        rows = c + tl.arange(0, RC)
+        qb = c // W + tl.arange(0, G)
+        k_in = (keys >= k_lo) & (keys < k_hi)
+        live = ((qb * W < r_hi) & ((qb + 1) * W > r_lo) & (qb < R))[:, None] & k_in[None, :]
+        at_bin = pqb_ptr + (at * R + qb.to(tl.int64))[:, None] * T + keys[None, :]
+        tl.store(at_bin, tl.load(at_bin, mask=live, other=0.0) + per_bin, mask=live)
+        r_in = (rows >= r_lo) & (rows < r_hi)
+        for slot in tl.static_range(3):
+            key = rows + (slot - 1)
+            got = tl.sum(tl.where(keys[None, :] == key[:, None], p, 0.0), axis=1)  # [RC]
+            tl.store(near_ptr + (at * T + rows) * 3 + slot, got, mask=r_in & (key >= k_lo) & (key < k_hi) & (key >= 0))
+        return tl.sum(p, axis=0)
+
+    @triton.jit
     def _attention_kernel(p_ptr, valid_ptr, col_ptr, pqb_ptr, near_ptr, spb, sph, spr, spk,
                           H, T, R, r0, nrows, k0, nkeys,
                           W: tl.constexpr, RC: tl.constexpr, BN: tl.constexpr):
@@ -176,7 +197,6 @@ if triton is not None:
         vk = tl.load(valid_ptr + wl * T + keys, mask=k_in, other=0) != 0
         base = p_ptr + wl * spb + h * sph
         colsum = tl.zeros((BN,), dtype=tl.float32)
-        G: tl.constexpr = RC // W
         at = (wl * H + h)
         for c in range((r0 // RC) * RC, r0 + nrows, RC):
             rows = c + tl.arange(0, RC)  # absolute query positions
@@ -185,21 +205,84 @@ if triton is not None:
             keep = r_in[:, None] & k_in[None, :] & vq[:, None] & vk[None, :]
             p = tl.load(base + (rows - r0).to(tl.int64)[:, None] * spr + (kb * BN + j)[None, :] * spk, mask=keep,
                         other=0.0).to(tl.float32)
-            colsum += tl.sum(p, axis=0)
-            per_bin = tl.sum(tl.reshape(p, (G, W, BN)), axis=1)  # [G, BN]
-            qb = c // W + tl.arange(0, G)
-            bin_live = (qb * W < r0 + nrows) & ((qb + 1) * W > r0) & (qb < R)
-            where = pqb_ptr + (at * R + qb.to(tl.int64))[:, None] * T + keys[None, :]
-            m = bin_live[:, None] & k_in[None, :]
-            tl.store(where, tl.load(where, mask=m, other=0.0) + per_bin, mask=m)
-            for slot in tl.static_range(3):
-                on = keys[None, :] == rows[:, None] + (slot - 1)
-                got = tl.sum(tl.where(on, p, 0.0), axis=1)  # [RC]
-                mine = r_in & (rows + (slot - 1) >= k0 + kb * BN) & (rows + (slot - 1) < k0 + kb * BN + BN) \
-                    & (rows + (slot - 1) < k0 + nkeys) & (rows + (slot - 1) >= 0)
-                tl.store(near_ptr + (at * T + rows) * 3 + slot, got, mask=mine)
+            colsum += _reduce_rows(p, c, keys, r0, r0 + nrows, k0 + kb * BN, tl.minimum(k0 + kb * BN + BN, k0 + nkeys),
+                                   at, pqb_ptr, near_ptr, T, R, W, RC, BN)
         cs = col_ptr + at * T + keys
         tl.store(cs, tl.load(cs, mask=k_in, other=0.0) + colsum.to(tl.float64), mask=k_in)
+
+    @triton.jit
+    def _allowed(rows, cols, vk, T, window, CAUSAL: tl.constexpr, WINDOWED: tl.constexpr):
+        """Which keys each query row attends: valid keys; earlier ones if causal; fewer than ``window`` back."""
+        ok = (vk & (cols < T))[None, :] & (rows < T)[:, None]
+        if CAUSAL:
+            ok = ok & (cols[None, :] <= rows[:, None])
+        if WINDOWED:
+            ok = ok & (rows[:, None] - cols[None, :] < window)
+        return ok
+
+    @triton.jit
+    def _head_rows(ptr, wl, head, rows, sb, sh, st, T, D, DP: tl.constexpr):
+        """``[rows, DP]`` of one window's head (zero past ``T`` and ``D``)."""
+        dd = tl.arange(0, DP)
+        return tl.load(ptr + wl * sb + head * sh + rows.to(tl.int64)[:, None] * st + dd[None, :],
+                       mask=(rows < T)[:, None] & (dd < D)[None, :], other=0.0)
+
+    @triton.jit
+    def _lse_kernel(q_ptr, k_ptr, valid_ptr, lse_ptr, sqb, sqh, sqt, skb, skh, skt, H, T, D, group, scale, window,
+                    CAUSAL: tl.constexpr, WINDOWED: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                    DP: tl.constexpr, F32: tl.constexpr):
+        """Each query row's log-sum-exp of its scaled scores over the keys it attends."""
+        qb, h, w = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+        wl = tl.cast(w, tl.int64)
+        rows = qb * BM + tl.arange(0, BM)
+        lo = 0
+        hi = T
+        if CAUSAL:
+            hi = tl.minimum(T, qb * BM + BM)
+        if WINDOWED:
+            lo = tl.maximum(0, qb * BM - window + 1) // BN * BN
+        m = tl.full((BM,), float("-inf"), dtype=tl.float32)
+        total = tl.zeros((BM,), dtype=tl.float32)
+        q = _head_rows(q_ptr, wl, h, rows, sqb, sqh, sqt, T, D, DP)
+        for start in range(lo, hi, BN):
+            cols = start + tl.arange(0, BN)
+            s = _dot_nt(q, _head_rows(k_ptr, wl, h // group, cols, skb, skh, skt, T, D, DP), F32) * scale
+            vk = tl.load(valid_ptr + wl * T + cols, mask=cols < T, other=0) != 0
+            s = tl.where(_allowed(rows, cols, vk, T, window, CAUSAL, WINDOWED), s, float("-inf"))
+            new = tl.maximum(m, tl.max(s, axis=1))
+            safe = tl.where(new == float("-inf"), 0.0, new)
+            total = total * tl.exp(m - safe) + tl.sum(tl.exp(s - safe[:, None]), axis=1)
+            m = new
+        tl.store(lse_ptr + (wl * H + h) * T + rows, m + tl.log(tl.maximum(total, 1.0)), mask=rows < T)  # no key: −inf
+
+    @triton.jit
+    def _probs_kernel(q_ptr, k_ptr, valid_ptr, lse_ptr, col_ptr, pqb_ptr, near_ptr, sqb, sqh, sqt, skb, skh, skt,
+                      H, T, D, R, group, scale, window, CAUSAL: tl.constexpr, WINDOWED: tl.constexpr,
+                      W: tl.constexpr, RC: tl.constexpr, BN: tl.constexpr, DP: tl.constexpr, F32: tl.constexpr):
+        """A block of keys' probabilities ``exp(score − lse)``, every query row that attends them, reduced."""
+        kb, h, w = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+        wl = tl.cast(w, tl.int64)
+        cols = kb * BN + tl.arange(0, BN)
+        vk = tl.load(valid_ptr + wl * T + cols, mask=cols < T, other=0) != 0
+        lo = 0
+        hi = T
+        if CAUSAL:
+            lo = kb * BN
+        if WINDOWED:
+            hi = tl.minimum(T, kb * BN + BN + window - 1)
+        at = wl * H + h
+        colsum = tl.zeros((BN,), dtype=tl.float32)
+        k = _head_rows(k_ptr, wl, h // group, cols, skb, skh, skt, T, D, DP)
+        for c in range(lo // RC * RC, hi, RC):
+            rows = c + tl.arange(0, RC)
+            s = _dot_nt(_head_rows(q_ptr, wl, h, rows, sqb, sqh, sqt, T, D, DP), k, F32) * scale
+            lse = tl.load(lse_ptr + at * T + rows, mask=rows < T, other=0.0)
+            vq = tl.load(valid_ptr + wl * T + rows, mask=rows < T, other=0) != 0
+            keep = _allowed(rows, cols, vk, T, window, CAUSAL, WINDOWED) & vq[:, None]
+            p = tl.where(keep, tl.exp(s - lse[:, None]), 0.0)
+            colsum += _reduce_rows(p, c, cols, 0, T, kb * BN, tl.minimum(kb * BN + BN, T), at, pqb_ptr, near_ptr,
+                                   T, R, W, RC, BN)
+        tl.store(col_ptr + at * T + cols, colsum.to(tl.float64), mask=cols < T)
 
 
 def binned_pairs(z: torch.Tensor, valid: torch.Tensor, input_ids: torch.Tensor, sentences: torch.Tensor,
@@ -264,3 +347,31 @@ def attention_block(probs: torch.Tensor, rows: slice, keys: slice, valid: torch.
     _attention_kernel[(-(-n_keys // bn), h, b)](
         probs, valid.to(torch.int8).contiguous(), column_sums, per_query_bin, near, *probs.stride(),
         h, t, r, rows.start, n_rows, keys.start, n_keys, W=width, RC=rc, BN=bn, num_warps=4)
+
+
+def attention_scores(query: torch.Tensor, key: torch.Tensor, scale: float, causal: bool, window: int | None,
+                     valid: torch.Tensor, width: int, column_sums: torch.Tensor, per_query_bin: torch.Tensor,
+                     near: torch.Tensor) -> None:
+    """One layer's attention ``softmax(Q·Kᵀ·scale + mask)`` (mask: valid keys; earlier ones where
+    ``causal``; fewer than ``window`` positions back where given) from queries ``[B, H, T, d]`` and keys
+    ``[B, H_kv, T, d]`` (query head ``h`` reads key head ``h // (H / H_kv)``), reduced as
+    :func:`attention_block` reduces a whole layer's probabilities (written, not added): each row's
+    log-sum-exp first, then each block of keys' probabilities recomputed from it. Nothing ``T×T`` is
+    stored."""
+    b, h, t, d = query.shape
+    q, k = (x if x.stride(-1) == 1 else x.contiguous() for x in (query, key))
+    r = per_query_bin.shape[2]
+    f32 = q.dtype == torch.float32 or INTERPRET
+    dev = q.device
+    vi = valid.to(torch.int8).contiguous()
+    lse = torch.empty(b, h, t, dtype=torch.float32, device=dev)
+    bm = bn = 16 if INTERPRET else 64
+    rc = max(bm, width)
+    group = h // k.shape[1]
+    win = int(window) if window else 0
+    common = (*q.stride()[:3], *k.stride()[:3])
+    flags = dict(CAUSAL=bool(causal), WINDOWED=bool(window), DP=_pow2(d), F32=f32)
+    _lse_kernel[(-(-t // bm), h, b)](q, k, vi, lse, *common, h, t, d, group, float(scale), win, BM=bm, BN=bn,
+                                     num_warps=4, **flags)
+    _probs_kernel[(-(-t // bn), h, b)](q, k, vi, lse, column_sums, per_query_bin, near, *common, h, t, d, r, group,
+                                       float(scale), win, W=width, RC=rc, BN=bn, num_warps=8, **flags)
