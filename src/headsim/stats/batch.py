@@ -256,7 +256,7 @@ def batch_tensors(info: BatchInfo, positions: int | None = None, rows: int = 102
     counts["valid_pairs_same_sentence"] = (per_sentence * (per_sentence - 1) // 2).sum()
     bins = torch.as_tensor(position_bins(t, positions), device=dev)
     per_bin = torch.zeros(b, positions, dtype=torch.int64, device=dev).index_add_(1, bins, valid.long())
-    counts["pair_count_valid"] = torch.einsum("bi,bj->ij", per_bin, per_bin)
+    counts["pair_count_valid"] = (per_bin[:, :, None] * per_bin[:, None, :]).sum(dim=0)  # int64: no integer matmul on CUDA
     counts["valid_pairs_distance"] = valid_pairs_by_distance(
         valid, torch.as_tensor(distance_bins(t, positions), device=dev), positions)
     repeat_same = (sent[rb, ri] == sent[rb, rj]) & (sent[rb, ri] >= 0)
