@@ -66,15 +66,18 @@ sys.argv = ['long_windows.py', '--one', 'decoder', '8192', '--device', 'cuda', '
 runpy.run_path('benchmarks/long_windows.py', run_name='__main__')" > "$OUT/cuda-capped-decoder-8192.json"
   fi
   if [ "$PART" = shapes ]; then
+    echo "== the long windows' pairs kernel under several launches (llama-1b's layer shape at 8,192 tokens)"
+    timeout 45 python3 benchmarks/long_kernel_sweep.py --seq-len 8192 --json "$OUT/long-kernel-sweep.json"
+    LAUNCH=(); [ -s "$OUT/long-kernel-sweep.json" ] && LAUNCH=(--launch "$OUT/long-kernel-sweep.json")
     echo "== CUDA tests: the long-window kernels against the torch tiles and the dense softmax; a binned 2,048-token window against float64"
-    timeout 150 python3 -m pytest -q -p no:cacheprovider -rs tests/test_triton_long.py tests/test_long_inputs.py -k "triton or kernel or cuda or scores" 2>&1 | tail -25
+    timeout 100 python3 -m pytest -q -p no:cacheprovider -rs tests/test_triton_long.py tests/test_long_inputs.py -k "triton or kernel or cuda or scores" 2>&1 | tail -25
     echo "== profile by part: llama-1b shape at 8,192 tokens (the default backend), the bare forward beside"
-    timeout 70 python3 benchmarks/profile_long.py --shape llama-1b --seq-len 8192 --bare --out "$OUT/profile-llama-1b-8192.txt" > /dev/null 2>&1
+    timeout 45 python3 benchmarks/profile_long.py --shape llama-1b --seq-len 8192 --bare --out "$OUT/profile-llama-1b-8192.txt" > /dev/null 2>&1
     grep -B1 -A14 "^== " "$OUT/profile-llama-1b-8192.txt" | cut -c1-64,150-200
     echo "== real shapes against the bare sdpa forward, one process per shape: the default backend (auto) and the torch tiles (eager)"
-    timeout 90 python3 benchmarks/long_windows.py --one llama-1b 2048,8192 --device cuda --backend auto,eager --repeats 2 > "$OUT/cuda-llama-1b.json"
-    timeout 60 python3 benchmarks/long_windows.py --one llama-1b 32768 --device cuda --backend auto --windows 1 --repeats 2 > "$OUT/cuda-llama-1b-32768.json"
-    timeout 120 python3 benchmarks/long_windows.py --one llama-8b 2048,8192 --device cuda --backend auto,eager --windows 1 --repeats 2 > "$OUT/cuda-llama-8b.json"
+    timeout 60 python3 benchmarks/long_windows.py --one llama-1b 2048,8192 --device cuda --backend auto,eager --repeats 2 "${LAUNCH[@]}" > "$OUT/cuda-llama-1b.json"
+    timeout 40 python3 benchmarks/long_windows.py --one llama-1b 32768 --device cuda --backend auto --windows 1 --repeats 2 "${LAUNCH[@]}" > "$OUT/cuda-llama-1b-32768.json"
+    timeout 90 python3 benchmarks/long_windows.py --one llama-8b 2048,8192 --device cuda --backend auto,eager --windows 1 --repeats 2 "${LAUNCH[@]}" > "$OUT/cuda-llama-8b.json"
     python3 benchmarks/long_windows.py --rows "$OUT"/cuda-llama-*.json --json "$OUT/long-windows-shapes.json"
   fi
 } 2>&1 | grep -v "USDT:" | tee "$OUT/gpu-run-$PART.log"

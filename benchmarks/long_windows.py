@@ -210,12 +210,22 @@ def one(kind: str, t: int, n: int, repeats: int, resolution: int, max_memory: st
     return {"model": kind, "model_name": loaded.name, "seq_len": t, "windows": n, "repeats": repeats,
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "dtype": str(loaded.model.dtype),
             "backend": engine.stats.backend_record(), "layers": loaded.n_layers, "heads": loaded.n_heads,
+            "pairs_launch": _pairs_launch(),
             "resolution": resolution, "tile_bytes": memory.tile_bytes, "peak_rss_bare": bare_rss, "peak_rss": stats_rss,
             "peak_rss_own": separate, "bare_failed": bare_failed,
             "bare_windows_per_s": None if bare_failed else n / best["bare"], "stats_windows_per_s": n / best["stats"],
             "ratio": ratio(best), "seconds": times, "cpu_seconds": cpu,
             "cpu_ratio": ratio(best_cpu), "threads": torch.get_num_threads(),
             "load_average": os.getloadavg(), "device": torch.cuda.get_device_name() if cuda else "cpu", **gpu}
+
+
+def _pairs_launch() -> str | None:
+    """The long windows' GPU pairs kernel's launch (tile side, warps), where Triton is there."""
+    try:
+        from headsim.stats import triton_long
+    except ImportError:
+        return None
+    return f"{triton_long.PAIRS_LAUNCH.block_rows},{triton_long.PAIRS_LAUNCH.num_warps}"
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -270,6 +280,7 @@ def main() -> int:
     p.add_argument("--resolution", type=int, default=512)
     p.add_argument("--max-memory", default=None)
     p.add_argument("--device", default="cpu", help="cpu or cuda (the GPU's peak allocations are reported too)")
+    p.add_argument("--launch", type=Path, help="a long_kernel_sweep.py JSON: the long windows' pairs kernel takes its fastest launch")
     p.add_argument("--threads", type=int, default=0, help="torch threads in each size's process (default: torch's own)")
     p.add_argument("--rows", nargs="+", type=Path, help="rows printed by --one (one file each): tabulate and plot them")
     p.add_argument("--json", type=Path)
@@ -277,6 +288,12 @@ def main() -> int:
     a = p.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
+    if a.launch and json.loads(a.launch.read_text()).get("fastest"):
+        from headsim.stats import triton_long
+        from headsim.stats.triton_kernels import Launch
+
+        block, warps = (int(x) for x in json.loads(a.launch.read_text())["fastest"].split(","))
+        triton_long.PAIRS_LAUNCH = Launch(block_rows=block, num_warps=warps)
     if a.one:
         kind = a.one[0]
         loaded = build(kind, a.device)  # once for every size and backend of this process

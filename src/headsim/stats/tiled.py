@@ -46,6 +46,8 @@ class Bins:
     def keys(self, x: torch.Tensor, index: torch.Tensor | None = None) -> torch.Tensor:
         """``x`` ``[..., T]`` summed into key bins ``[..., R]`` (same dtype); ``index``: the bins of
         ``x``'s last dimension where it is not every position."""
+        if index is None and self.t % self.r == 0:  # bins of equal width: a reshaped sum
+            return x.unflatten(-1, (self.r, self.t // self.r)).sum(dim=-1)
         out = torch.zeros(*x.shape[:-1], self.r, dtype=x.dtype, device=x.device)
         return out.index_add_(x.ndim - 1, self.index if index is None else index, x)
 
@@ -157,25 +159,26 @@ class AttentionTiles:
         require(self.rows_done == t, f"attention of {self.rows_done} of {t} query rows arrived", "hand every block of the layer")
         sums = self.column_sums
         top = top_columns(sums, bt.valid, top_k, lambda bi, hi: sums[bi, hi])  # [B, H, k]
-        binned = bins.keys(self.per_query_bin)  # [B, H, R, R]
         k = top.shape[-1]
-        removed = torch.zeros_like(binned).scatter_add_(
-            3, bins.index[top][:, :, None, :].expand(b, h, r, k), self.per_query_bin.gather(3, top[:, :, None, :].expand(b, h, r, k)))
-        plain = binned.to(torch.float64).sum(dim=0)
-        zeroed = plain - removed.to(torch.float64).sum(dim=0)
-        into["attn_sum"] += plain
+        # every [H, R, R] step in place on one float64 sum: plain, less the top columns, less the near diagonals
+        zeroed = bins.keys(self.per_query_bin).sum(dim=0, dtype=torch.float64)  # [H, R, R]
+        into["attn_sum"] += zeroed
+        taken = self.per_query_bin.gather(3, top[:, :, None, :].expand(b, h, r, k))  # [B, H, R, k]
+        key_bins = bins.index[top].permute(1, 0, 2).reshape(h, 1, b * k).expand(h, r, b * k)
+        zeroed.scatter_add_(2, key_bins, taken.permute(1, 2, 0, 3).reshape(h, r, b * k).to(torch.float64).neg_())
         into["attn_sum_top_zeroed"] += zeroed
         # near-diagonal entries of the top-zeroed attention, binned, taken out of it
         is_top = torch.zeros(b, h, t, dtype=torch.bool, device=top.device).scatter_(2, top, True)
         q = torch.arange(t, device=top.device)
-        near = torch.zeros(h, r * r, dtype=torch.float64, device=top.device)
+        at, values = [], []
         for slot, offset in enumerate((-1, 0, 1)):
             key = q + offset
             inside = (key >= 0) & (key < t)
             qi, ki = q[inside], key[inside]
-            values = self.near[:, :, qi, slot] * ~is_top[:, :, ki]
-            near.index_add_(1, bins.index[qi] * r + bins.index[ki], values.to(torch.float64).sum(dim=0))
-        into["attn_sum_top_diag_zeroed"] += zeroed - near.view(h, r, r)
+            at.append(bins.index[qi] * r + bins.index[ki])
+            values.append((self.near[:, :, qi, slot] * ~is_top[:, :, ki]).sum(dim=0, dtype=torch.float64))
+        zeroed.view(h, r * r).index_add_(1, torch.cat(at), torch.cat(values, dim=1).neg_())
+        into["attn_sum_top_diag_zeroed"] += zeroed
         diagonals = tuple(self.near[..., s].to(torch.float64).sum(dim=(0, 2)) for s in (0, 2))
         into["attn_focus"] += attention_focus(sums, diagonals, bt.key_targets)
 

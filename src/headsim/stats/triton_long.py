@@ -31,7 +31,7 @@ import functools
 import torch
 
 from .tiled import bin_width, kernel_tiles
-from .triton_kernels import INTERPRET, _pow2, available, triton
+from .triton_kernels import INTERPRET, Launch, _pow2, available, triton
 
 if triton is not None:
     import triton.language as tl
@@ -39,9 +39,14 @@ if triton is not None:
 __all__ = ["attention_block", "attention_scores", "available", "binned_pairs"]
 
 
-def _block(w: int) -> int:
+#: how :func:`binned_pairs` is launched (its ``block_rows`` is the tiles' side, at least a bin's width;
+#: ``num_warps``); ``benchmarks/long_kernel_sweep.py`` times others on a GPU
+PAIRS_LAUNCH = Launch(block_rows=64, num_warps=8)
+
+
+def _block(w: int, launch: Launch) -> int:
     """The square tile's side for bins of ``w`` positions (a multiple of ``w``)."""
-    return max(16 if INTERPRET else 64, w)
+    return max(16 if INTERPRET else launch.block_rows, w)
 
 
 @functools.lru_cache(maxsize=32)
@@ -286,14 +291,15 @@ if triton is not None:
 
 
 def binned_pairs(z: torch.Tensor, valid: torch.Tensor, input_ids: torch.Tensor, sentences: torch.Tensor,
-                 threshold: float, sim_bins, distance_bins: torch.Tensor, r: int):
+                 threshold: float, sim_bins, distance_bins: torch.Tensor, r: int, launch: Launch | None = None):
     """The pair reductions of one layer on ``r`` position bins from head outputs ``z`` ``[B, H, T, d]`` (any
     float dtype and strides; padding positions are ignored): :class:`~headsim.stats.pairs.PairReductions`
     (``sim_sum`` and ``location`` ``[H, R, R]``), the distance histogram ``[H, R]`` of the high pairs on
     ``distance_bins`` and the exact sum of their distances ``[H]`` (float64), as
     :func:`headsim.stats.tiled.pair_reductions_tiled`, for ``T`` positions on ``r`` bins that
     :func:`~headsim.stats.tiled.kernel_tiles` accepts. ``sentences``: ``[B, T]``, ``-1`` at padding;
-    ``distance_bins`` ``[T]``: the bin of every distance."""
+    ``distance_bins`` ``[T]``: the bin of every distance; ``launch`` defaults to :data:`PAIRS_LAUNCH` (read
+    at call time)."""
     from .pairs import PairReductions
 
     b, h, t, d = z.shape
@@ -302,7 +308,8 @@ def binned_pairs(z: torch.Tensor, valid: torch.Tensor, input_ids: torch.Tensor, 
     w = bin_width(t, r)
     if z.stride(-1) != 1:
         z = z.contiguous()
-    bm = _block(w)
+    launch = launch or PAIRS_LAUNCH
+    bm = _block(w, launch)
     dev = z.device
     f32 = z.dtype == torch.float32 or INTERPRET
     tiles = _upper(-(-t // bm), dev)
@@ -326,7 +333,7 @@ def binned_pairs(z: torch.Tensor, valid: torch.Tensor, input_ids: torch.Tensor, 
         z, vi, input_ids.to(torch.int32).contiguous(), sentences.to(torch.int32).contiguous(), peak, tiles,
         distance_bins.to(torch.int32).contiguous(), sim, loc, hist, dist, dsum, rows, cols, inner, cnt, *strides,
         b, h, t, d, r, float(threshold), float(sim_bins.scale), float(sim_bins.offset), sim_bins.bins,
-        BM=bm, W=w, DP=dp, NB=nb, F32=f32, num_warps=8, **extra)  # 4 warps: 255 registers and spills (sm_90)
+        BM=bm, W=w, DP=dp, NB=nb, F32=f32, num_warps=launch.num_warps, **extra)
     inner_f = inner.to(torch.float32)
     red = PairReductions(sim.to(torch.float64), hist[:, :sim_bins.bins], loc.to(torch.float32), rows.to(torch.float32),
                          cols.to(torch.float32), inner_f, cnt[:, 0].to(torch.float32), inner_f.sum(dim=(0, 2)),
