@@ -179,6 +179,8 @@ def one(kind: str, t: int, n: int, repeats: int, resolution: int, max_memory: st
         sync()
 
     bare_failed = None
+    if cuda:  # a size after another in this process: the bare forward's peak is its own, not the last size's
+        torch.cuda.reset_peak_memory_stats()
     try:
         bare()  # warm-up
     except torch.OutOfMemoryError as e:  # the bare sdpa forward's own limit (the decoder at 32,768 tokens on an 80 GB GPU)
