@@ -21,7 +21,8 @@ from torch import nn
 
 from ..errors import HeadsimError, require
 from . import hub
-from .arch import TEXT_STACKS, Arch, arch_for, config_value
+from .arch import Arch, config_value
+from .resolve import TEXT_STACKS, arch_for
 
 DEFAULT_MODEL = "default"
 _DTYPES = {
