@@ -89,8 +89,10 @@ def test_a_lora_adapter_changes_the_result(tok):
     base = peft.get_base_model()
     ids, mask = random_batch(0, vocab=len(tok))
     adapted = capture(load_model(peft, tokenizer=tok), ids, mask)
-    with peft.disable_adapter():
-        plain = capture(load_model(peft, tokenizer=tok), ids, mask)
+    with peft.disable_adapter():  # the base alone: another result, recorded as inactive, other weights read
+        off = load_model(peft, tokenizer=tok)
+        plain = capture(off, ids, mask)
+    assert not off.origin["adapters"][0]["active"] and off.fingerprint != load_model(peft, tokenizer=tok).fingerprint
     assert float((adapted["attention"] - plain["attention"]).abs().max()) > 1e-3
     assert float((adapted["head_outputs"] - plain["head_outputs"]).abs().max()) > 1e-3
     record = load_model(peft, tokenizer=tok).origin["adapters"]

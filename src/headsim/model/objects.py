@@ -96,9 +96,11 @@ def _config_record(config) -> dict:
 
 def peft_adapters(model) -> list[dict]:
     """Every adapter of a PEFT model: name, type, target modules, rank and alpha, whether it is active
-    and whether it is merged into the base weights."""
-    active = set(getattr(model, "active_adapters", None) or [])
-    merged = {name for m in model.modules() for name in (getattr(m, "merged_adapters", None) or [])}
+    (not inside ``disable_adapter()``) and whether it is merged into the base weights."""
+    layers = [m for m in model.modules() if hasattr(m, "merged_adapters")]  # PEFT's adapter layers
+    disabled = any(getattr(m, "disable_adapters", False) for m in layers)  # inside ``with model.disable_adapter():``
+    active = set() if disabled else set(getattr(model, "active_adapters", None) or [])
+    merged = {name for m in layers for name in (getattr(m, "merged_adapters", None) or [])}
     out = []
     for name, cfg in sorted((getattr(model, "peft_config", None) or {}).items()):
         targets = getattr(cfg, "target_modules", None)
