@@ -261,3 +261,21 @@ def test_runs_of_different_weights_refuse_to_merge_and_resume(tok, tmp_path):
     with pytest.raises(HeadsimError, match=r"--resume.*weights \(fingerprint\)"):
         headsim.analyze(headsim.load_model(other, tokenizer=tok), str(corpus), out=tmp_path / "a", shard="1/2",
                         resume=True, **settings)
+
+
+@pytest.mark.parametrize("dtype, n", [(torch.float32, 5000), (torch.bfloat16, 3 * 1024), (torch.float16, 7),
+                                      (torch.int64, 2100), (torch.bool, 1500)])
+def test_the_checksums_are_their_definition(dtype, n, monkeypatch):
+    """Σ x_i and Σ i·x_i (i from 1) of the bits read as integers, modulo 2^64, as Python's integers give them
+    (several chunks, a partial last row)."""
+    from headsim.model import objects
+
+    monkeypatch.setattr(objects, "CHUNK", 2 * objects.WIDTH)
+    t = torch.randn(n).to(dtype) if dtype != torch.int64 else torch.randint(-2**62, 2**62, (n,))
+    if dtype == torch.bool:
+        t = torch.rand(n) > 0.5
+    width = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
+    xs = (t.view(width) if dtype != torch.int64 else t).tolist()
+    wrap = lambda v: (v + 2**63) % 2**64 - 2**63  # noqa: E731
+    want = [wrap(sum(xs)), wrap(sum((i + 1) * x for i, x in enumerate(xs)))]
+    assert objects._checksums(t).tolist() == want

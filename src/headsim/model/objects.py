@@ -25,8 +25,9 @@ from ..errors import HeadsimError, require
 #: what ``model=`` accepts, in the words of the refusals
 ACCEPTED = ("a name, a local directory or a hub id; a transformers model (AutoModel, or one with a head); a PEFT "
             "model; nnsight's LanguageModel; or TransformerLens' TransformerBridge")
-#: elements of a tensor summed at a time by :func:`fingerprint` (bounds its scratch memory: 2 x 8 bytes each)
+#: elements of a tensor reduced at a time by :func:`fingerprint`, as rows of :data:`WIDTH` (a multiple of it)
 CHUNK = 1 << 22
+WIDTH = 1024
 
 
 @dataclass
@@ -172,12 +173,20 @@ _INTS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
 def _checksums(t: torch.Tensor) -> torch.Tensor:
-    """``[Σ x_i, Σ i·x_i]`` (int64, wrapping modulo 2^64) of a tensor's elements read as integers of their width."""
+    """``[Σ x_i, Σ i·x_i]`` (int64, wrapping modulo 2^64) of a tensor's elements read as integers of their width.
+
+    Read as rows of :data:`WIDTH` elements, ``Σ i·x_i = WIDTH·Σ_r r·(row sum)_r + Σ_c (c + 1)·(column sum)_c``
+    (rows and columns from 0): two integer reductions of the elements as they are, with no int64 copy of them."""
     flat = t.contiguous().reshape(-1)
     flat = flat.view(_INTS.get(flat.element_size(), torch.uint8)) if not flat.dtype.is_signed or flat.is_floating_point() else flat
     total = torch.zeros(2, dtype=torch.int64, device=t.device)
-    for start in range(0, flat.numel(), CHUNK):
-        x = flat[start:start + CHUNK].to(torch.int64)
-        where = torch.arange(start + 1, start + 1 + x.numel(), dtype=torch.int64, device=t.device)
-        total += torch.stack([x.sum(), (x * where).sum()])
-    return total
+    whole = flat.numel() // WIDTH * WIDTH
+    for start in range(0, whole, CHUNK):
+        block = flat[start:min(start + CHUNK, whole)].view(-1, WIDTH)
+        rows, cols = block.sum(1, dtype=torch.int64), block.sum(0, dtype=torch.int64)
+        r = torch.arange(start // WIDTH, start // WIDTH + rows.numel(), dtype=torch.int64, device=t.device)
+        c = torch.arange(1, WIDTH + 1, dtype=torch.int64, device=t.device)
+        total += torch.stack([rows.sum(), WIDTH * (r * rows).sum() + (c * cols).sum()])
+    tail = flat[whole:].to(torch.int64)  # fewer than WIDTH elements
+    at = torch.arange(whole + 1, whole + 1 + tail.numel(), dtype=torch.int64, device=t.device)
+    return total + torch.stack([tail.sum(), (at * tail).sum()])
