@@ -24,7 +24,7 @@ import torch
 import transformers
 
 from headsim.errors import HeadsimError
-from headsim.model.arch import arch_for
+from headsim.model.resolve import arch_for
 from headsim.model.verify import tiny_config, tiny_model, verify
 from headsim.model.load import from_pretrained_objects
 

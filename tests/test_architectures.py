@@ -249,7 +249,8 @@ def test_more_families_are_exact(model_type):
 def test_a_family_the_tap_cannot_read_exactly_is_refused_with_its_reason(model_type):
     from types import SimpleNamespace
 
-    from headsim.model.arch import REFUSED, arch_for
+    from headsim.model.arch import REFUSED
+    from headsim.model.resolve import arch_for
 
     model = torch.nn.Module()
     model.config = SimpleNamespace(model_type=model_type)

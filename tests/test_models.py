@@ -11,7 +11,7 @@ import torch
 
 import headsim
 from headsim.model import load
-from headsim.model.arch import arch_for
+from headsim.model.resolve import arch_for
 from headsim.errors import HeadsimError
 from headsim.extraction import extract
 from headsim.model.load import load_model

@@ -193,3 +193,34 @@ def test_headsim_export_html_works_offline(browser, shots, tmp_path):
     assert run_app(["export", TEXT, "--out", str(out), "--layer", "4", "--head", "7"]) == 0
     assert_self_contained(out.read_text())
     check_standalone_page(browser, out, shots / "export.png")
+
+
+@pytest.mark.slow
+def test_analyze_displays_in_a_notebook_as_load_run_does(tmp_path):
+    """``headsim.analyze(model_object, …)`` in a notebook shows the same rich run card as ``headsim.load_run``,
+    for a run kept in memory and for one on disk (executed by nbclient, as the quick start is)."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("The cat sat on the mat.\nThe dog sat on the cat.\nThen the dog ran away.\n" * 12)
+    cells = [
+        "import headsim\nfrom transformers import BertModel\nfrom headsim.model.load import default_model_dir\n"
+        "from headsim.model.verify import tiny_config\n\n"
+        "model = BertModel(tiny_config('bert', vocab_size=30522))  # a model already in memory, in train mode\n"
+        "model.config.name_or_path = str(default_model_dir())  # whose tokenizer is on disk\n"
+        "settings = dict(windows=2, seq_len=16, batch_size=2, progress=False, sentence_splitter='newline')",
+        f"run = headsim.analyze(model, {str(corpus)!r}, **settings)\nrun",
+        f"headsim.load_run(headsim.analyze(model, {str(corpus)!r}, out={str(tmp_path / 'run')!r}, **settings).path)",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = [o for c in nb.cells for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"], outputs
+    shown = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]
+    assert len(shown) == 2
+    for html in shown:
+        assert_self_contained(html)
+        assert "<h3>headsim run" in html and "weights fingerprint" in html and "<svg" in html
+    assert "in memory" in shown[0] and "run directory" in shown[1]

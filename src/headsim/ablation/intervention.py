@@ -19,7 +19,7 @@ from contextlib import contextmanager
 import torch
 
 from ..errors import HeadsimError, require
-from ..model.load import LoadedModel
+from ..model.load import LoadedModel, as_loaded
 from ..model.tap import edit_head_outputs
 
 MODES = ("zero", "mean")
@@ -70,12 +70,13 @@ def ablate(model: LoadedModel, heads: Iterable[Sequence[int]] = (), mode: str = 
     """Within the block, the model runs with the given heads removed.
 
     Args:
-        model: a :class:`~headsim.model.load.LoadedModel`.
+        model: a :class:`~headsim.model.load.LoadedModel`, or a model object :func:`~headsim.load_model` takes.
         heads: 0-based ``(layer, head)`` pairs; empty changes nothing.
         mode: ``"zero"`` sets the heads' Z to 0; ``"mean"`` sets it to ``means[layer, head]``.
         means: ``[n_layers, n_heads, d_head]`` mean head outputs (:func:`head_means`), for ``"mean"``.
     """
     require(mode in MODES, f"unknown ablation mode {mode!r}", f"use one of {', '.join(MODES)}")
+    model = model if isinstance(model, LoadedModel) else as_loaded(model)
     chosen = check_heads(heads, model.n_layers, model.n_heads)
     if mode == "mean":
         expected = (model.n_layers, model.n_heads, model.d_head)

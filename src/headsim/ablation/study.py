@@ -130,6 +130,10 @@ def _run_roles(run: Run, loaded: LoadedModel) -> tuple[dict[str, np.ndarray], st
     require(source is not None and os.path.realpath(str(source)) == os.path.realpath(loaded.source),
             f"the statistics run {str(run.path)!r} was made with model {source!r}, not {loaded.source!r}",
             "pass a run of the same model (headsim analyze --model …), or leave out --run")
+    made = run.spec.model_fingerprint
+    require(made == loaded.fingerprint, f"the statistics run {str(run.path)!r} was made with other weights than the "
+            f"model given (fingerprint {str(made)[:12]} against {str(loaded.fingerprint)[:12]}; None: loaded by name)",
+            "pass a run of these very weights (headsim.analyze(model, ...)), or leave out the run")
     heads = run.heads
     if "stack" in heads.columns and loaded.arch.decoder is None:
         heads = heads[heads["stack"].isin(("self", "encoder self"))]
@@ -143,7 +147,8 @@ def ablation_study(model=None, out: str | os.PathLike = "ablation-out", *, run_d
     Args:
         model: a :class:`~headsim.model.load.LoadedModel` or a name for :func:`~headsim.load_model`.
         out: results folder (replaced as a whole when the study finishes; nothing is written before).
-        run_dir: a finished ``headsim analyze`` run of the same model, for the role groups (optional).
+        run_dir: a finished ``headsim analyze`` run of the same model (its directory, or the
+            :class:`~headsim.runs.run.Run` itself), for the role groups (optional).
         config: :class:`StudyConfig`.
     """
     config.check()
@@ -151,7 +156,7 @@ def ablation_study(model=None, out: str | os.PathLike = "ablation-out", *, run_d
     require(not out.exists() or (out.is_dir() and (not any(out.iterdir()) or (out / ABLATION_JSON).is_file())),
             f"--out {str(out)!r} holds files that are not an ablation study", "choose a new or empty directory")
     started, cpu_started = time.time(), time.process_time()
-    run = load_run(run_dir) if run_dir is not None else None  # refused before the slow model load
+    run = run_dir if isinstance(run_dir, Run) or run_dir is None else load_run(run_dir)  # refused before the model load
     tasks = get_tasks(list(config.tasks))
     loaded, left_out = ablated_stacks(as_loaded(model, device=device))
     if left_out is not None:

@@ -27,6 +27,7 @@ import pandas as pd
 from ..errors import HeadsimError, require
 from ..inspection import EXAMPLES, check_index, example_text
 from ..model.load import LoadedModel
+from ..report.html import provenance_rows
 from ..runs.rundir import RunDir
 from ..stats.tables import same_sentence_excess
 from ..context_similarity import check_threshold
@@ -122,6 +123,8 @@ def model_info(loaded: LoadedModel) -> dict:
         if Path(str(info.get(key, ""))).is_absolute():
             info[key] = Path(info[key]).name
     info["max_seq_len"] = loaded.max_seq_len
+    info["provenance"] = provenance_rows(info)  # a model given as an object: class, adapters, weights fingerprint
+    info.pop("object", None)  # its config is for run.json, not the page
     return info
 
 
@@ -362,6 +365,10 @@ class ExplorerRun:
         if made_with and made_with != loaded.name:
             self.warnings.append(f"the run was made with model {made_with!r} but the server runs "
                                  f"{loaded.name!r}: its windows are decoded with the server's tokenizer")
+        elif self.run.spec.model_fingerprint != loaded.fingerprint:
+            made = self.run.spec.model_fingerprint
+            self.warnings.append(f"the run was made with other weights (fingerprint {str(made)[:12]}) than the server runs "
+                                 f"({str(loaded.fingerprint)[:12]}; None: loaded by name)")
         elif self.commit and loaded.commit and self.commit != loaded.commit:
             self.warnings.append(f"the run was made with commit {self.commit} of {made_with!r} but the server runs "
                                  f"commit {loaded.commit}: start the server with --revision {self.commit}")
@@ -381,6 +388,7 @@ class ExplorerRun:
             "model": self.model_name,
             "commit": self.commit,
             "warnings": list(self.warnings),
+            "provenance": provenance_rows(self.run.model),
             "n_layers": self.n_layers,
             "n_heads": self.n_heads,
             "stats": self.stat_columns,

@@ -1,6 +1,8 @@
 """Loading models: the embedded default, a local directory, or a hub id (downloaded into the standard
 Hugging Face cache through :mod:`headsim.model.hub`, at a branch, tag or commit), placed on one device
-or spread over several devices, CPU and disk by accelerate (``device_map``).
+or spread over several devices, CPU and disk by accelerate (``device_map``, :mod:`.placement`); or a
+model the user already holds (a transformers model, PEFT, nnsight, TransformerLens: :mod:`.objects`),
+read as it is, with its provenance.
 
 Any family with an entry in :mod:`headsim.model.arch` loads; models that need remote code are refused
 without executing it; corrupt or pickled weights give one clear error; quantised checkpoints are
@@ -21,7 +23,9 @@ from torch import nn
 
 from ..errors import HeadsimError, require
 from . import hub
-from .arch import TEXT_STACKS, Arch, arch_for, config_value
+from .arch import Arch, config_value
+from .placement import DEVICE_MAPS, Placement, parse_device_memory, placement  # noqa: F401 (DEVICE_MAPS, parse_device_memory: the public names)
+from .resolve import TEXT_STACKS, arch_for
 
 DEFAULT_MODEL = "default"
 _DTYPES = {
@@ -44,6 +48,8 @@ class LoadedModel:
         revision: for a hub id, the branch, tag or commit asked for (``None`` otherwise).
         commit: for a hub id, the commit the revision resolved to: the exact weights (``None`` otherwise).
         placement: how accelerate spread the model over devices, CPU and disk (``None``: one device).
+        origin: for a model given as an object, its provenance (:func:`headsim.model.objects.unwrap`:
+            class, wrapper, config, adapters, and ``fingerprint`` of the weights); ``None`` otherwise.
     """
 
     model: nn.Module
@@ -55,6 +61,25 @@ class LoadedModel:
     commit: str | None = None
     placement: "Placement | None" = None
     _cache_key: tuple = field(default=(), repr=False)
+    origin: dict | None = None
+
+    @property
+    def fingerprint(self) -> str | None:
+        """The SHA-256 fingerprint of the weights of a model given as an object (``None`` otherwise)."""
+        return (self.origin or {}).get("fingerprint", {}).get("sha256")
+
+    @contextlib.contextmanager
+    def reading(self):
+        """Every pass runs in eval mode: modules found in train mode (a model given as an object, as the user
+        left it) are switched for the block and switched back after it, also when it raises."""
+        training = [m for m in self.model.modules() if m.training]
+        for m in training:
+            m.training = False
+        try:
+            yield
+        finally:
+            for m in training:
+                m.training = True
 
     @property
     def config(self):
@@ -197,11 +222,14 @@ class LoadedModel:
             "device": str(self.device),
             **({"revision": self.revision, "commit": self.commit} if self.commit else {}),
             **({"placement": self.placement.record(self.model, self.device)} if self.placement else {}),
+            **({"object": self.origin} if self.origin else {}),
         }
 
     def load_args(self) -> dict:
         """:func:`load_model` arguments that load these exact weights, placed the same way (for a twin in
-        another dtype)."""
+        another dtype); a model given as an object has none (a one-line error)."""
+        require(self.origin is None, f"{self.name!r} was given as an object: there are no weights on disk to load again",
+                "measure a bf16/fp16 object's agreement with fp32 by analysing a float32 copy of it")
         args = {"revision": self.commit}
         if self.placement is None:
             return {**args, "device": str(self.device)}
@@ -252,93 +280,6 @@ def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype:
     return _DTYPES[key]
 
 
-#: ``device_map`` strategies accelerate knows (``--device-map``)
-DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
-
-
-@dataclass
-class Placement:
-    """A model spread by accelerate: ``device_map`` (one of :data:`DEVICE_MAPS`), the memory each device
-    may hold (``max_memory``: GPU index, ``"cpu"`` or ``"mps"`` → size such as ``"20GiB"``; ``None``:
-    what is free) and the folder for weights offloaded to disk. Every layer computes on its execution
-    device with its own weights, so the capture is the same as on one device."""
-
-    device_map: str
-    max_memory: dict | None = None
-    offload_folder: str | None = None
-
-    def record(self, model: nn.Module, device: torch.device) -> dict:
-        """For run.json: the strategy, the limits, and where each module went (``"disk"``: offloaded;
-        ``""``: the whole model, where it fitted on ``device``)."""
-        modules = {name: f"cuda:{where}" if isinstance(where, int) else str(where)
-                   for name, where in (getattr(model, "hf_device_map", None) or {"": str(device)}).items()}
-        return {"device_map": self.device_map,
-                "max_memory": {str(k): v for k, v in self.max_memory.items()} if self.max_memory else None,
-                "offload_folder": self.offload_folder, "devices": sorted(set(modules.values())), "modules": modules}
-
-
-def parse_device_memory(spec: str | dict | None) -> dict | None:
-    """``"0=20GiB,cpu=64GiB"`` (or a dict) → accelerate's ``max_memory``; refuses unknown devices and sizes."""
-    if spec is None or spec == {} or spec == "":
-        return None
-    if isinstance(spec, str):
-        items = []
-        for part in (p.strip() for p in spec.split(",") if p.strip()):
-            key, eq, value = part.partition("=")
-            require(bool(eq) and key.strip() and value.strip(), f"--device-memory entry {part!r} is not DEVICE=SIZE",
-                    "pass e.g. --device-memory 0=20GiB,cpu=64GiB (GPU index, cpu or mps = size)")
-            items.append((key.strip(), value.strip()))
-    else:
-        items = list(spec.items())
-    from accelerate.utils import convert_file_size_to_int
-
-    out: dict = {}
-    for key, value in items:
-        text = str(key).lower()
-        text = text[5:] if text.startswith("cuda:") else text
-        if text.isdigit():
-            index = int(text)
-            require(index < torch.cuda.device_count(), f"--device-memory names GPU {index}, which this machine does not have",
-                    f"this machine has {torch.cuda.device_count()} CUDA device(s); name cpu for main memory")
-            name: int | str = index
-        else:
-            require(text in ("cpu", "mps"), f"--device-memory names an unknown device {key!r}",
-                    "use a GPU index (0, 1, …), cpu or mps")
-            name = text
-        value = int(value) if str(value).strip().isdigit() else value  # plain bytes
-        try:
-            size = convert_file_size_to_int(value)
-        except (ValueError, TypeError):
-            size = -1
-        require(isinstance(size, int) and size > 0, f"--device-memory size {value!r} for {key} is not a size",
-                "write sizes such as 20GiB, 512MiB or 64GB (or bytes)")
-        out[name] = value
-    return out
-
-
-def placement(device, device_map: str | None, device_memory=None, offload_folder=None) -> Placement | None:
-    """The :class:`Placement` the arguments ask for (``None``: the whole model on one device)."""
-    if device_map is None:
-        require(device_memory in (None, "", {}), "--device-memory is given without --device-map",
-                "add --device-map auto (the limits apply to its placement)")
-        require(offload_folder is None, "--offload-folder is given without --device-map", "add --device-map auto")
-        return None
-    require(device is None, f"both --device {device} and --device-map {device_map} are given",
-            "pass one: --device for one device, --device-map to spread the model over several")
-    require(device_map in DEVICE_MAPS, f"unknown --device-map {device_map!r}", f"use one of {', '.join(DEVICE_MAPS)}")
-    try:
-        import accelerate  # noqa: F401
-    except ImportError as exc:  # pragma: no cover - a dependency of headsim
-        raise HeadsimError("--device-map needs accelerate, which is not installed", "pip install accelerate") from exc
-    folder = None
-    if offload_folder is not None:
-        path = Path(offload_folder).expanduser()
-        require(not path.exists() or path.is_dir(), f"--offload-folder {str(offload_folder)!r} is a file",
-                "pass a directory (created if missing) for the weights offloaded to disk")
-        folder = str(path)
-    return Placement(device_map, parse_device_memory(device_memory), folder)
-
-
 def check_not_quantised(config, name: str) -> None:
     """Quantised checkpoints (bitsandbytes 8/4-bit, GPTQ, AWQ, … : a ``quantization_config``) are refused
     before their weights are read: their head outputs are those of the quantised arithmetic, which
@@ -387,10 +328,11 @@ _LOADED: dict[tuple, LoadedModel] = {}
 
 
 def load_model(
-    name_or_path: str | os.PathLike | None = None,
+    name_or_path: str | os.PathLike | None | nn.Module | object = None,
     device: str | torch.device | None = None,
     dtype: str | torch.dtype | None = None,
     *,
+    tokenizer=None,
     revision: str | None = None,
     device_map: str | None = None,
     device_memory: str | dict | None = None,
@@ -402,7 +344,10 @@ def load_model(
     Args:
         name_or_path: ``None`` or ``"default"`` for the embedded all-MiniLM-L6-v2; a local directory;
             or a Hugging Face hub id, downloaded into the standard cache (:mod:`headsim.model.hub`:
-            ``HF_HOME``, ``HF_TOKEN``, ``HF_HUB_OFFLINE`` and ``HF_ENDPOINT`` hold).
+            ``HF_HOME``, ``HF_TOKEN``, ``HF_HUB_OFFLINE`` and ``HF_ENDPOINT`` hold). Or a model already
+            in memory (:func:`from_object`: transformers, PEFT, nnsight, TransformerLens), read as it is.
+        tokenizer: for a model object, its fast tokenizer (default: the wrapper's, else the one of its
+            ``name_or_path`` on disk or in the local cache); not used for names.
         device: ``"cpu"``, ``"cuda"``; ``None`` picks CUDA when available (without ``device_map``).
         dtype: ``"fp32"`` (default), ``"bf16"`` or ``"fp16"``.
         revision: for a hub id, a branch, tag or commit (default ``main``); the commit it resolves
@@ -418,6 +363,14 @@ def load_model(
     Returns:
         A :class:`LoadedModel`; repeated calls with the same arguments return the same object.
     """
+    if not isinstance(name_or_path, (str, os.PathLike, type(None))):
+        for flag, value in (("revision", revision), ("device_map", device_map), ("device_memory", device_memory),
+                            ("offload_folder", offload_folder), ("attn_implementation", attn_implementation)):
+            require(value is None, f"{flag}= is given with a model object, which is used as it is",
+                    f"leave {flag} out (load or place the model yourself before passing it)")
+        return from_object(name_or_path, tokenizer, device=device, dtype=dtype)
+    require(tokenizer is None, "tokenizer= is given with a model name; a model named is read with its own tokenizer",
+            "leave tokenizer out, or pass the model object with tokenizer=")
     name, source, on_hub = _resolve_source(name_or_path)
     place = placement(device, device_map, device_memory, offload_folder)
     dev, dt = (None if place else resolve_device(device)), resolve_dtype(dtype)
@@ -521,9 +474,42 @@ def _no_progress_bar():
 
 
 def from_pretrained_objects(model: nn.Module, tokenizer, name: str = "custom") -> LoadedModel:
-    """Wrap an already built base model and fast tokenizer (e.g. random weights in tests)."""
+    """Wrap an already built base model and fast tokenizer (e.g. random weights in tests), switched to
+    eval mode without gradients (:func:`from_object` leaves a user's model as it is)."""
     model.eval().requires_grad_(False)
     return _checked(LoadedModel(model, tokenizer, arch_for(model), name, name))
+
+
+def from_object(obj, tokenizer=None, *, device=None, dtype=None) -> LoadedModel:
+    """A model the user holds, read as it is (:func:`headsim.model.objects.unwrap`: a transformers model
+    with or without a head, PEFT, accelerate's placement, nnsight, TransformerLens): on its own device, in
+    its own dtype (``device`` and ``dtype``, where given, must be those), in eval mode for each pass and
+    left in the mode it was found (:meth:`LoadedModel.reading`), its gradients untouched. ``tokenizer``:
+    its fast tokenizer (default: the wrapper's, else its ``name_or_path``'s on disk or in the cache).
+    Its provenance and the fingerprint of its weights are :attr:`LoadedModel.origin`."""
+    from .objects import fingerprint, unwrap
+
+    got = unwrap(obj)
+    check_not_quantised(got.base.config, got.name_or_path or type(got.base).__name__)
+    label = got.name_or_path or f"{type(obj).__name__} (in memory)"
+    tokenizer = tokenizer if tokenizer is not None else got.tokenizer
+    if tokenizer is None and got.name_or_path:
+        tokenizer = load_tokenizer(got.name_or_path)
+    require(tokenizer is not None, f"the model object {label!r} comes without a tokenizer: none was given and "
+            + ("its name_or_path has none on disk or in the local cache" if got.name_or_path else "it has no name_or_path"),
+            "pass tokenizer= (its fast tokenizer, e.g. AutoTokenizer.from_pretrained(...))")
+    require(getattr(tokenizer, "is_fast", False), f"the tokenizer given for {label!r} is a slow tokenizer",
+            "headsim needs a fast (Rust) tokenizer for character offsets: AutoTokenizer.from_pretrained(..., use_fast=True)")
+    loaded = LoadedModel(got.base, tokenizer, arch_for(got.base), label, label, origin=got.record)
+    for asked, own, what in ((device, loaded.device, "device"), (dtype, loaded.dtype, "dtype")):
+        wanted = None if asked is None else resolve_device(asked) if what == "device" else resolve_dtype(asked)
+        require(wanted is None or wanted == own or (what == "device" and wanted.type == own.type and wanted.index is None),
+                f"{what} {asked} is asked for a model object that is on {own}" if what == "device" else
+                f"dtype {asked} is asked for a model object in {own}", f"leave {what} out, or move the model yourself "
+                f"(model.to({'device' if what == 'device' else 'dtype'}=...)) before passing it")
+    loaded.origin["fingerprint"] = fingerprint(got.base, got.record["adapters"])
+    with loaded.reading():
+        return _checked(loaded)
 
 
 def _checked(loaded: LoadedModel) -> LoadedModel:
@@ -550,6 +536,6 @@ def _checked(loaded: LoadedModel) -> LoadedModel:
     return loaded
 
 
-def as_loaded(model: LoadedModel | str | os.PathLike | None, **kwargs) -> LoadedModel:
-    """Accept a :class:`LoadedModel` or anything :func:`load_model` takes."""
+def as_loaded(model: LoadedModel | str | os.PathLike | None | object, **kwargs) -> LoadedModel:
+    """Accept a :class:`LoadedModel` or anything :func:`load_model` takes (a model object included)."""
     return model if isinstance(model, LoadedModel) else load_model(model, **kwargs)

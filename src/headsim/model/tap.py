@@ -512,7 +512,7 @@ class Tap:
         # outside the interface the family's own module computes attention; asked for its probabilities
         # every pass runs its eager path (Falcon's others add a boolean mask, or ALiBi once instead of twice)
         impl = name if self.arch.interface else "eager"
-        with _implementation(model, impl, self._configs) as original:
+        with loaded.reading(), _implementation(model, impl, self._configs) as original:  # eval mode for the pass
             run = _Pass(self, on_layer, shift, original, on_tile, on_scores, mask.bool())
             run.compute = compute
             run.t = ids.shape[1]

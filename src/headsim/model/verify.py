@@ -231,7 +231,7 @@ def _own_values(loaded, attn) -> tuple[str, Callable]:
     """An attention module outside the interface without a :data:`VALUE_PROJECTIONS` row (inferred
     entries; the decoders of encoder-decoders read through their modules): its own value
     projection, split into ``n_heads`` heads."""
-    from .arch import own_value_projection
+    from .resolve import own_value_projection
 
     return own_value_projection(attn), lambda a, o: _heads(o, loaded.n_heads)
 
@@ -352,7 +352,7 @@ def verify(loaded, eager=None, seed: int = 0) -> Verification:
 
 
 def self_check(loaded, tol: float | None = None) -> Verification:
-    """Check a model whose entry was read off its modules (:func:`headsim.model.arch.infer_arch`) on a
+    """Check a model whose entry was read off its modules (:func:`headsim.model.resolve.infer_arch`) on a
     few random tokens of its own weights, before anything is analysed: a clear refusal where the
     tap does not reproduce its attention and what its output projections receive (``tol``: 1e-4 in float32, 3e-2 in half
     precision)."""

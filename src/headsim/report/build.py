@@ -19,8 +19,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import __version__
+from ..errors import require
 from ..figures.claim import jsonable
 from ..runs.layout import HEADS, LAYERS, RUN_JSON, STATS_NC, WINDOWS
+from ..runs.run import Run
 from .claims import Claim, claims_frame, compute_claims
 from .contents import EXAMPLE_FIGURES, FIGURES
 from .html import model_note, render, run_rows
@@ -89,13 +91,14 @@ def write_claims(claims: list[Claim], out: Path, run: ReportRun) -> list[Path]:
     return [out / "claims.json", out / "claims.csv"]
 
 
-def build_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None, example=None, *,
+def build_report(run_dir: str | os.PathLike | Run, out_dir: str | os.PathLike | None = None, example=None, *,
                  tokenizer=None, window_runs: Sequence[str | os.PathLike] = (), dpi: int = 200) -> Path:
     """Write the report of a finished run; returns the path of ``index.html``.
 
     Args:
-        run_dir: a directory written by ``headsim analyze`` (or ``reproduce``).
-        out_dir: where to write (default: ``run_dir``); figures, claims and ``index.html`` go there,
+        run_dir: a directory written by ``headsim analyze`` (or ``reproduce``), or a
+            :class:`~headsim.runs.run.Run` (:func:`headsim.analyze`'s result, one kept in memory included).
+        out_dir: where to write (default: the run's directory; required for a run in memory); figures, claims and ``index.html`` go there,
             the per-text example into ``out_dir/example``.
         example: an :class:`~headsim.inspection.Inspection` for Figs 4, 5, 9 (``None``: skipped,
             with a note on the page).
@@ -113,6 +116,8 @@ def build_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None =
         from .window_lengths import compare_window_lengths
 
         lengths = compare_window_lengths([run] + [load_report_run(d, tokenizer=tokenizer) for d in window_runs])
+    require(out_dir is not None or run.path is not None, "the run is kept in memory: the report needs out_dir",
+            "pass out_dir (a directory for index.html and its figures)")
     out = Path(out_dir) if out_dir is not None else run.path
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".report-", dir=out))
@@ -127,7 +132,7 @@ def build_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None =
         example_ctx = _example_section(example, tmp) if example is not None else None
         from ..ablation.report import report_section
 
-        ablation_ctx = report_section(run.path, tmp)
+        ablation_ctx = report_section(run.path, tmp) if run.path is not None else None
         window_ctx = None
         if lengths is not None:
             from .window_section import write_section
@@ -137,7 +142,7 @@ def build_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None =
         for name, what in ((RUN_JSON, "run metadata"), (STATS_NC, "all statistics (xarray Dataset, netCDF)"),
                            (HEADS, "per-head summary table"), (LAYERS, "per-layer summary table"),
                            (WINDOWS, "the analysed windows (token ids, sentence ids)")):
-            if (run.path / name).is_file():
+            if run.path is not None and (run.path / name).is_file():
                 files.append((_rel(run.path / name, out), what))
         if window_ctx is not None:
             files += window_ctx["files"]

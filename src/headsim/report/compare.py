@@ -22,6 +22,7 @@ from ..errors import require
 from .. import __version__
 from ..plots.comparison import layer_comparison
 from ..plots.style import save_once
+from ..runs.run import Run
 from ..stats.tables import random_pair_distance
 from .reading import ReportRun, load_report_run
 from .claims import compute_claims, jsonable
@@ -31,11 +32,12 @@ STEM = "compare_layers"
 
 
 def _labels(runs: list[ReportRun]) -> list[str]:
-    """Unique short labels: the directory name, with its parent where names repeat."""
-    names = [r.path.resolve().name or str(r.path) for r in runs]
+    """Unique short labels: the directory name, with its parent where names repeat (a run in memory: its
+    model's label)."""
+    names = [r.label if r.path is None else r.path.resolve().name or str(r.path) for r in runs]
     out = []
     for i, (r, name) in enumerate(zip(runs, names)):
-        if names.count(name) > 1:
+        if names.count(name) > 1 and r.path is not None:
             parent = r.path.resolve().parent.name
             name = f"{parent}/{name}" if parent else f"{name} ({i + 1})"
         out.append(name)
@@ -74,6 +76,12 @@ class Comparison(HtmlDisplay):
             if len(values) > 1:
                 warnings.append(f"The runs use different {what} ({', '.join(sorted(values))}); their statistics are not "
                                 "directly comparable.")
+        weights: dict[str, list[str]] = {}
+        for label, r in zip(self.labels, runs):
+            if r.spec.model_fingerprint:
+                weights.setdefault(r.spec.model_fingerprint, []).append(label)
+        warnings += [f"Runs {', '.join(same)} were made with the same weights (fingerprint {fp[:12]})."
+                     for fp, same in weights.items() if len(same) > 1]
         return warnings
 
     def run_rows(self) -> list[dict]:
@@ -95,15 +103,16 @@ class Comparison(HtmlDisplay):
         return comparison_html(self)
 
 
-def compare(run_dirs: list[str | os.PathLike]) -> Comparison:
-    """Read two or more finished runs for comparison (a one-line error names a run that cannot be read)."""
+def compare(run_dirs: list[str | os.PathLike | Run]) -> Comparison:
+    """Read two or more finished runs for comparison (directories, or :class:`~headsim.runs.run.Run` s as
+    :func:`headsim.analyze` returns them, in memory too; a one-line error names a run that cannot be read)."""
     run_dirs = list(run_dirs)
     require(len(run_dirs) >= 2, f"compare needs at least two run directories, got {len(run_dirs)}", "pass RUN_A RUN_B …")
     runs = [load_report_run(d) for d in run_dirs]
     return Comparison(runs, _labels(runs))
 
 
-def compare_runs(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, *, dpi: int = 200) -> Path:
+def compare_runs(run_dirs: list[str | os.PathLike | Run], out_dir: str | os.PathLike, *, dpi: int = 200) -> Path:
     """Compare finished runs; writes ``compare_layers.png/.svg``, ``claims_compare.csv/.json`` and
     ``index.html`` into ``out_dir`` and returns the path of ``index.html``."""
     comparison = compare(run_dirs)

@@ -59,11 +59,36 @@ def is_default_model(model: dict) -> bool:
 
 
 def model_label(model: dict) -> str:
-    """Short model name for titles: the embedded default gets its real name."""
+    """Short model name for titles: the embedded default gets its real name; a model given as an object
+    with active adapters is named with them (a fine-tuned model beside its base)."""
     name = str(model.get("name", "model"))
     if name == "default":
         return f"{DEFAULT_MODEL} (embedded default)"
-    return Path(name).name if "/" in name and Path(name).exists() else name
+    name = Path(name).name if "/" in name and Path(name).exists() else name
+    active = [a for a in (model.get("object") or {}).get("adapters") or [] if a.get("active")]
+    return name + "".join(f" + {a.get('type', 'adapter')} {a.get('name')}" + (" (merged)" if a.get("merged") else "")
+                          for a in active)
+
+
+def provenance_rows(model: dict) -> list[tuple[str, str]]:
+    """For a model given as an object (run.json's ``model.object``): its class and wrapper, its adapters
+    (name, type, rank, alpha, target modules, active, merged) and the fingerprint of its weights."""
+    obj = model.get("object")
+    if not obj:
+        return []
+    what = ", ".join(x for x in (obj.get("class"), obj.get("wrapper") and f"through {obj['wrapper']}",
+                                 obj.get("head_class") and f"its base read under {obj['head_class']}") if x)
+    rows = [("model object", what + (f"; from {obj['name_or_path']}" if obj.get("name_or_path") else ""))]
+    for a in obj.get("adapters") or []:
+        targets = a.get("target_modules")
+        rows.append((f"adapter {a.get('name')}", f"{a.get('type')}, rank {a.get('rank')}, alpha {a.get('alpha')}, on "
+                     f"{', '.join(targets) if isinstance(targets, list) else targets}; "
+                     f"{'active' if a.get('active') else 'inactive'}{', merged' if a.get('merged') else ''}"))
+    fp = obj.get("fingerprint") or {}
+    if fp:
+        rows.append(("weights fingerprint", f"sha256 {fp.get('sha256', '?')[:16]}… of {fp.get('tensors', '?')} tensors"
+                     + (f" ({fp['offloaded']} offloaded, by shape only)" if fp.get("offloaded") else "")))
+    return rows
 
 
 def layers_text(model: dict, n_layers=None, unit: str = " layers") -> str:
@@ -89,6 +114,8 @@ def model_description(model: dict) -> str:
     placement = model.get("placement")
     if placement:
         where = f"{', '.join(placement.get('devices') or [])} (device map {placement.get('device_map')})"
+    fp = ((model.get("object") or {}).get("fingerprint") or {}).get("sha256")
+    commit += f" (given as an object, weights {fp[:12]})" if fp else ""
     return (f"{model_label(model)}{commit} \u2014 {model.get('class', '?')}, model type {model.get('model_type', '?')}, "
             f"{layers_text(model)} \u00d7 {model.get('n_heads', '?')} heads, "
             f"{model.get('d_head', '?')} dimensions per head, {model.get('dtype', '?')} on {where}")
@@ -120,6 +147,7 @@ def run_rows(run) -> list[tuple[str, str]]:
         ("model", f"{model_label(run.model)} — {m.get('class', '?')} ({m.get('model_type', '?')})"),
         ("model source", str(m.get("source", "?"))),
         *([("model revision", str(m.get("revision") or m.get("commit")))] if m.get("revision") or m.get("commit") else []),
+        *provenance_rows(m),
         ("layers × heads", f"{layers_text(m, m.get('n_layers', run.dataset.sizes['layer']), '')} × "
                            f"{m.get('n_heads', run.dataset.sizes['head'])}, "
                            f"{m.get('d_head', '?')} dimensions per head"),
@@ -141,5 +169,5 @@ def run_rows(run) -> list[tuple[str, str]]:
     if run.meta.get("seconds") is not None:
         when += f" ({float(run.meta['seconds']):,.0f} s)"
     rows.append(("created", when))
-    rows.append(("run directory", str(run.path)))
+    rows.append(("run directory", str(run.path) if run.path is not None else "none (kept in memory)"))
     return rows

@@ -24,14 +24,16 @@ class ReportRun(Run):
         return model_label(self.model)
 
 
-def load_report_run(run_dir: str | os.PathLike, *, tokenizer=None, use_tokenizer: bool = True) -> ReportRun:
-    """Read a finished run (:meth:`RunDir.load`) and its token shares; ``tokenizer`` defaults to the
+def load_report_run(run_dir: str | os.PathLike | Run, *, tokenizer=None, use_tokenizer: bool = True) -> ReportRun:
+    """Read a finished run (:meth:`RunDir.load`; or take a :class:`~headsim.runs.run.Run` as it is, one kept
+    in memory included) and its token shares; ``tokenizer`` defaults to the
     run's model tokenizer at its recorded commit (:func:`headsim.model.load.load_tokenizer`: from disk
     or the local cache only; without one punctuation is not counted)."""
-    run = RunDir(run_dir).load()
+    run = run_dir if isinstance(run_dir, Run) else RunDir(run_dir).load()
     model = run.model
     if tokenizer is None and use_tokenizer and model.get("source"):
         tokenizer = load_tokenizer(model["source"], model.get("commit"))
     data = ReportRun(run.path, run.meta, run.heads, run.layers)
+    data.__dict__.update({k: v for k, v in run.__dict__.items() if k in ("dataset", "windows", "_window_arrow")})
     data.shares = token_shares(data.windows, tokenizer, data.dataset, framing=data.model.get("framing"))
     return data

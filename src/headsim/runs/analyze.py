@@ -14,26 +14,28 @@ from collections.abc import Callable
 
 from ..corpus import Corpus
 from ..model.load import LoadedModel
-from .lifecycle import Result
+from .run import Run
 from .local import analyze_local
 from .options import RunOptions
 from .plan import settle_output
 from .ray import analyze_ray
 
-Engine = Callable[[LoadedModel | str | None, Corpus | str, RunOptions], Result]
+Engine = Callable[[LoadedModel | str | None, Corpus | str, RunOptions], Run]
 
 #: engine name → the function that runs ``(model, corpus, options)`` on it (the names are
 #: :data:`headsim.runs.options.ENGINES`; Ray itself is imported only when a Ray run starts)
 ENGINES: dict[str, Engine] = {"local": analyze_local, "ray": analyze_ray}
 
 
-def analyze(model: LoadedModel | str | None = None, corpus: Corpus | str = "default", options: RunOptions | None = None,
-            **arguments) -> Result:
+def analyze(model: LoadedModel | str | None | object = None, corpus: Corpus | str = "default", options: RunOptions | None = None,
+            **arguments) -> Run:
     """Corpus statistics of every head (paper Figs 2, 3, 6–8, 10–13).
 
     Args:
-        model: a loaded model or a name for :func:`~headsim.load_model` (a hub id is downloaded into
-            the Hugging Face cache at ``revision``; run.json records the commit).
+        model: a loaded model, a name for :func:`~headsim.load_model` (a hub id is downloaded into
+            the Hugging Face cache at ``revision``; run.json records the commit), or a model object it
+            takes (transformers, PEFT, nnsight, TransformerLens; run.json records its provenance and the
+            fingerprint of its weights).
         corpus: a :class:`~headsim.corpus.Corpus` or a spec for :func:`~headsim.corpus.load_corpus`
             (files, directories and URLs alike on every engine).
         options: the run's :class:`~headsim.runs.options.RunOptions`; or, as keyword ``arguments``,
@@ -41,7 +43,8 @@ def analyze(model: LoadedModel | str | None = None, corpus: Corpus | str = "defa
             there) and the Ray engine's (:class:`~headsim.runs.options.RayOptions`: ``actors``,
             ``cpus_per_actor``, ``gpus_per_actor``, ``share_windows``, ``address``).
 
-    Returns the run (:class:`~headsim.runs.lifecycle.Result`): ``meta`` (run.json), the statistics
+    Returns the run (:class:`~headsim.runs.run.Run`, as :func:`~headsim.load_run` returns it, with its notebook
+    display): ``meta`` (run.json), the statistics
     ``dataset`` and the ``heads`` and ``layers`` tables, and its ``path`` (``None`` in memory).
     """
     if options is None:

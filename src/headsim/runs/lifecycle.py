@@ -1,33 +1,25 @@
 """The start and the end of a run, the same on every engine: ``run.json`` written (or a resumed run
 checked against it: :func:`start_run`), the results committed (:func:`finish_run`), the line for a run
-stopped by a signal (:func:`stopped`), and what :func:`headsim.analyze` returns (:class:`Result`)."""
+stopped by a signal (:func:`stopped`); :func:`headsim.analyze` returns the run as a
+:class:`~headsim.runs.run.Run`, on disk or in memory, the class :func:`headsim.load_run` returns."""
 
 from __future__ import annotations
 
 import signal
 import warnings
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+
+import pyarrow as pa
 
 from ..errors import HeadsimError, require
 from ..interrupts import Interrupted
 from ..stats import CorpusStats, heads_table, layers_table
 from .rundir import RunDir, load_run
+from .run import Run
 from .spec import RunSpec, describe_changes, resume_flags
 
 CHECKPOINT_SECONDS = 30.0  # default checkpoint interval of analyze
-
-
-@dataclass
-class Result:
-    """What :func:`headsim.analyze` returns: the run on disk (or in memory when ``out`` is None)."""
-
-    meta: dict
-    dataset: object
-    heads: object
-    layers: object
-    path: Path | None = None
 
 
 def check_engine(old: dict | None, engine: str, out_path: Path) -> None:
@@ -41,17 +33,17 @@ def check_engine(old: dict | None, engine: str, out_path: Path) -> None:
                        f"resume it on its own engine: headsim analyze --out {out_path} --resume{flag}")
 
 
-def start_run(run_dir: RunDir, meta: dict, *, resume: bool) -> dict | Result:
+def start_run(run_dir: RunDir, meta: dict, *, resume: bool) -> dict | Run:
     """Inside :meth:`RunDir.writer`: check a run to resume against ``meta`` and write ``run.json``;
     the meta to run with (a resumed run keeps its own), or, when the run is finished already, its
-    :class:`Result` (read, and so verified, once)."""
+    :class:`~headsim.runs.run.Run` (read, and so verified, once)."""
     if resume:
         old = run_dir.resume_meta()
         changed = RunSpec.from_meta(old).differences(RunSpec.from_meta(meta))
         if old.get("complete"):
             require(not changed, f"--resume: {str(run_dir.path)!r} already holds a finished run made with other settings "
                     f"({describe_changes(changed)})", "pass --overwrite to replace it, or another --out")
-            finished = load_result(run_dir.path)  # a damaged run is refused here, as by every reader
+            finished = load_run(run_dir.path)  # a damaged run is refused here, as by every reader
             warnings.warn(f"{str(run_dir.path)!r} already holds this run, finished: nothing to do", stacklevel=3)
             return finished
         check_engine(old, meta.get("engine", "local"), run_dir.path)
@@ -63,10 +55,10 @@ def start_run(run_dir: RunDir, meta: dict, *, resume: bool) -> dict | Result:
 
 
 def finish_run(meta: dict, stats: CorpusStats, names: tuple[str, str], elapsed: float, processed: int,
-               run_dir: RunDir | None, parts: list) -> Result:
+               run_dir: RunDir | None, parts: list) -> Run:
     """The statistics' dataset and tables, ``meta`` completed (``processed``: windows analysed in
     ``elapsed`` seconds by this call), committed into ``run_dir`` with the window ``parts`` not yet
-    checkpointed (or kept in memory without one). ``names``: the model's and the corpus's."""
+    checkpointed (or kept in memory without one, with the windows). ``names``: the model's and the corpus's."""
     ds = stats.to_dataset()
     ds.attrs.update({"model": names[0], "corpus": names[1]})
     stacks = meta.get("model", {}).get("stacks") or []
@@ -81,9 +73,10 @@ def finish_run(meta: dict, stats: CorpusStats, names: tuple[str, str], elapsed: 
     first = RunSpec.from_meta(meta).first_window
     meta["holds"] = [holding(meta["corpus"], first, first + int(meta["windows"]))]
     if run_dir is None:
-        return Result(meta, ds, heads, layers, None)
+        windows = pa.concat_tables(parts).sort_by("window") if parts else None  # shares finish in any order
+        return Run.in_memory(meta, ds, heads, layers, windows)
     meta = run_dir.commit(meta, ds, heads, layers, parts)
-    return Result(meta, ds, heads, layers, run_dir.path)
+    return Run.in_memory(meta, ds, heads, layers, path=run_dir.path)
 
 
 def holding(corpus: dict, first: int, stop: int) -> dict:
@@ -100,8 +93,3 @@ def stopped(signum: int, position: int, target: int, run_dir: RunDir | None, eng
                            "run it again, with --out DIR to make it resumable")
     return Interrupted(signum, f"stopped by {name} after {position} of {target} windows; checkpoint saved in {str(run_dir.path)!r}",
                        f"continue with headsim analyze --out {run_dir.path} --resume" + ("" if engine == "local" else f" --engine {engine}"))
-
-
-def load_result(path: Path) -> Result:
-    run = load_run(path)
-    return Result(run.meta, run.dataset, run.heads, run.layers, path)

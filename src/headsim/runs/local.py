@@ -32,7 +32,8 @@ from ..stats.backends import choose_backend
 from ..windows import Windows, check_seq_len, iter_windows, token_counts, windows_table
 from ..workpool import available_cpus
 from .engine import Engine, default_batch_size, mask_agreement, prefetch
-from .lifecycle import Result, finish_run, start_run, stopped, CHECKPOINT_SECONDS
+from .lifecycle import finish_run, start_run, stopped, CHECKPOINT_SECONDS
+from .run import Run
 from .options import RunOptions
 from .plan import ModelFacts, Plan, plan, warn_fewer
 from .progress import ProgressBar
@@ -54,7 +55,7 @@ class Job:
         return self.plan.stats.build(self.loaded.device)
 
 
-def analyze_local(model: LoadedModel | str | None, corpus: Corpus | str, options: RunOptions) -> Result:
+def analyze_local(model: LoadedModel | str | None, corpus: Corpus | str, options: RunOptions) -> Run:
     """Analyse ``corpus`` in this process (``options`` checked and settled by :func:`headsim.runs.analyze.analyze`)."""
     budget = parse_memory(options.max_memory) if options.max_memory is not None else None
     loaded = as_loaded(model, device=options.device, dtype=options.dtype, **options.loading())
@@ -76,7 +77,7 @@ def analyze_local(model: LoadedModel | str | None, corpus: Corpus | str, options
         return run(Job(loaded, settled, options), None)
     with RunDir(options.out).writer(resume=options.resume, overwrite=options.overwrite) as run_dir:
         meta = start_run(run_dir, settled.meta, resume=options.resume)
-        return meta if isinstance(meta, Result) else run(Job(loaded, replace(settled, meta=meta), options), run_dir)
+        return meta if isinstance(meta, Run) else run(Job(loaded, replace(settled, meta=meta), options), run_dir)
 
 
 class Pass(NamedTuple):
@@ -104,7 +105,7 @@ def default_workers(loaded: LoadedModel, windows: int) -> int:
     return max(1, min(15, available_cpus() - 1))
 
 
-def run(job: Job, run_dir: RunDir | None) -> Result:
+def run(job: Job, run_dir: RunDir | None) -> Run:
     """Run the model over the windows into the statistics (checkpointed into ``run_dir``), then :func:`finalize`.
 
     From here on a first SIGINT/SIGTERM only asks the loop to stop after the batch in hand (with a
@@ -164,7 +165,7 @@ def _loop(job: Job, engine: Engine, done: int, run_dir: RunDir | None, stop: Sto
     return Pass(position, done, parts, first, time.perf_counter() - started)
 
 
-def finalize(job: Job, engine: Engine, passed: Pass, run_dir: RunDir | None) -> Result:
+def finalize(job: Job, engine: Engine, passed: Pass, run_dir: RunDir | None) -> Run:
     """Complete ``run.json`` (windows analysed, fp32 agreement of a bf16/fp16 run, the statistics
     backend) and write the results (:func:`finish_run`: tables, commit, checkpoint removed)."""
     plan, loaded = job.plan, job.loaded

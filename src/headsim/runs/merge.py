@@ -20,7 +20,7 @@ from ..errors import require
 from ..stats import heads_table, layers_table
 from .run import Run
 from .rundir import RunDir, load_run, staged
-from .spec import RunSpec
+from .spec import RunSpec, describe_changes
 
 
 def run_ids(run: Run) -> list[str]:
@@ -67,7 +67,7 @@ def check_mergeable(runs: list[Run]) -> None:
     for run in runs[1:]:
         changed = first.spec.differences(run.spec, RunSpec.NUMBERS)
         require(not changed, f"runs {str(first.path)!r} and {str(run.path)!r} differ in settings that change the numbers ("
-                + ", ".join(f"{key}: {a!r} vs {b!r}" for key, (a, b) in changed.items()) + ")",
+                + describe_changes(changed, "first", "this") + ")",
                 "merge only runs made with the same model and settings (analyse the shards again with one setting)")
     check_disjoint(runs)
 

@@ -131,6 +131,11 @@ class ModelFacts:
     n_heads: int
     commit: str | None = None
 
+    @property
+    def fingerprint(self) -> str | None:
+        """The fingerprint of a model given as an object (run.json's ``model.object.fingerprint``), else ``None``."""
+        return ((self.record.get("object") or {}).get("fingerprint") or {}).get("sha256")
+
     @classmethod
     def of(cls, loaded) -> "ModelFacts":
         """The facts of a :class:`~headsim.model.load.LoadedModel`."""
@@ -202,7 +207,7 @@ def plan(options: RunOptions, corp: Corpus, given: object, model: ModelFacts, co
         if not shares:  # the local engine cuts a shard's windows from its first token, as one share
             share = plan_shares(counts, content, stop, stop - first, start=first)[0]
     spec = RunSpec(model.source, corp.sha256, stop - first, seq_len, options.threshold, options.top_k_columns, batch_size,
-                   model.dtype, options.sentence_splitter, first, options.resolution, model.commit)
+                   model.dtype, options.sentence_splitter, first, options.resolution, model.commit, model.fingerprint)
     meta = new_meta(model.record, corp, given, count, spec,
                     device=model.device, backend=backend_record, engine=options.engine, shard=options.shard)
     recipe = StatsRecipe(model.n_layers, model.n_heads, seq_len, options.threshold, options.top_k_columns,

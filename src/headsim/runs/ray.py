@@ -53,7 +53,8 @@ from ..model.load import as_loaded
 from ..stats.backends import choose_backend
 from ..windows import check_seq_len, token_counts, windows_table
 from .engine import Engine, default_batch_size, prefetch
-from .lifecycle import CHECKPOINT_SECONDS, Result, finish_run, start_run, stopped
+from .lifecycle import CHECKPOINT_SECONDS, finish_run, start_run, stopped
+from .run import Run
 from .options import RayOptions, RunOptions
 from .plan import ModelFacts, StatsRecipe, plan
 from .progress import ProgressBar, ShareProgress
@@ -400,7 +401,7 @@ def _writing(out_path: Path | None, resume: bool, overwrite: bool) -> Iterator[R
         yield run_dir
 
 
-def analyze_ray(model, corpus: Corpus | str, options: RunOptions) -> Result:
+def analyze_ray(model, corpus: Corpus | str, options: RunOptions) -> Run:
     """Analyse ``corpus`` on a Ray cluster (see the module; ``options`` checked and settled by
     :func:`headsim.runs.analyze.analyze`, :attr:`~headsim.runs.options.RunOptions.ray` its own)."""
     import_ray()
@@ -431,7 +432,7 @@ def analyze_ray(model, corpus: Corpus | str, options: RunOptions) -> Result:
         done: set[int] = set()
         if run_dir is not None:
             meta = start_run(run_dir, meta, resume=options.resume)
-            if isinstance(meta, Result):
+            if isinstance(meta, Run):
                 return meta
             before = int(meta["ray"]["share_windows"])
             require(ray_options.share_windows is None or share == before,

@@ -37,15 +37,19 @@ class RunSpec:
     #: (runs written before it existed were never binned)
     resolution: int = DEFAULT_RESOLUTION
     model_commit: str | None = None  # a hub model's commit (the exact weights); runs before it was recorded: None
+    #: a model given as an object: the SHA-256 fingerprint of its weights as read
+    #: (:func:`headsim.model.objects.fingerprint`); ``None`` for a model loaded by name
+    model_fingerprint: str | None = None
 
     #: fields that change what each window adds: runs must agree on them to be merged
     NUMBERS = ("model_source", "seq_len", "threshold", "top_k_columns", "dtype", "sentence_splitter", "resolution",
-               "model_commit")
+               "model_commit", "model_fingerprint")
     #: the analyze option that sets each field
     FLAGS = {"model_source": "--model", "corpus_sha256": "--corpus", "windows": "--windows", "seq_len": "--seq-len",
              "threshold": "--threshold", "top_k_columns": "--top-k-columns", "batch_size": "--batch-size",
              "dtype": "--dtype", "sentence_splitter": "--sentences", "first_window": "--shard",
-             "resolution": "--resolution", "model_commit": "--revision"}
+             "resolution": "--resolution", "model_commit": "--revision",
+             "model_fingerprint": "the model's weights (fingerprint)"}
 
     # -- run.json ----------------------------------------------------------------------------
 
@@ -85,7 +89,10 @@ class RunSpec:
 
 def describe_changes(changed: dict[str, tuple], old: str = "run", new: str = "now") -> str:
     """``--seq-len: run 32, now 64, …`` for :meth:`RunSpec.differences`."""
-    return ", ".join(f"{RunSpec.FLAGS.get(k, k)}: {old} {a!r}, {new} {b!r}" for k, (a, b) in changed.items())
+    def shown(key: str, value):  # a fingerprint by its first 12 hex digits, as the report shows it
+        return value[:12] if key == "model_fingerprint" and isinstance(value, str) else value
+
+    return ", ".join(f"{RunSpec.FLAGS.get(k, k)}: {old} {shown(k, a)!r}, {new} {shown(k, b)!r}" for k, (a, b) in changed.items())
 
 
 def resume_flags(changed: dict[str, tuple], meta: dict) -> str:
@@ -95,6 +102,9 @@ def resume_flags(changed: dict[str, tuple], meta: dict) -> str:
         if key == "first_window":
             shard = meta.get("shard")
             parts.append(f"--shard {shard['index']}/{shard['count']}" if shard else "no --shard")
+            continue
+        if key == "model_fingerprint":
+            parts.append("the model the run was made with" + (f" (weights {value[:12]})" if value else " (loaded by name)"))
             continue
         if key == "corpus_sha256":
             corpus = meta.get("corpus") or {}

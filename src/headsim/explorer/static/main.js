@@ -25,8 +25,10 @@ async function init() {
   const info = store.info, m = info.model;
   $('model-line').textContent = `model ${m.name}` + (m.commit ? ` @ ${m.commit.slice(0, 12)}` : '') +
     ` · ${m.class} · ${m.n_layers} layers × ${m.n_heads} heads · d_head ${m.d_head} · ${m.device}`;
+  // a model given as an object: its class, adapters and weights fingerprint, one per line
+  const provenance = (rows) => (rows || []).map(([k, v]) => `\n${k}: ${v}`).join('');
   $('model-line').title = `${m.source}` + (m.commit ? ` at commit ${m.commit}` : '') +
-    ` (${m.model_type}, ${m.dtype}, max ${m.max_seq_len} tokens)`;
+    ` (${m.model_type}, ${m.dtype}, max ${m.max_seq_len} tokens)` + provenance(m.provenance);
   $('numbering').textContent = 'Layers and heads numbered from 1 · tokens from 0 ([CLS] = 0)';
   $('n-layers').textContent = m.n_layers;
   $('n-heads').textContent = m.n_heads;
@@ -53,6 +55,7 @@ async function init() {
     runLine.textContent = `run ${run.name} · ${run.n_layers}×${run.n_heads} heads` + (run.model ? ` · ${run.model}` : '') +
       (run.commit ? ` @ ${run.commit.slice(0, 12)}` : '');
     if (run.commit) runLine.title = `made with ${run.model} at commit ${run.commit}`;
+    if (run.provenance && run.provenance.length) runLine.title = `made with ${run.model}` + provenance(run.provenance);
     runLine.classList.add('loaded');
     if (run.warnings && run.warnings.length) {
       runLine.classList.add('warn');

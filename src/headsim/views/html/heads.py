@@ -151,7 +151,7 @@ def text_view_html(view, *, layer: int | None = None, head: int = 0, threshold: 
     stats = _focus_stats(view)
     color_by = "pairs"
     if run is not None:
-        stats.update(run_stats(run.heads, view.n_layers, view.n_heads, run_name=run.path.name))
+        stats.update(run_stats(run.heads, view.n_layers, view.n_heads, run_name=run.name))
         color_by = "run:p_repeat" if "run:p_repeat" in stats else color_by
     if view.binned:  # a long window: the binned overview (each cell the mean of a block of token pairs)
         per_token = dict(labels=view.labels, unit="bins", sentences=None, special=None,

@@ -54,14 +54,14 @@ def run_html(run) -> tuple[str, str]:
     heads = run.heads
     cols = [c for c in HEAD_COLUMNS if c in heads]
     top = heads.sort_values("p_same_sentence", ascending=False).head(8)[cols] if "p_same_sentence" in heads else heads[cols].head(8)
-    body = (f"<h3>headsim run <span class=\"hsv-muted\">{_e(run.path.name)}</span></h3>"
+    body = (f"<h3>headsim run <span class=\"hsv-muted\">{_e(run.name)}</span></h3>"
             + definition_list(run_rows(run))
             + f"<h4>Heads with the most same-sentence pairs <span class=\"hsv-muted\">(of {len(heads)}; layers and heads from 1;"
             " every head in <code>run.heads</code>)</span></h4>" + table(top)
             + "<h4>Key figures</h4>"
             + figures(cf.fig08_same_sentence(run.dataset, heads, run.layers, model=label),
                       cf.fig06_repeat_probability(heads, model=label)))
-    return f"headsim run {run.path.name}", body
+    return f"headsim run {run.name}", body
 
 
 def comparison_html(comparison) -> tuple[str, str]:
