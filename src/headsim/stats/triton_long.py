@@ -36,6 +36,8 @@ from .triton_kernels import INTERPRET, Launch, _pow2, available, triton
 if triton is not None:
     import triton.language as tl
 
+    from .triton_kernels import _dot_nt
+
 __all__ = ["attention_block", "attention_scores", "available", "binned_pairs"]
 
 
@@ -56,14 +58,6 @@ def _upper(n: int, device: torch.device) -> torch.Tensor:
 
 
 if triton is not None:
-
-    @triton.jit
-    def _dot_nt(a, b, F32: tl.constexpr):
-        """``a·bᵀ`` in float32: IEEE products for float32 inputs, exact bf16/fp16 products otherwise."""
-        if F32:
-            return tl.dot(a.to(tl.float32), tl.trans(b.to(tl.float32)), input_precision="ieee")
-        else:
-            return tl.dot(a, tl.trans(b))
 
     @triton.jit
     def _similarity(z_ptr, valid_ptr, rows, cols, h, wl, szb, szh, szt, T, D, DP: tl.constexpr, F32: tl.constexpr):
