@@ -6,6 +6,14 @@ from __future__ import annotations
 import time
 
 
+def announce(progress, line: str) -> None:
+    """Print ``line`` on the terminal (standard error) where a progress bar is shown (``progress`` true and not a callback)."""
+    if progress and not callable(progress):
+        from rich.console import Console
+
+        Console(stderr=True).print(line, highlight=False, soft_wrap=True)
+
+
 class ProgressBar:
     """A rich progress bar (windows/s, ETA), a callback ``(done, total)``, or nothing (``progress`` falsy);
     entered, it gives ``advance(n)``."""
