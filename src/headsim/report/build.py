@@ -46,6 +46,7 @@ def _example_section(example, out: Path) -> dict:
                 "png": f"{EXAMPLE_DIR}/{f.stem}.png", "svg": f"{EXAMPLE_DIR}/{f.stem}.svg"}
                for f in EXAMPLE_FIGURES if f"{f.stem}.png" in names]
     pairs = example.head_pairs()
+    total = int(meta.get("head_pairs_total", len(pairs)))  # the head's table keeps its most similar pairs
     show = pairs.sort_values("similarity", ascending=False, kind="stable").head(PAIR_ROWS)
     rows = [[r.token_i, r.token_j, int(r.index_i), int(r.index_j), f"{r.similarity:.3f}"] for r in show.itertuples()]
     return {
@@ -55,13 +56,14 @@ def _example_section(example, out: Path) -> dict:
         "figures": figures,
         "head_label": f"layer {layer}, head {head}",
         "pairs_caption": (f"The token pairs (Token_i, Token_j, Index_i, Index_j) whose normalised similarity in layer "
-                          f"{layer}, head {head} exceeds {thr}, as in the paper's Fig 9; positions from 0 ([CLS]). "
-                          + (f"Shown: the {len(show)} of its {len(pairs)} pairs with the highest similarity."
-                             if len(pairs) > len(show) else f"All {len(pairs)} pairs, highest similarity first.")),
+                          f"{layer}, head {head} exceeds {thr}, as in the paper's Fig 9; positions from 0 ({meta.get('position_0', '[CLS] = 0')}). "
+                          + (f"Shown: the {len(show)} of its {total} pairs with the highest similarity."
+                             if total > len(show) else f"All {total} pairs, highest similarity first.")),
         "pair_columns": ["Token_i", "Token_j", "Index_i", "Index_j", "S / max S"],
         "pair_rows": rows,
-        "pairs_more": (f"{len(pairs) - len(show)} more pairs of this head in the CSV." if len(pairs) > len(show)
-                       else ("This head has no high-similarity pair in this input." if not len(pairs) else "")),
+        "pairs_more": (f"{len(pairs) - len(show)} more pairs of this head in the CSV"
+                       + (f" (its {len(pairs)} most similar of {total})." if total > len(pairs) else ".")
+                       if len(pairs) > len(show) else ("This head has no high-similarity pair in this input." if not total else "")),
         "pairs_csv": f"{EXAMPLE_DIR}/fig09_pairs.csv",
     }
 
