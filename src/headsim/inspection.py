@@ -176,8 +176,18 @@ class Inspection(HtmlDisplay):
             "separator": np.isin(np.arange(n), self.separators), "block": self.blocks,
         })
 
-    def write(self, out_dir: str | os.PathLike) -> list[Path]:
-        """Write figures (PNG + SVG), tables (CSV + Parquet) and ``inspect.json``; all or nothing."""
+    #: files :meth:`write` makes, in order (the steps its ``progress`` counts)
+    WRITE_STEPS = 8
+
+    def write(self, out_dir: str | os.PathLike, progress=None) -> list[Path]:
+        """Write figures (PNG + SVG), tables (CSV + Parquet) and ``inspect.json``; all or nothing.
+        ``progress(done, total)``, where given, is called as each of :data:`WRITE_STEPS` is done."""
+        done = iter(range(1, self.WRITE_STEPS + 1))
+
+        def step() -> None:
+            if progress is not None:
+                progress(next(done), self.WRITE_STEPS)
+
         from .plots import save
         from .plots.text import fig04_attention, fig05_blocks, fig09_pair_table, fig12_summed_similarity
 
@@ -194,19 +204,26 @@ class Inspection(HtmlDisplay):
             try:
                 save(fig04_attention(attention, labels, self.figure_layers, h, model=model, max_ticks=ticks, note=note),
                      tmp, "fig04_attention")
+                step()
                 save(fig05_blocks(attention[l, h], self.normalized[l, h], lines, averaged, labels, layer=l, head=h,
                                   sep_layer=self.sep_layer, model=model, max_ticks=ticks, note=note), tmp, "fig05_blocks")
+                step()
                 save(self.similarity_figure(), tmp, "similarity")
+                step()
                 save(fig09_pair_table(self.head_pairs(), self.tokens, layer=l, head=h, threshold=self.threshold,
                                       model=model, total=self.head_pair_count()), tmp, "fig09_pairs")
+                step()
                 save(fig12_summed_similarity(self.normalized, labels, self.figure_layers,
                                              title="similarity summed over heads, one input" + (
                                                  f" ({v.n} tokens on {v.attention.shape[-1]} bins)" if v.binned else ""),
                                              model=model, max_ticks=ticks), tmp, "fig12_summed_similarity")
+                step()
                 for stem, table in (("fig09_pairs", self.pairs), ("tokens", self.token_table())):
                     table.to_csv(tmp / f"{stem}.csv", index=False)
                     table.to_parquet(tmp / f"{stem}.parquet", index=False)
+                    step()
                 (tmp / "inspect.json").write_text(json.dumps(self.meta, indent=2))
+                step()
                 out.mkdir(parents=True, exist_ok=True)
                 written = []
                 for f in sorted(tmp.iterdir()):
@@ -232,6 +249,7 @@ def inspect_text(
     device: str | None = None,
     resolution: int = VIEW_RESOLUTION,
     all_pairs: bool = False,
+    progress=None,
 ) -> Inspection:
     """Analyse one window of ``text``.
 
@@ -246,6 +264,7 @@ def inspect_text(
             bins (:class:`~headsim.views.TextView`).
         all_pairs: the pair table lists every pair of every head (default: each head's most similar
             :data:`~headsim.views.text_view.PAIR_LIMIT`, the total counted exactly).
+        progress: ``progress(done, total)`` as the model's layers are done (:func:`~headsim.views.text_view`).
     """
     loaded = as_loaded(model, device=device)
     n_layers, n_heads = loaded.n_layers, loaded.n_heads
@@ -255,5 +274,5 @@ def inspect_text(
     threshold = check_threshold(threshold)
     sep_threshold = check_threshold(sep_threshold, "separator threshold")
     shown = default_figure_layers(n_layers) if figure_layers is None else [check_index(x, n_layers, "layer") for x in figure_layers]
-    return Inspection(text_view(text, loaded, seq_len=seq_len, window=window, resolution=resolution), l, h, threshold, sl, sep_threshold, shown,
+    return Inspection(text_view(text, loaded, seq_len=seq_len, window=window, resolution=resolution, progress=progress), l, h, threshold, sl, sep_threshold, shown,
                       all_pairs)

@@ -92,7 +92,7 @@ def write_claims(claims: list[Claim], out: Path, run: ReportRun) -> list[Path]:
 
 
 def build_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None, example=None, *,
-                 tokenizer=None, window_runs: Sequence[str | os.PathLike] = (), dpi: int = 200) -> Path:
+                 tokenizer=None, window_runs: Sequence[str | os.PathLike] = (), dpi: int = 200, progress=None) -> Path:
     """Write the report of a finished run; returns the path of ``index.html``.
 
     Args:
@@ -108,6 +108,7 @@ def build_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None =
             (:mod:`headsim.report.window_lengths`; runs that differ in anything else are refused
             before anything is written).
         dpi: PNG resolution.
+        progress: ``progress(done, total)`` as each figure (then the claims, the example, the page) is done.
     """
     run = load_report_run(run_dir, tokenizer=tokenizer)
     lengths = None
@@ -119,14 +120,21 @@ def build_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None =
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".report-", dir=out))
     try:
-        figures = []
-        for fig in FIGURES:
+        figures, steps = [], len(FIGURES) + 2
+
+        def done(k: int) -> None:
+            if progress is not None:
+                progress(k, steps)
+
+        for k, fig in enumerate(FIGURES, start=1):
             fig.draw(run, tmp, dpi=dpi)
             figures.append({"stem": fig.stem, "label": fig.label, "title": fig.title, "caption": fig.caption(run),
                             "png": f"{fig.stem}.png", "svg": f"{fig.stem}.svg"})
+            done(k)
         claims = compute_claims(run.dataset, run.heads, run.layers, run.meta, shares=run.shares)
         write_claims(claims, tmp, run)
         example_ctx = _example_section(example, tmp) if example is not None else None
+        done(len(FIGURES) + 1)
         from ..ablation.report import report_section
 
         ablation_ctx = report_section(run.path, tmp)
@@ -153,6 +161,7 @@ def build_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None =
                       example=example_ctx, no_example=NO_EXAMPLE, ablation=ablation_ctx, window=window_ctx, files=files, headsim_version=__version__,
                       generated=datetime.now(timezone.utc).isoformat(timespec="seconds"))
         (tmp / "index.html").write_text(html, encoding="utf-8")
+        done(steps)
         for item in sorted(tmp.iterdir(), key=lambda f: (f.name == "index.html", f.name)):  # the page last
             target = out / item.name
             if item.is_dir():

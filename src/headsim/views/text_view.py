@@ -373,7 +373,7 @@ def bin_pairs(block: torch.Tensor, rows: slice, bins: np.ndarray, r: int) -> tor
     return out.index_add_(1, index[rows], per_key)
 
 
-def _overview(loaded: LoadedModel, ids: np.ndarray, resolution: int, tile_rows: int | None) -> dict:
+def _overview(loaded: LoadedModel, ids: np.ndarray, resolution: int, tile_rows: int | None, progress=None) -> dict:
     """One pass of the model over a long window: binned means of attention and normalised S
     ``[L, H, R, R]``, each head's exact max of S, column and near-diagonal sums of attention, and
     the head outputs (see the module docstring)."""
@@ -406,6 +406,8 @@ def _overview(loaded: LoadedModel, ids: np.ndarray, resolution: int, tile_rows: 
         attention[cap.layer] = (layer_sum / blocks).float().numpy()
         layer_sum.zero_()
         outputs[cap.layer] = cap.head_outputs[0].float().cpu()
+        if progress is not None:
+            progress(cap.layer + 1, 2 * L)
 
     step = tile_rows
     tap = Tap(loaded, attention=True, head_outputs=True, stop_early=True, tile_rows=tile_rows)
@@ -426,6 +428,8 @@ def _overview(loaded: LoadedModel, ids: np.ndarray, resolution: int, tile_rows: 
         scale = torch.where(peaks[li] > 0, 1.0 / torch.where(peaks[li] > 0, peaks[li], torch.ones_like(peaks[li])),
                             torch.zeros_like(peaks[li]))
         normalized[li] = (similarity / blocks * scale.to(torch.float64)[:, None, None]).float().numpy()
+        if progress is not None:
+            progress(L + li + 1, 2 * L)
     return {"bins": bins, "attention": attention, "normalized": normalized,
             "peaks": peaks.numpy(), "column_sums": column_sums.numpy(), "diagonals": diagonals, "head_outputs": z.numpy()}
 
@@ -466,12 +470,13 @@ def focus_from_sums(column_sums: list[torch.Tensor], diagonals: list[tuple[torch
 
 
 def window_view(loaded: LoadedModel, windows: Windows, window: int, text: str = "", *,
-                resolution: int = VIEW_RESOLUTION, tile_rows: int | None = None) -> TextView:
+                resolution: int = VIEW_RESOLUTION, tile_rows: int | None = None, progress=None) -> TextView:
     """Run the model once on window ``window`` of ``windows`` (its valid tokens only: the numbers equal
     those of :func:`headsim.extraction.extract` up to float rounding) and build its :class:`TextView`.
     ``text`` is the text the windows were cut from (for :meth:`TextView.window_text`). A window of
     more than ``resolution`` valid tokens is viewed on ``resolution`` position bins, computed
-    ``tile_rows`` query rows at a time (default: as many as the tap's block budget holds)."""
+    ``tile_rows`` query rows at a time (default: as many as the tap's block budget holds).
+    ``progress(done, total)``, where given, is called as the layers are done."""
     w = check_window(window, len(windows))
     require(isinstance(resolution, (int, np.integer)) and resolution >= 2, f"view resolution {resolution!r} must be "
             "a whole number of at least 2", "pass the number of position bins a long window is viewed on (e.g. 512)")
@@ -483,13 +488,15 @@ def window_view(loaded: LoadedModel, windows: Windows, window: int, text: str = 
                   special=framing_positions(loaded.framing, n))
     if n > resolution:
         rows = tile_rows or tile_rows_for(TILE_BYTES, 1, loaded.n_heads, n)
-        o = _overview(loaded, ids, int(resolution), rows)
+        o = _overview(loaded, ids, int(resolution), rows, progress)
         d = o["diagonals"]
         focus = focus_from_sums([torch.as_tensor(c)[None] for c in o["column_sums"]],
                                 [(d[li, :, 0], d[li, :, 1]) for li in range(loaded.n_layers)], ids, sentences, loaded)
         return TextView(**common, attention=o["attention"], head_outputs=o["head_outputs"], normalized=o["normalized"],
                         focus=focus, bins=o["bins"], peaks=o["peaks"], column_sums=o["column_sums"], tile_rows=rows)
     got = capture(loaded, ids[None], np.ones((1, n), dtype=np.int64))
+    if progress is not None:
+        progress(loaded.n_layers, loaded.n_layers)
     attention = got["attention"][0].float().cpu()  # [L, H, n, n]
     outputs = got["head_outputs"][0].float().cpu()  # [L, H, n, d]
     return TextView(
@@ -500,9 +507,11 @@ def window_view(loaded: LoadedModel, windows: Windows, window: int, text: str = 
 
 
 def text_view(text: str, model: LoadedModel | str | None = None, *, seq_len: int = 128, window: int = 0,
-              device: str | None = None, resolution: int = VIEW_RESOLUTION, tile_rows: int | None = None) -> TextView:
+              device: str | None = None, resolution: int = VIEW_RESOLUTION, tile_rows: int | None = None,
+              progress=None) -> TextView:
     """The :class:`TextView` of window ``window`` (0-based) of ``text`` cut into windows of ``seq_len``
     tokens (framing included) for ``model`` (a :class:`~headsim.model.load.LoadedModel` or a name);
-    ``resolution`` and ``tile_rows`` as :func:`window_view`'s."""
+    ``resolution``, ``tile_rows`` and ``progress`` as :func:`window_view`'s."""
     loaded = as_loaded(model, device=device)
-    return window_view(loaded, cut_text(text, loaded, seq_len), window, text, resolution=resolution, tile_rows=tile_rows)
+    return window_view(loaded, cut_text(text, loaded, seq_len), window, text, resolution=resolution, tile_rows=tile_rows,
+                       progress=progress)
