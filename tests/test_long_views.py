@@ -115,14 +115,14 @@ def test_short_windows_are_unchanged(tiny_bert, views):
         assert view.bins is None and view.peaks is None
         np.testing.assert_array_equal(view.attention, got["attention"][0].float().numpy())
         np.testing.assert_array_equal(view.normalized, normalized_similarity(got["head_outputs"][0].float()).numpy())
-    table = exact.pairs(0.3)
+    table = exact.pairs(0.3, limit=None)
     assert table.attrs == {"total": len(table), "limit": None}
     assert table.equals(table.sort_values(["layer", "head", "index_i", "index_j"]).reset_index(drop=True))
 
 
 def test_pair_tables_are_capped_sorted_and_counted(views):
     exact, long = views
-    full = exact.pairs(0.3)
+    full = exact.pairs(0.3, limit=None)
     counts = long.pair_counts(0.3)
     assert counts.sum() == len(full) > 0
     heads = [(0, 1), (1, 2)]
@@ -137,7 +137,12 @@ def test_pair_tables_are_capped_sorted_and_counted(views):
             assert (np.diff(got.similarity.to_numpy()) <= 0).all()  # most similar first
             np.testing.assert_allclose(got.similarity.to_numpy(), np.sort(every.similarity.to_numpy())[::-1][:5], atol=1e-6)
             assert (got.index_i < got.index_j).all()
-    assert long.pairs(0.3).attrs["limit"] == 300  # a long window is capped by default
+    for view in views:  # one rule at every length: capped by default, every pair only when asked
+        assert view.pairs(0.3).attrs == {"total": len(full), "limit": 300}
+        every = view.pairs(0.3, limit=None)
+        assert every.attrs == {"total": len(full), "limit": None}
+        assert every[["layer", "head", "index_i", "index_j"]].equals(full[["layer", "head", "index_i", "index_j"]])
+        np.testing.assert_allclose(every.similarity.to_numpy(), full.similarity.to_numpy(), atol=1e-6)
 
 
 class LargestTensor(TorchDispatchMode):

@@ -110,7 +110,7 @@ def test_128_token_example_page_is_small_and_its_masks_exact(embedded):
     for t in (0.1, 0.3, 0.62):  # slider positions: the page's pairs (i < j, level ≥ t·steps) are TextView.pairs
         k = round(t * steps)
         assert k / steps == pytest.approx(t)
-        pairs = view.pairs(t)
+        pairs = view.pairs(t, limit=None)
         counts = np.zeros((L, H), dtype=int)
         np.add.at(counts, (pairs["layer"] - 1, pairs["head"] - 1), 1)
         assert np.array_equal((q >= k).sum(-1), counts), t

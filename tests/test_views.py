@@ -171,8 +171,14 @@ def test_inspect_matches_independent_similarity(inspection, embedded, embedded_e
             expected_rows += [(li + 1, hi + 1, i, j) for i in range(n) for j in range(i + 1, n) if ins.mask[li, hi, i, j]]
             close = np.abs(norm - 0.3) < 1e-5
             np.testing.assert_array_equal(ins.mask[li, hi][~close], high[~close])
-    got = list(zip(ins.pairs["layer"], ins.pairs["head"], ins.pairs["index_i"], ins.pairs["index_j"]))
+    every = ins.view.pairs(0.3, limit=None)  # all pairs only when asked, by position
+    got = list(zip(every["layer"], every["head"], every["index_i"], every["index_j"]))
     assert got == expected_rows
+    # by default (the one rule at every length) each head keeps its most similar pairs, totals exact
+    capped = ins.pairs
+    assert capped.attrs == {"total": len(expected_rows), "limit": 300}
+    per_head = every.groupby(["layer", "head"]).size()
+    assert (capped.groupby(["layer", "head"]).size() == per_head.clip(upper=300)).all()
     head = ins.head_pairs()
     assert (head["layer"] == 5).all() and (head["head"] == 3).all()
     assert len(head) == int(np.triu(ins.mask[4, 2], 1).sum())

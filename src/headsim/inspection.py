@@ -18,8 +18,9 @@ from .context_similarity import check_threshold
 from .errors import require
 from .model.load import LoadedModel, as_loaded
 from .io import writing
+from .tokens import first_position_note
 from .views import TextView, text_view
-from .views.text_view import VIEW_RESOLUTION
+from .views.text_view import PAIR_LIMIT, VIEW_RESOLUTION
 from .display import HtmlDisplay
 from .views.html import text_view_html
 
@@ -56,6 +57,9 @@ class Inspection(HtmlDisplay):
     sep_layer: int
     sep_threshold: float
     figure_layers: list[int]
+    #: list every pair of every head in :attr:`pairs` (default: each head's most similar
+    #: :data:`~headsim.views.text_view.PAIR_LIMIT`, at every window length)
+    all_pairs: bool = False
 
     model = property(lambda self: self.view.model)
     window = property(lambda self: self.view.window)
@@ -81,10 +85,13 @@ class Inspection(HtmlDisplay):
         return (f"\n{v.n} tokens shown on {v.attention.shape[-1]} position bins (each cell the mean of its block; "
                 "ticks: first–last token of a bin)")
 
+    @cached_property
+    def _head_total(self) -> int:
+        return int(self.view.pairs(self.threshold, [(self.layer, self.head)], limit=1).attrs["total"])
+
     def head_pair_count(self) -> int:
         """Exact number of pairs above the threshold of the inspected head."""
-        return int(self.view.pairs(self.threshold, [(self.layer, self.head)], limit=1).attrs["total"]) \
-            if self.view.binned else len(self.head_pairs())
+        return self._head_total
 
     def similarity_figure(self):
         """The inspected head's similarity and high-similarity mask (over bins for a long window)."""
@@ -122,9 +129,10 @@ class Inspection(HtmlDisplay):
 
     @cached_property
     def pairs(self) -> pd.DataFrame:
-        """Fig 9's pair table of every head, all layers (a long window: each head's most similar
-        :data:`headsim.views.text_view.PAIR_LIMIT`, ``attrs["total"]`` counting all)."""
-        return self.view.pairs(self.threshold)
+        """Fig 9's pair table of every head, all layers: each head's most similar
+        :data:`headsim.views.text_view.PAIR_LIMIT` (every pair with :attr:`all_pairs`), ``attrs["total"]``
+        counting all."""
+        return self.view.pairs(self.threshold, limit=None if self.all_pairs else PAIR_LIMIT)
 
     @cached_property
     def meta(self) -> dict:
@@ -135,10 +143,17 @@ class Inspection(HtmlDisplay):
             "valid_tokens": v.n, "layer": self.layer + 1, "head": self.head + 1, "threshold": self.threshold,
             "separator_layer": self.sep_layer + 1, "separator_threshold": self.sep_threshold,
             "separators": [int(s) for s in self.separators], "figure_layers": [x + 1 for x in self.figure_layers],
-            "numbering": "layers and heads from 1; token positions from 0 ([CLS] = 0)",
-            **({"view_bins": int(v.attention.shape[-1]), "pairs_total": int(self.pairs.attrs["total"]),
-                "pairs_per_head_limit": self.pairs.attrs["limit"]} if v.binned else {}),
+            "numbering": f"layers and heads from 1; token positions from 0 ({self.position_0})",
+            "position_0": self.position_0,
+            "pairs_total": int(self.pairs.attrs["total"]), "pairs_per_head_limit": self.pairs.attrs["limit"],
+            "head_pairs_total": self.head_pair_count(),
+            **({"view_bins": int(v.attention.shape[-1])} if v.binned else {}),
         }
+
+    @property
+    def position_0(self) -> str:
+        """What token position 0 is (``[CLS] = 0`` for an encoder, ``<s> = 0`` … for a decoder)."""
+        return first_position_note(self.model.tokenizer, self.model.framing.open)
 
     def _html_body(self) -> tuple[str, str]:
         body = text_view_html(self.view, layer=self.layer, head=self.head, threshold=self.threshold)
@@ -161,8 +176,18 @@ class Inspection(HtmlDisplay):
             "separator": np.isin(np.arange(n), self.separators), "block": self.blocks,
         })
 
-    def write(self, out_dir: str | os.PathLike) -> list[Path]:
-        """Write figures (PNG + SVG), tables (CSV + Parquet) and ``inspect.json``; all or nothing."""
+    #: files :meth:`write` makes, in order (the steps its ``progress`` counts)
+    WRITE_STEPS = 8
+
+    def write(self, out_dir: str | os.PathLike, progress=None) -> list[Path]:
+        """Write figures (PNG + SVG), tables (CSV + Parquet) and ``inspect.json``; all or nothing.
+        ``progress(done, total)``, where given, is called as each of :data:`WRITE_STEPS` is done."""
+        done = iter(range(1, self.WRITE_STEPS + 1))
+
+        def step() -> None:
+            if progress is not None:
+                progress(next(done), self.WRITE_STEPS)
+
         from .plots import save
         from .plots.text import fig04_attention, fig05_blocks, fig09_pair_table, fig12_summed_similarity
 
@@ -179,19 +204,26 @@ class Inspection(HtmlDisplay):
             try:
                 save(fig04_attention(attention, labels, self.figure_layers, h, model=model, max_ticks=ticks, note=note),
                      tmp, "fig04_attention")
+                step()
                 save(fig05_blocks(attention[l, h], self.normalized[l, h], lines, averaged, labels, layer=l, head=h,
                                   sep_layer=self.sep_layer, model=model, max_ticks=ticks, note=note), tmp, "fig05_blocks")
+                step()
                 save(self.similarity_figure(), tmp, "similarity")
+                step()
                 save(fig09_pair_table(self.head_pairs(), self.tokens, layer=l, head=h, threshold=self.threshold,
                                       model=model, total=self.head_pair_count()), tmp, "fig09_pairs")
+                step()
                 save(fig12_summed_similarity(self.normalized, labels, self.figure_layers,
                                              title="similarity summed over heads, one input" + (
                                                  f" ({v.n} tokens on {v.attention.shape[-1]} bins)" if v.binned else ""),
                                              model=model, max_ticks=ticks), tmp, "fig12_summed_similarity")
+                step()
                 for stem, table in (("fig09_pairs", self.pairs), ("tokens", self.token_table())):
                     table.to_csv(tmp / f"{stem}.csv", index=False)
                     table.to_parquet(tmp / f"{stem}.parquet", index=False)
+                    step()
                 (tmp / "inspect.json").write_text(json.dumps(self.meta, indent=2))
+                step()
                 out.mkdir(parents=True, exist_ok=True)
                 written = []
                 for f in sorted(tmp.iterdir()):
@@ -216,6 +248,8 @@ def inspect_text(
     window: int = 0,
     device: str | None = None,
     resolution: int = VIEW_RESOLUTION,
+    all_pairs: bool = False,
+    progress=None,
 ) -> Inspection:
     """Analyse one window of ``text``.
 
@@ -228,6 +262,9 @@ def inspect_text(
         window: which window of a long text (0-based).
         resolution: a window of more valid tokens is shown as a binned overview on this many position
             bins (:class:`~headsim.views.TextView`).
+        all_pairs: the pair table lists every pair of every head (default: each head's most similar
+            :data:`~headsim.views.text_view.PAIR_LIMIT`, the total counted exactly).
+        progress: ``progress(done, total)`` as the model's layers are done (:func:`~headsim.views.text_view`).
     """
     loaded = as_loaded(model, device=device)
     n_layers, n_heads = loaded.n_layers, loaded.n_heads
@@ -237,4 +274,5 @@ def inspect_text(
     threshold = check_threshold(threshold)
     sep_threshold = check_threshold(sep_threshold, "separator threshold")
     shown = default_figure_layers(n_layers) if figure_layers is None else [check_index(x, n_layers, "layer") for x in figure_layers]
-    return Inspection(text_view(text, loaded, seq_len=seq_len, window=window, resolution=resolution), l, h, threshold, sl, sep_threshold, shown)
+    return Inspection(text_view(text, loaded, seq_len=seq_len, window=window, resolution=resolution, progress=progress), l, h, threshold, sl, sep_threshold, shown,
+                      all_pairs)

@@ -114,10 +114,11 @@ def read_json(path: Path) -> dict:
     return data
 
 
-def write_dataset(path: Path, ds: xr.Dataset) -> Path:
-    """``stats.nc``, serialised in memory first: the file itself is then written by Python, whose
-    errors (a full disk) are clean, where the HDF5 library writing straight to disk could crash."""
-    return write_bytes(path, bytes(ds.to_netcdf(engine="h5netcdf")))
+def write_dataset(path: Path, ds: xr.Dataset, encoding: dict | None = None) -> Path:
+    """``stats.nc`` (with the netCDF ``encoding`` of its variables, where given), serialised in memory
+    first: the file itself is then written by Python, whose errors (a full disk) are clean, where the
+    HDF5 library writing straight to disk could crash."""
+    return write_bytes(path, bytes(ds.to_netcdf(engine="h5netcdf", encoding=encoding)))
 
 
 def damaged(path: Path, exc: Exception) -> HeadsimError:

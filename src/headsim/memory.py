@@ -90,6 +90,27 @@ def accumulator_bytes(n_layers: int, n_heads: int, seq_len: int, resolution: int
     return total
 
 
+#: the resolutions :func:`choose_resolution` tries, largest first (the default, then halvings)
+RESOLUTIONS = (512, 256, 128, 64, 32, 16)
+
+
+def choose_resolution(n_layers: int, n_heads: int, seq_len: int, room: int) -> int:
+    """The position resolution of a run that names none: the largest of :data:`RESOLUTIONS` whose
+    accumulators (:func:`accumulator_bytes`) take at most half of ``room`` (the budget less what the
+    process holds: the other half is left to the batches), else the smallest. A window within the
+    resolution keeps per-position statistics, so ``seq_len`` at or below the first that fits is not binned."""
+    for r in RESOLUTIONS:
+        if 2 * accumulator_bytes(n_layers, n_heads, seq_len, r) <= room:
+            return r
+    return RESOLUTIONS[-1]
+
+
+def held_bytes(loaded) -> int:
+    """Bytes held before any window: the weights, and on a CPU what the process holds already."""
+    held = sum(p.numel() * p.element_size() for p in loaded.model.parameters())
+    return max(held, _resident()) if loaded.device.type == "cpu" else held
+
+
 def plan_memory(loaded, seq_len: int, resolution: int, max_memory: int, *, batch_size: int | None = None,
                 largest_batch: int = 32) -> MemoryPlan:
     """Windows per batch (``batch_size`` where given, else at most ``largest_batch``) and block bytes
@@ -105,10 +126,7 @@ def plan_memory(loaded, seq_len: int, resolution: int, max_memory: int, *, batch
     """
     t, h = int(seq_len), int(loaded.n_heads)
     hidden = int(getattr(loaded.stack_config, "hidden_size", 0) or getattr(loaded.stack_config, "d_model", 0) or 768)
-    held = sum(p.numel() * p.element_size() for p in loaded.model.parameters())
-    if loaded.device.type == "cpu":
-        held = max(held, _resident())
-    fixed = held + accumulator_bytes(loaded.n_layers, h, t, resolution)
+    fixed = held_bytes(loaded) + accumulator_bytes(loaded.n_layers, h, t, resolution)
     per_window = 16 * t * hidden * 4 + 4 * t * hidden * 4
     if t > resolution:
         per_window += h * resolution * t * 4 + h * t * (8 + 12 + 12) + 6 * t * 8
@@ -118,13 +136,13 @@ def plan_memory(loaded, seq_len: int, resolution: int, max_memory: int, *, batch
         row_bytes = 0
     left = max_memory - fixed
     need = per_window + row_bytes
-    require(left >= need, f"--max-memory {_gib(max_memory)} cannot hold one window of {t} tokens with this model "
-            f"(about {_gib(fixed + need)} needed)", "raise --max-memory, or use a smaller --seq-len")
+    require(left >= need, f"--max-memory {format_bytes(max_memory)} cannot hold one window of {t} tokens with this model "
+            f"(about {format_bytes(fixed + need)} needed)", "raise --max-memory, or use a smaller --seq-len")
     if batch_size is None:
         batch_size = int(max(1, min(largest_batch, left // (2 * need))))
     tile_bytes = int(max(row_bytes * batch_size, left - batch_size * per_window) // 2) if row_bytes else left
-    require(left >= batch_size * need, f"--max-memory {_gib(max_memory)} cannot hold a batch of {batch_size} windows "
-            f"of {t} tokens (about {_gib(fixed + batch_size * need)} needed)", "raise --max-memory or lower --batch-size")
+    require(left >= batch_size * need, f"--max-memory {format_bytes(max_memory)} cannot hold a batch of {batch_size} windows "
+            f"of {t} tokens (about {format_bytes(fixed + batch_size * need)} needed)", "raise --max-memory or lower --batch-size")
     return MemoryPlan(int(max_memory), int(batch_size), max(1, tile_bytes), int(fixed), int(per_window))
 
 
@@ -160,7 +178,7 @@ def peak_memory(device: torch.device) -> dict:
     return out
 
 
-def _gib(n: int) -> str:
+def format_bytes(n: int) -> str:
     """``n`` bytes for a message: GiB, MiB, KiB or bytes, whichever reads without rounding to 0."""
     for unit, size, digits in (("GiB", 1 << 30, 2), ("MiB", 1 << 20, 0), ("KiB", 1 << 10, 0)):
         if n >= size:

@@ -27,9 +27,10 @@ from .windows import MIN_SEQ_LEN
 DEFAULT_WINDOWS = 4000
 
 
-def example_inspection(corpus: Corpus, model, *, seq_len: int, threshold: float) -> Inspection:
-    """Per-text views (Figs 4, 5, 9, 12) of a fixed example: the first window of the corpus's first document."""
-    return inspect_text(corpus.documents[0].text, model, seq_len=seq_len, threshold=threshold, window=0)
+def example_inspection(corpus: Corpus, model, *, seq_len: int, threshold: float, progress=None) -> Inspection:
+    """Per-text views (Figs 4, 5, 9, 12) of a fixed example: the first window of the corpus's first document
+    (``progress`` as :func:`~headsim.inspection.inspect_text`'s)."""
+    return inspect_text(corpus.documents[0].text, model, seq_len=seq_len, threshold=threshold, window=0, progress=progress)
 
 
 def parse_lengths(text: str) -> list[int]:

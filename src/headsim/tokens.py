@@ -25,6 +25,30 @@ def token_body(token: str) -> str:
     return token
 
 
+def token_texts(tokenizer, ids: list[int]) -> list[str]:
+    """Each token of ``ids`` as the text it stands for, for display: the tokenizer's own decoding of
+    that token alone (``convert_tokens_to_string``: a byte-level ``Ġthe`` reads `` the``; WordPiece's
+    ``##ing`` and special tokens stay as they are), or its raw string where alone it decodes to no
+    whole character (a piece of a multi-byte character)."""
+    raw = tokenizer.convert_ids_to_tokens(list(ids))
+    out = []
+    for token in raw:
+        try:
+            text = tokenizer.convert_tokens_to_string([token])
+        except Exception:  # noqa: BLE001 - a tokenizer without a decoder for single tokens
+            text = token
+        out.append(token if not text or "\ufffd" in text else text)
+    return out
+
+
+def first_position_note(tokenizer, opening: int | None) -> str:
+    """What position 0 of a window is, in words: its opening token (``[CLS] = 0``, ``<s> = 0``), or
+    the first text token where the model's windows open with none."""
+    if opening is None:
+        return "the first text token = 0"
+    return f"{tokenizer.convert_ids_to_tokens(int(opening))} = 0"
+
+
 def is_punctuation_token(token: str) -> bool:
     """A token made only of Unicode punctuation (categories P*), word-piece markers stripped."""
     body = token_body(token)

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from .errors import HeadsimError, require
 from .sentences import check_splitter, sentence_index, sentence_starts
-from .tokens import boundary_ids
+from .tokens import boundary_ids, token_texts
 
 MIN_SEQ_LEN = 8
 TOKENIZE_CHARS = 1 << 16  # characters tokenized together: about 120 windows of 128 tokens
@@ -282,7 +282,7 @@ def _assemble(pieces: list[list[tuple[TokenStream, int, int]]], seq_len: int, to
     change = np.zeros((w, seq_len), dtype=bool)
     change[:, 1:] = (key[:, 1:] != key[:, :-1]) & body[:, :-1]
     sent[body] = np.cumsum(change & body, axis=1)[body]
-    tokens = [tokenizer.convert_ids_to_tokens(row.tolist()) for row in ids] if token_strings else []
+    tokens = [token_texts(tokenizer, row.tolist()) for row in ids] if token_strings else []
     return Windows(ids, mask, offsets, sent, tidx, tokens)
 
 
@@ -314,7 +314,8 @@ def iter_windows(
         workers: processes that tokenize and split sentences (the slow part: pySBD); 0 does it in
             the calling thread. A process keeps pure-Python sentence splitting off the interpreter
             lock the model's thread needs. Windows are the same for any number of workers.
-        token_strings: fill :attr:`Windows.tokens` (views need them; corpus statistics do not).
+        token_strings: fill :attr:`Windows.tokens` with each token as text (:func:`headsim.tokens.token_texts`;
+            views need them; corpus statistics do not).
         framing: how windows are framed (``None``: [CLS] … [SEP] from the tokenizer; pass
             ``loaded.framing`` for a model of any family).
     """

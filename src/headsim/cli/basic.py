@@ -8,8 +8,9 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from .app import app, console, err_console
-from .options import Device, Model, Revision, SeqLen, Threshold, read_text_arg
+from .app import app, console
+from .progress import Bars
+from .options import Device, Model, Revision, SeqLen, Threshold, check_head_options, read_text_arg, window_note
 
 
 @app.command()
@@ -41,7 +42,8 @@ def inspect(
     device: Optional[str] = Device,
     out: Path = typer.Option(Path("inspect-out"), "--out", "-o", help="Output directory."),
     rows: int = typer.Option(25, "--rows", help="Pair-table rows printed in the terminal."),
-    resolution: int = typer.Option(512, "--resolution", help="A window of more tokens is shown as a binned overview on this many position bins (pair tables keep each head's most similar pairs)."),
+    resolution: int = typer.Option(512, "--resolution", help="A window of more tokens is shown as a binned overview on this many position bins."),
+    all_pairs: bool = typer.Option(False, "--all-pairs", help="fig09_pairs.csv lists every pair of every head (default: each head's 300 most similar, with exact totals)."),
 ) -> None:
     """Per-text views of one window: Figs 4, 5, 9, 12 and the similarity matrix of one head."""
     from ..errors import require
@@ -64,26 +66,25 @@ def inspect(
             from ..errors import HeadsimError
 
             raise HeadsimError(f"--figure-layers {figure_layers!r} is not a list of numbers", "pass e.g. --figure-layers 1,3,6")
+    check_head_options(model, [("--layer", layer), ("--sep-layer", sep_layer), *(("--figure-layers", x) for x in layers or [])],
+                       [("--head", head)])
     check_writable(out)  # before the model runs
     if revision is not None:
         from ..model.load import load_model
 
         model = load_model(model, device=device, revision=revision)
-    with console.status("running the model…"):
+    with Bars() as bars:
         result = inspect_text(body, model, layer=layer, head=head, threshold=threshold, sep_layer=sep_layer,
                               sep_threshold=sep_threshold, figure_layers=layers, seq_len=seq_len, window=window,
-                              device=device, resolution=resolution)
-    if result.view.n_windows > 1:
-        err_console.print(f"[yellow]note:[/] the text gives {result.view.n_windows} windows of {seq_len} tokens; analysed "
-                          f"window {result.window} only ({result.valid_len} tokens) — pick another with --window N "
-                          f"(0..{result.view.n_windows - 1})", highlight=False, soft_wrap=True)
-    with console.status("writing figures…"):
-        written = result.write(out)
+                              device=device, resolution=resolution, all_pairs=all_pairs,
+                              progress=bars.stage("running the model (layers)"))
+        window_note(result.view, seq_len)
+        written = result.write(out, progress=bars.stage("figures and tables"))
     pairs = result.head_pairs()
     total = result.head_pair_count()
     table = Table(title=f"High-similarity pairs, layer {result.layer + 1}, head {result.head + 1} "
                         f"(threshold {result.threshold:g}; {total} pairs"
-                        + (f"; the {len(pairs)} most similar kept)" if total > len(pairs) else ")"))
+                        + (f"; the {len(pairs)} most similar kept)" if total > len(pairs) else ")"), title_justify="left")
     for col in ("Token_i", "Token_j", "Index_i", "Index_j", "similarity"):
         table.add_column(col, justify="right" if col.startswith(("Index", "sim")) else "left")
     for r in pairs.head(rows).itertuples():

@@ -56,8 +56,8 @@ def analyze(
     cpus_per_actor: float = typer.Option(1.0, "--cpus-per-actor", "--cpus-per-worker", help="CPUs each Ray actor reserves (and its torch threads)."),
     share_windows: Optional[int] = typer.Option(None, "--share-windows", help="Windows per Ray work unit, whole batches (default: about 4 per worker)."),
     shard: Optional[str] = typer.Option(None, "--shard", help="I/N: analyse only part I (from 1) of N disjoint, equal parts of the windows; `headsim merge` of all N runs equals one run over all windows."),
-    resolution: int = typer.Option(512, "--resolution", help="Longest window whose position-pair statistics are kept per position; longer windows keep them on this many position bins (memory independent of --seq-len)."),
-    max_memory: Optional[str] = typer.Option(None, "--max-memory", help="Memory the run may take, e.g. 3GB (default: half the free RAM, or of the GPU's memory); batch and block sizes are chosen within it."),
+    resolution: Optional[int] = typer.Option(None, "--resolution", help="Longest window whose position-pair statistics are kept per position; longer windows keep them on this many position bins (memory independent of --seq-len). Default: the largest of 512, 256, … 16 whose statistics fit --max-memory beside the model (recorded in run.json)."),
+    max_memory: Optional[str] = typer.Option(None, "--max-memory", help="Memory the run may take, e.g. 3GB (default: half the free RAM, or of the GPU's memory); batch and block sizes, and the resolution when not given, are chosen within it."),
 ) -> None:
     """Corpus statistics of every head (Figs 2, 3, 6–8, 10–13) into a run directory."""
     from ..errors import require

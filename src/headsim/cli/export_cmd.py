@@ -8,7 +8,8 @@ from typing import Optional
 import typer
 
 from .app import app, console
-from .options import Device, Model, SeqLen, Threshold
+from .progress import Bars
+from .options import Device, Model, SeqLen, Threshold, check_head_options, window_note
 
 
 @app.command()
@@ -23,13 +24,23 @@ def export(
     head: int = typer.Option(1, "--head", help="Head selected first (from 1)."),
     threshold: float = Threshold,
     device: Optional[str] = Device,
+    resolution: int = typer.Option(512, "--resolution", help="A text window of more tokens is shown as a binned overview on this many position bins."),
 ) -> None:
     """One standalone file to open offline, mail or put on a page: a text's head explorer, a run's
     summary or an ablation study (html), or its key figure (svg, png)."""
     from ..errors import require
     from ..views.html.export import FORMATS, export as write, load_source
 
+    from ..inspection import Inspection
+
     require(fmt in FORMATS, f"unknown format {fmt!r}", f"use --format {' or '.join(FORMATS)}")
-    obj = load_source(source, model=None if model == "default" else model, seq_len=seq_len, window=window, layer=layer,
-                      head=head, threshold=threshold, device=device)
-    console.print(f"{fmt}: {write(obj, out, fmt)}")
+    check_head_options(model, [("--layer", layer)], [("--head", head)])
+    with Bars() as bars:
+        obj = load_source(source, model=None if model == "default" else model, seq_len=seq_len, window=window, layer=layer,
+                          head=head, threshold=threshold, device=device, resolution=resolution,
+                          progress=bars.stage("running the model (layers)"))
+        if isinstance(obj, Inspection):
+            window_note(obj.view, seq_len)
+        written = write(obj, out, fmt)
+        bars.step(f"{fmt} written")
+    console.print(f"{fmt}: {written}")

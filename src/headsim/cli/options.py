@@ -30,3 +30,29 @@ def read_text_arg(text: Optional[str], text_file: Optional[Path]) -> str:
         require(text is not None, "no text given", "pass TEXT, --text-file FILE or --example NAME")
         return text
     return read_text_file(text_file)
+
+
+def check_head_options(model: str, layers: list[tuple[str, int | None]], heads: list[tuple[str, int | None]]) -> None:
+    """Refuse an out-of-range layer or head option (``[("--layer", 40)]``, 1-based) before the model
+    loads: the model's config alone is read (:func:`headsim.model.shape.head_counts`; a hub model is
+    checked once loaded)."""
+    from ..errors import require
+    from ..model.shape import head_counts
+
+    counts = head_counts(None if model == "default" else model)
+    if counts is None:
+        return
+    for given, n, what in ((layers, counts[0], "layers"), (heads, counts[1], "heads")):
+        for option, value in given:
+            require(value is None or 1 <= value <= n, f"{option} {value} is out of range",
+                    f"this model has {what} 1..{n} (numbered from 1)")
+
+
+def window_note(view, seq_len: int) -> None:
+    """On standard error, which window of a text longer than one window was taken, and how to take another."""
+    from .app import err_console
+
+    if view.n_windows > 1:
+        err_console.print(f"[yellow]note:[/] the text gives {view.n_windows} windows of {seq_len} tokens; analysed "
+                          f"window {view.window} only ({view.n} tokens) — pick another with --window N "
+                          f"(0..{view.n_windows - 1})", highlight=False, soft_wrap=True)

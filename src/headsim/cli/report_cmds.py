@@ -9,6 +9,7 @@ import typer
 
 from .app import app, console
 from .options import Device, Model, SeqLen, Threshold
+from .progress import Bars
 
 
 @app.command()
@@ -61,13 +62,16 @@ def report(
         check_window_runs([run] + [load_run(d) for d in window_runs])
     check_writable(out or run_dir)  # before the model runs for the example
     inspection = None
-    if example:
-        meta = run.meta
-        corpus = load_corpus(meta["corpus"]["name"]) if "shards" not in meta["corpus"] else None
-        if corpus is not None:
-            model = meta["model"]["name"] if meta["model"]["name"] != "default" else None
-            inspection = example_inspection(corpus, model, seq_len=meta["seq_len"], threshold=meta["threshold"])
-    index = build_report(run_dir, out or run_dir, inspection, window_runs=window_runs)
+    with Bars() as bars:
+        if example:
+            meta = run.meta
+            corpus = load_corpus(meta["corpus"]["name"]) if "shards" not in meta["corpus"] else None
+            if corpus is not None:
+                model = meta["model"]["name"] if meta["model"]["name"] != "default" else None
+                inspection = example_inspection(corpus, model, seq_len=meta["seq_len"], threshold=meta["threshold"],
+                                                progress=bars.stage("example: running the model (layers)"))
+        index = build_report(run_dir, out or run_dir, inspection, window_runs=window_runs,
+                             progress=bars.stage("figures, claims and page"))
     console.print(f"report: {index}")
 
 

@@ -48,6 +48,7 @@ def _example_section(example, out: Path) -> dict:
                 "png": f"{EXAMPLE_DIR}/{f.stem}.png", "svg": f"{EXAMPLE_DIR}/{f.stem}.svg"}
                for f in EXAMPLE_FIGURES if f"{f.stem}.png" in names]
     pairs = example.head_pairs()
+    total = int(meta.get("head_pairs_total", len(pairs)))  # the head's table keeps its most similar pairs
     show = pairs.sort_values("similarity", ascending=False, kind="stable").head(PAIR_ROWS)
     rows = [[r.token_i, r.token_j, int(r.index_i), int(r.index_j), f"{r.similarity:.3f}"] for r in show.itertuples()]
     return {
@@ -57,13 +58,14 @@ def _example_section(example, out: Path) -> dict:
         "figures": figures,
         "head_label": f"layer {layer}, head {head}",
         "pairs_caption": (f"The token pairs (Token_i, Token_j, Index_i, Index_j) whose normalised similarity in layer "
-                          f"{layer}, head {head} exceeds {thr}, as in the paper's Fig 9; positions from 0 ([CLS]). "
-                          + (f"Shown: the {len(show)} of its {len(pairs)} pairs with the highest similarity."
-                             if len(pairs) > len(show) else f"All {len(pairs)} pairs, highest similarity first.")),
+                          f"{layer}, head {head} exceeds {thr}, as in the paper's Fig 9; positions from 0 ({meta.get('position_0', '[CLS] = 0')}). "
+                          + (f"Shown: the {len(show)} of its {total} pairs with the highest similarity."
+                             if total > len(show) else f"All {total} pairs, highest similarity first.")),
         "pair_columns": ["Token_i", "Token_j", "Index_i", "Index_j", "S / max S"],
         "pair_rows": rows,
-        "pairs_more": (f"{len(pairs) - len(show)} more pairs of this head in the CSV." if len(pairs) > len(show)
-                       else ("This head has no high-similarity pair in this input." if not len(pairs) else "")),
+        "pairs_more": (f"{len(pairs) - len(show)} more pairs of this head in the CSV"
+                       + (f" (its {len(pairs)} most similar of {total})." if total > len(pairs) else ".")
+                       if len(pairs) > len(show) else ("This head has no high-similarity pair in this input." if not total else "")),
         "pairs_csv": f"{EXAMPLE_DIR}/fig09_pairs.csv",
     }
 
@@ -92,7 +94,7 @@ def write_claims(claims: list[Claim], out: Path, run: ReportRun) -> list[Path]:
 
 
 def build_report(run_dir: str | os.PathLike | Run, out_dir: str | os.PathLike | None = None, example=None, *,
-                 tokenizer=None, window_runs: Sequence[str | os.PathLike] = (), dpi: int = 200) -> Path:
+                 tokenizer=None, window_runs: Sequence[str | os.PathLike] = (), dpi: int = 200, progress=None) -> Path:
     """Write the report of a finished run; returns the path of ``index.html``.
 
     Args:
@@ -109,6 +111,7 @@ def build_report(run_dir: str | os.PathLike | Run, out_dir: str | os.PathLike | 
             (:mod:`headsim.report.window_lengths`; runs that differ in anything else are refused
             before anything is written).
         dpi: PNG resolution.
+        progress: ``progress(done, total)`` as each figure (then the claims, the example, the page) is done.
     """
     run = load_report_run(run_dir, tokenizer=tokenizer)
     lengths = None
@@ -122,14 +125,21 @@ def build_report(run_dir: str | os.PathLike | Run, out_dir: str | os.PathLike | 
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".report-", dir=out))
     try:
-        figures = []
-        for fig in FIGURES:
+        figures, steps = [], len(FIGURES) + 2
+
+        def done(k: int) -> None:
+            if progress is not None:
+                progress(k, steps)
+
+        for k, fig in enumerate(FIGURES, start=1):
             fig.draw(run, tmp, dpi=dpi)
             figures.append({"stem": fig.stem, "label": fig.label, "title": fig.title, "caption": fig.caption(run),
                             "png": f"{fig.stem}.png", "svg": f"{fig.stem}.svg"})
+            done(k)
         claims = compute_claims(run.dataset, run.heads, run.layers, run.meta, shares=run.shares)
         write_claims(claims, tmp, run)
         example_ctx = _example_section(example, tmp) if example is not None else None
+        done(len(FIGURES) + 1)
         from ..ablation.report import report_section
 
         ablation_ctx = report_section(run.path, tmp) if run.path is not None else None
@@ -156,6 +166,7 @@ def build_report(run_dir: str | os.PathLike | Run, out_dir: str | os.PathLike | 
                       example=example_ctx, no_example=NO_EXAMPLE, ablation=ablation_ctx, window=window_ctx, files=files, headsim_version=__version__,
                       generated=datetime.now(timezone.utc).isoformat(timespec="seconds"))
         (tmp / "index.html").write_text(html, encoding="utf-8")
+        done(steps)
         for item in sorted(tmp.iterdir(), key=lambda f: (f.name == "index.html", f.name)):  # the page last
             target = out / item.name
             if item.is_dir():

@@ -56,6 +56,17 @@ RUN_OWN = Own(re.compile(f"^({_RUN_FILES}|{_REPORT})$"), (
 _TEMP = re.compile(r"^\.(?P<name>.+)\.tmp-\w+$")
 
 
+def estimated_bytes(stats_layout, windows: int, causal: bool) -> int:
+    """About how many bytes a finished run of ``windows`` windows takes on disk: ``stats.nc``
+    (:func:`headsim.stats.schema.stored_bytes`) and the tables (about 3 bytes per window token, 110
+    per head, 16 KiB plus 300 per layer, a few KiB of ``run.json``)."""
+    from ..stats.schema import stored_bytes
+
+    lay = stats_layout
+    tables = 3 * windows * lay.seq_len + 110 * lay.n_layers * lay.n_heads + (16 << 10) + 300 * lay.n_layers + (4 << 10)
+    return stored_bytes(lay, windows, causal) + tables
+
+
 def own_file(name: str, own: Own) -> bool:
     temp = _TEMP.match(name)
     return bool(own.files.match(temp["name"] if temp else name))

@@ -25,9 +25,10 @@ import torch
 from ..corpus import Corpus, load_corpus
 from ..errors import HeadsimError
 from ..interrupts import StopRequests
-from ..memory import default_max_memory, parse_memory, peak_memory, plan_memory
+from ..memory import (accumulator_bytes, choose_resolution, default_max_memory, format_bytes, held_bytes, parse_memory,
+                      peak_memory, plan_memory)
 from ..model.load import LoadedModel, as_loaded
-from ..stats import CorpusStats
+from ..stats import CorpusStats, schema
 from ..stats.backends import choose_backend
 from ..windows import Windows, check_seq_len, iter_windows, token_counts, windows_table
 from ..workpool import available_cpus
@@ -36,7 +37,8 @@ from .lifecycle import finish_run, start_run, stopped, CHECKPOINT_SECONDS
 from .run import Run
 from .options import RunOptions
 from .plan import ModelFacts, Plan, plan, warn_fewer
-from .progress import ProgressBar
+from .layout import estimated_bytes
+from .progress import ProgressBar, announce
 from .rundir import RunDir
 from .shares import share_batches
 
@@ -60,10 +62,14 @@ def analyze_local(model: LoadedModel | str | None, corpus: Corpus | str, options
     budget = parse_memory(options.max_memory) if options.max_memory is not None else None
     loaded = as_loaded(model, device=options.device, dtype=options.dtype, **options.loading())
     seq_len = check_seq_len(options.seq_len, loaded.max_seq_len, loaded.extrapolates)
-    # a named backend that cannot run is refused here
-    choice = choose_backend(options.backend, loaded.device, binned=seq_len > options.resolution)
     if budget is None:
         budget = default_max_memory(loaded.device)
+    chosen = options.resolution is None
+    if chosen:  # the largest resolution whose statistics fit the budget beside the model
+        options = replace(options, resolution=choose_resolution(loaded.n_layers, loaded.n_heads, seq_len,
+                                                                budget - held_bytes(loaded)))
+    # a named backend that cannot run is refused here
+    choice = choose_backend(options.backend, loaded.device, binned=seq_len > options.resolution)
     wanted = options.batch_size if options.batch_size is not None else (
         default_batch_size(loaded, seq_len, choice.chosen) if loaded.device.type == "cuda" else None)
     memory = plan_memory(loaded, seq_len, options.resolution, budget, batch_size=wanted)
@@ -72,12 +78,28 @@ def analyze_local(model: LoadedModel | str | None, corpus: Corpus | str, options
     settled = plan(options, corp, corpus, ModelFacts.of(loaded), lambda texts: token_counts(loaded.tokenizer, texts),
                    seq_len=seq_len, batch_size=memory.batch_size, backend=choice, backend_record=choice.record(),
                    tile_bytes=memory.tile_bytes)
-    settled.meta["memory"] = memory.record()
+    settled.meta["memory"] = {**memory.record(), "resolution": options.resolution,
+                              "resolution_from": "budget" if chosen else "option"}
+    settled.meta["size"] = announce_size(options, loaded, settled.spec.windows, seq_len)
     if options.out is None:
         return run(Job(loaded, settled, options), None)
     with RunDir(options.out).writer(resume=options.resume, overwrite=options.overwrite) as run_dir:
         meta = start_run(run_dir, settled.meta, resume=options.resume)
         return meta if isinstance(meta, Run) else run(Job(loaded, replace(settled, meta=meta), options), run_dir)
+
+
+def announce_size(options: RunOptions, loaded: LoadedModel, windows: int, seq_len: int) -> dict:
+    """run.json's ``size`` entry (the estimate before the run: the directory on disk, the statistics in
+    memory), printed as one line where progress is shown."""
+    layout = schema.Layout(loaded.n_layers, loaded.n_heads, seq_len, resolution=options.resolution)
+    disk = estimated_bytes(layout, windows, loaded.arch.causal)
+    held = accumulator_bytes(loaded.n_layers, loaded.n_heads, seq_len, options.resolution)
+    where = f"in {options.out}" if options.out is not None else "if written (no --out: kept in memory)"
+    bins = (f"on {options.resolution} position bins" if layout.binned
+            else f"per position (resolution {options.resolution})")
+    announce(options.progress, f"run size: about {format_bytes(disk)} on disk {where}; statistics "
+             f"{format_bytes(held)} in memory, {bins}")
+    return {"estimated_bytes": disk, "statistics_bytes": held}
 
 
 class Pass(NamedTuple):

@@ -120,6 +120,8 @@ class RunOptions:
             merge (:func:`headsim.runs.merge.merge_runs`) into the statistics of one run over all of them.
         resolution: windows longer than this keep every position-pair statistic on this many position
             bins (docs/statistics.md), so memory does not grow with ``seq_len``; shorter ones per position.
+            ``None``: the largest of 512, 256, … 16 whose statistics fit ``max_memory`` beside the model
+            (:func:`headsim.memory.choose_resolution`; the Ray engine: 512); run.json records it.
         max_memory: the memory the run may take (bytes, or e.g. ``"3GB"``; default: half of the memory
             free now, the GPU's on CUDA): the batch size (unless given) and the block of attention rows
             are chosen within it; a budget that cannot hold one window stops the run before it starts.
@@ -150,7 +152,7 @@ class RunOptions:
     progress: bool | Callable[[int, int], None] = True
     engine: str = "local"
     shard: str | tuple[int, int] | None = None
-    resolution: int = DEFAULT_RESOLUTION
+    resolution: int | None = None
     max_memory: str | int | None = None
     revision: str | None = None
     device_map: str | None = None
@@ -205,22 +207,24 @@ class RunOptions:
         check_splitter(self.sentence_splitter)
         if self.backend is not None:
             check_name(self.backend)
-        require(isinstance(self.resolution, int) and not isinstance(self.resolution, bool) and self.resolution >= 2,
-                f"resolution {self.resolution!r} must be an integer of at least 2", "pass e.g. --resolution 512 (the default)")
+        resolution = self.resolution
+        require(resolution is None or (isinstance(resolution, int) and not isinstance(resolution, bool) and resolution >= 2),
+                f"resolution {self.resolution!r} must be an integer of at least 2", "pass e.g. --resolution 512, or leave it unset to choose it from --max-memory")
         if self.engine == "local":
             if self.workers is not None:
                 check_workers(self.workers)
             require(self.ray.actors is None, f"--actors {self.ray.actors} works with --engine ray only",
                     "pass --engine ray with it, or --workers N for local windowing processes")
         else:
+            resolution = DEFAULT_RESOLUTION if resolution is None else resolution
             given = [f"--{k.replace('_', '-')}" for k in self.loading()]
             require(not given, f"{', '.join(given)} works with --engine local only",
                     "pass a local model directory to --engine ray (every worker loads it on its node)")
-            require(self.seq_len <= self.resolution and self.max_memory is None, f"the {self.engine} engine analyses "
-                    f"windows within the resolution ({self.resolution}) without a memory budget",
+            require(self.seq_len <= resolution and self.max_memory is None, f"the {self.engine} engine analyses "
+                    f"windows within the resolution ({resolution}) without a memory budget",
                     "run long windows and --max-memory with --engine local")
             self.ray.check()
-        return replace(self, threshold=threshold, shard=check_shard(self.shard))
+        return replace(self, threshold=threshold, shard=check_shard(self.shard), resolution=resolution)
 
 
 

@@ -6,6 +6,22 @@ from __future__ import annotations
 import time
 
 
+def _terminal():
+    """Standard error as a rich console."""
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def announce(progress, line: str) -> None:
+    """Print ``line`` on standard error where it is a terminal and a progress bar is shown (``progress``
+    true and not a callback); a log or a pipe gets none (run.json keeps what it says)."""
+    if progress and not callable(progress):
+        console = _terminal()
+        if console.is_terminal:
+            console.print(line, highlight=False, soft_wrap=True)
+
+
 class ProgressBar:
     """A rich progress bar (windows/s, ETA), a callback ``(done, total)``, or nothing (``progress`` falsy);
     entered, it gives ``advance(n)``."""

@@ -19,6 +19,7 @@ import xarray as xr
 
 from ..display import HtmlDisplay
 from ..io import open_dataset, read_table, reading
+from ..stats import schema
 from .layout import RUN_JSON, STATS_NC, WINDOWS
 from .spec import RunSpec
 
@@ -66,7 +67,7 @@ class Run(HtmlDisplay):
         """The statistics (``stats.nc``), read whole on first use."""
         path = self.path / STATS_NC
         with open_dataset(path) as ds, reading(path):
-            return ds.load()
+            return schema.decode(ds.load())
 
     @contextmanager
     def open_dataset(self) -> Iterator[xr.Dataset]:
@@ -75,7 +76,7 @@ class Run(HtmlDisplay):
             yield self.dataset
             return
         with open_dataset(self.path / STATS_NC) as ds:
-            yield ds
+            yield schema.decode(ds)
 
     @cached_property
     def windows(self) -> pd.DataFrame:

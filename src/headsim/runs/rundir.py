@@ -41,6 +41,7 @@ import xarray as xr
 from ..errors import HeadsimError, require
 from ..io import (atomic_write, check_file, file_record, now, read_json, read_table, write_dataset, write_failed, write_json,
                   write_table)
+from ..stats import schema
 from ..windows import WINDOWS_SCHEMA
 from .layout import (CHECKPOINT, CHECKPOINT_OWN, HEADS, LAYERS, LAYOUT, LOCK, MANIFEST, MARKER, MARKER_KIND, RESULT_FILES,
                      RUN_JSON, RUN_OWN, STATS_NC, WINDOWS, describe_names, foreign, own_file)
@@ -378,7 +379,7 @@ class RunDir:
                parts: list[pa.Table]) -> dict:
         """Write the results, then ``run.json`` listing them with checksums and ``complete: true``
         (the moment the run becomes finished), then drop the checkpoint. Returns the final meta."""
-        write_dataset(self.path / STATS_NC, ds)
+        write_dataset(self.path / STATS_NC, ds, schema.encoding(ds))
         write_table(self.path / HEADS, heads)
         write_table(self.path / LAYERS, layers)
         self._write_windows(parts)

@@ -15,8 +15,8 @@ positional resolution) is kept as a binned overview: ``attention`` and ``normali
 a block of query rows at a time as the model tap hands attention out (nothing ``[L, H, n, n]`` and
 no whole layer's ``[H, n, n]`` is built; interface families). The head outputs (``[L, H, n, d]``,
 linear in ``n``) and each head's exact maximum of ``Z·Zᵀ`` are kept, so :meth:`TextView.zoom` gives
-exact attention and S of any region (attention by re-running the model up to that layer), and
-pair tables are exact, capped at the most similar pairs with the total count stated.
+exact attention and S of any region (attention by re-running the model up to that layer). Pair
+tables follow one rule at every length: each head's most similar pairs, with the total count stated.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from .arrays import (PAIR_COLUMNS, block_average, block_ids, column_scores, fram
 
 #: windows of more valid tokens than this are viewed as a binned overview (the runs' positional resolution)
 VIEW_RESOLUTION = DEFAULT_RESOLUTION
-#: pairs kept per head in a long window's pair table (the most similar; the total is counted exactly)
+#: pairs kept per head in a pair table unless all are asked for (the most similar; the total is counted exactly)
 PAIR_LIMIT = 300
 #: largest side of a region :meth:`TextView.zoom` gives (tokens)
 ZOOM_LIMIT = 512
@@ -269,23 +269,22 @@ class TextView(HtmlDisplay):
         return block_ids(separators, self.valid)
 
     def pairs(self, threshold: float, heads: list[tuple[int, int]] | None = None, *,
-              limit: int | None = None) -> pd.DataFrame:
+              limit: int | None = PAIR_LIMIT) -> pd.DataFrame:
         """Fig 9's table of high-similarity pairs ``i < j`` of ``heads`` ((layer, head) pairs; default
-        every head, layer by layer), layers and heads written 1-based.
+        every head, layer by layer), layers and heads written 1-based; one rule at every window length.
 
-        An exact view with ``limit=None`` lists every pair, sorted by position. With a ``limit`` (a
-        long window: :data:`PAIR_LIMIT` unless given) each head keeps its ``limit`` most similar
-        pairs, most similar first. ``attrs["total"]`` is the number of pairs above the threshold
-        over ``heads`` either way, ``attrs["limit"]`` the cap (``None``: none)."""
+        Each head keeps its ``limit`` most similar pairs (:data:`PAIR_LIMIT` unless given), most similar
+        first; ``limit=None`` lists every pair, sorted by position. ``attrs["total"]`` is the exact
+        number of pairs above the threshold over ``heads`` either way, ``attrs["limit"]`` the cap."""
         heads = [(li, hi) for li in range(self.n_layers) for hi in range(self.n_heads)] if heads is None else heads
         if limit is None and not self.binned:
             mask = self.mask(threshold)
             table = pd.concat([pair_table(self.normalized[li, hi], mask[li, hi], self.tokens, layer=li, head=hi)
-                               for li, hi in heads], ignore_index=True)
+                               for li, hi in heads], ignore_index=True) if heads else pd.DataFrame(columns=PAIR_COLUMNS)
             table.attrs.update(total=len(table), limit=None)
             return table
-        limit = PAIR_LIMIT if limit is None else int(limit)
-        require(limit >= 1, f"pair limit {limit} must be 1 or more", "pass a positive number of pairs per head")
+        require(limit is None or int(limit) >= 1, f"pair limit {limit} must be 1 or more",
+                "pass a positive number of pairs per head, or None for every pair")
         thr = np.float32(check_threshold(threshold))
         parts, total = [], 0
         by_layer: dict[int, list[int]] = {}
@@ -293,22 +292,23 @@ class TextView(HtmlDisplay):
             by_layer.setdefault(li, []).append(hi)
         found: dict[tuple[int, int], tuple] = {}
         for li, hs in by_layer.items():
-            kept = {hi: (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)) for hi in hs}
+            kept = {hi: [(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32))] for hi in hs}
             for rows, s in self.similarity_tiles(li, hs):
                 upper = np.arange(self.n)[None, :] > np.arange(rows.start, rows.stop)[:, None]
                 for k, hi in enumerate(hs):
                     i, j = np.nonzero((s[k] > thr) & upper)
                     total += len(i)
-                    ki, kj, kv = kept[hi]
-                    ki, kj, kv = np.concatenate([ki, i + rows.start]), np.concatenate([kj, j]), np.concatenate([kv, s[k][i, j]])
-                    top = np.lexsort((kj, ki, -kv))[:limit]
-                    kept[hi] = (ki[top], kj[top], kv[top])
-            found.update({(li, hi): v for hi, v in kept.items()})
+                    kept[hi].append((i + rows.start, j, s[k][i, j]))
+                    if limit is not None:
+                        ki, kj, kv = (np.concatenate(x) for x in zip(*kept[hi]))
+                        top = np.lexsort((kj, ki, -kv))[:int(limit)]
+                        kept[hi] = [(ki[top], kj[top], kv[top])]
+            found.update({(li, hi): tuple(np.concatenate(x) for x in zip(*v)) for hi, v in kept.items()})
         for li, hi in heads:
             i, j, v = found[(li, hi)]
             parts.append(pair_rows(i, j, v, self.tokens, layer=li, head=hi))
         table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=PAIR_COLUMNS)
-        table.attrs.update(total=int(total), limit=limit)
+        table.attrs.update(total=int(total), limit=None if limit is None else int(limit))
         return table
 
     def _html_body(self) -> tuple[str, str]:
@@ -373,7 +373,7 @@ def bin_pairs(block: torch.Tensor, rows: slice, bins: np.ndarray, r: int) -> tor
     return out.index_add_(1, index[rows], per_key)
 
 
-def _overview(loaded: LoadedModel, ids: np.ndarray, resolution: int, tile_rows: int | None) -> dict:
+def _overview(loaded: LoadedModel, ids: np.ndarray, resolution: int, tile_rows: int | None, progress=None) -> dict:
     """One pass of the model over a long window: binned means of attention and normalised S
     ``[L, H, R, R]``, each head's exact max of S, column and near-diagonal sums of attention, and
     the head outputs (see the module docstring)."""
@@ -381,7 +381,10 @@ def _overview(loaded: LoadedModel, ids: np.ndarray, resolution: int, tile_rows: 
     bins = position_bins(n, resolution)
     size = torch.as_tensor(np.bincount(bins, minlength=resolution), dtype=torch.float64)
     blocks = size[:, None] * size[None, :]
-    attention = torch.zeros(L, H, resolution, resolution, dtype=torch.float64)
+    # one layer's sums in float64 at a time, kept as float32 means once the layer is complete (the
+    # values a float64 [L, H, R, R] would give, at a quarter of its memory)
+    attention = np.zeros((L, H, resolution, resolution), dtype=np.float32)
+    layer_sum = torch.zeros(H, resolution, resolution, dtype=torch.float64)
     column_sums = torch.zeros(L, H, n, dtype=torch.float64)
     diagonals = torch.zeros(L, H, 2, dtype=torch.float64)
     outputs: dict[int, torch.Tensor] = {}
@@ -391,7 +394,7 @@ def _overview(loaded: LoadedModel, ids: np.ndarray, resolution: int, tile_rows: 
 
     def on_tile(layer: int, rows: slice, probs: torch.Tensor, keys: slice) -> None:
         p = full_keys(probs[0].float().cpu(), keys, n)  # [H, rows, n]
-        attention[layer] += binned(p, rows)
+        layer_sum.add_(binned(p, rows))
         column_sums[layer] += p.sum(dim=1, dtype=torch.float64)
         for slot, offset in enumerate((-1, 1)):
             diagonals[layer, :, slot] += p.diagonal(offset=rows.start + offset, dim1=1, dim2=2).to(torch.float64).sum(dim=-1)
@@ -400,25 +403,34 @@ def _overview(loaded: LoadedModel, ids: np.ndarray, resolution: int, tile_rows: 
         if cap.attention is not None:  # families outside the interface hand the whole layer
             for start in range(0, n, step):
                 on_tile(cap.layer, slice(start, min(start + step, n)), cap.attention[:, :, start:start + step], slice(0, n))
+        attention[cap.layer] = (layer_sum / blocks).float().numpy()
+        layer_sum.zero_()
         outputs[cap.layer] = cap.head_outputs[0].float().cpu()
+        if progress is not None:
+            progress(cap.layer + 1, 2 * L)
 
     step = tile_rows
     tap = Tap(loaded, attention=True, head_outputs=True, stop_early=True, tile_rows=tile_rows)
     mask = np.ones((1, n), dtype=np.int64)
     tap.run(ids[None], mask, on_layer, on_tile=on_tile if loaded.arch.interface else None)
-    z = torch.stack([outputs[li] for li in range(L)])  # [L, H, n, d]
-    similarity = torch.zeros_like(attention)
+    del layer_sum
+    z = torch.stack([outputs.pop(li) for li in range(L)])  # [L, H, n, d]
+    normalized = np.zeros_like(attention)
     peaks = torch.zeros(L, H, dtype=torch.float32)
     for li in range(L):
+        similarity = torch.zeros(H, resolution, resolution, dtype=torch.float64)
         for start in range(0, n, step):
             rows = slice(start, min(start + step, n))
             s = torch.matmul(z[li, :, rows], z[li].transpose(-1, -2))
             s.diagonal(offset=start, dim1=-2, dim2=-1).zero_()
             peaks[li] = torch.maximum(peaks[li], s.amax(dim=(-1, -2)))
-            similarity[li] += binned(s, rows)
-    scale = torch.where(peaks > 0, 1.0 / torch.where(peaks > 0, peaks, torch.ones_like(peaks)), torch.zeros_like(peaks))
-    return {"bins": bins, "attention": (attention / blocks).float().numpy(),
-            "normalized": (similarity / blocks * scale.to(torch.float64)[..., None, None]).float().numpy(),
+            similarity += binned(s, rows)
+        scale = torch.where(peaks[li] > 0, 1.0 / torch.where(peaks[li] > 0, peaks[li], torch.ones_like(peaks[li])),
+                            torch.zeros_like(peaks[li]))
+        normalized[li] = (similarity / blocks * scale.to(torch.float64)[:, None, None]).float().numpy()
+        if progress is not None:
+            progress(L + li + 1, 2 * L)
+    return {"bins": bins, "attention": attention, "normalized": normalized,
             "peaks": peaks.numpy(), "column_sums": column_sums.numpy(), "diagonals": diagonals, "head_outputs": z.numpy()}
 
 
@@ -458,12 +470,13 @@ def focus_from_sums(column_sums: list[torch.Tensor], diagonals: list[tuple[torch
 
 
 def window_view(loaded: LoadedModel, windows: Windows, window: int, text: str = "", *,
-                resolution: int = VIEW_RESOLUTION, tile_rows: int | None = None) -> TextView:
+                resolution: int = VIEW_RESOLUTION, tile_rows: int | None = None, progress=None) -> TextView:
     """Run the model once on window ``window`` of ``windows`` (its valid tokens only: the numbers equal
     those of :func:`headsim.extraction.extract` up to float rounding) and build its :class:`TextView`.
     ``text`` is the text the windows were cut from (for :meth:`TextView.window_text`). A window of
     more than ``resolution`` valid tokens is viewed on ``resolution`` position bins, computed
-    ``tile_rows`` query rows at a time (default: as many as the tap's block budget holds)."""
+    ``tile_rows`` query rows at a time (default: as many as the tap's block budget holds).
+    ``progress(done, total)``, where given, is called as the layers are done."""
     w = check_window(window, len(windows))
     require(isinstance(resolution, (int, np.integer)) and resolution >= 2, f"view resolution {resolution!r} must be "
             "a whole number of at least 2", "pass the number of position bins a long window is viewed on (e.g. 512)")
@@ -475,13 +488,15 @@ def window_view(loaded: LoadedModel, windows: Windows, window: int, text: str = 
                   special=framing_positions(loaded.framing, n))
     if n > resolution:
         rows = tile_rows or tile_rows_for(TILE_BYTES, 1, loaded.n_heads, n)
-        o = _overview(loaded, ids, int(resolution), rows)
+        o = _overview(loaded, ids, int(resolution), rows, progress)
         d = o["diagonals"]
         focus = focus_from_sums([torch.as_tensor(c)[None] for c in o["column_sums"]],
                                 [(d[li, :, 0], d[li, :, 1]) for li in range(loaded.n_layers)], ids, sentences, loaded)
         return TextView(**common, attention=o["attention"], head_outputs=o["head_outputs"], normalized=o["normalized"],
                         focus=focus, bins=o["bins"], peaks=o["peaks"], column_sums=o["column_sums"], tile_rows=rows)
     got = capture(loaded, ids[None], np.ones((1, n), dtype=np.int64))
+    if progress is not None:
+        progress(loaded.n_layers, loaded.n_layers)
     attention = got["attention"][0].float().cpu()  # [L, H, n, n]
     outputs = got["head_outputs"][0].float().cpu()  # [L, H, n, d]
     return TextView(
@@ -492,9 +507,11 @@ def window_view(loaded: LoadedModel, windows: Windows, window: int, text: str = 
 
 
 def text_view(text: str, model: LoadedModel | str | None = None, *, seq_len: int = 128, window: int = 0,
-              device: str | None = None, resolution: int = VIEW_RESOLUTION, tile_rows: int | None = None) -> TextView:
+              device: str | None = None, resolution: int = VIEW_RESOLUTION, tile_rows: int | None = None,
+              progress=None) -> TextView:
     """The :class:`TextView` of window ``window`` (0-based) of ``text`` cut into windows of ``seq_len``
     tokens (framing included) for ``model`` (a :class:`~headsim.model.load.LoadedModel` or a name);
-    ``resolution`` and ``tile_rows`` as :func:`window_view`'s."""
+    ``resolution``, ``tile_rows`` and ``progress`` as :func:`window_view`'s."""
     loaded = as_loaded(model, device=device)
-    return window_view(loaded, cut_text(text, loaded, seq_len), window, text, resolution=resolution, tile_rows=tile_rows)
+    return window_view(loaded, cut_text(text, loaded, seq_len), window, text, resolution=resolution, tile_rows=tile_rows,
+                       progress=progress)

@@ -12,11 +12,12 @@ FORMATS = ("html", "svg", "png")
 
 
 def load_source(source: str, *, model=None, seq_len: int = 128, window: int = 0, layer: int | None = None, head: int = 1,
-                threshold: float = 0.3, device: str | None = None):
+                threshold: float = 0.3, device: str | None = None, resolution: int | None = None, progress=None):
     """What ``source`` names: a run directory (``run.json``) → :class:`~headsim.runs.run.Run`; an
     ablation folder (``ablation.json``) → :class:`~headsim.ablation.study.AblationResult`; a text
     file or the text itself → :class:`~headsim.inspection.Inspection` of window ``window`` (0-based)
-    with head (``layer``, ``head``, 1-based) selected."""
+    with head (``layer``, ``head``, 1-based) selected, viewed on ``resolution`` position bins above it
+    (default: the view resolution); ``progress(done, total)`` as the model's layers are done."""
     path = Path(source)
 
     def exists(test) -> bool:
@@ -38,7 +39,7 @@ def load_source(source: str, *, model=None, seq_len: int = 128, window: int = 0,
 
     text = read_text_file(path) if exists(path.is_file) else source
     return inspect_text(text, model, layer=layer, head=head, threshold=threshold, seq_len=seq_len, window=window,
-                        device=device)
+                        device=device, progress=progress, **({} if resolution is None else {"resolution": resolution}))
 
 
 def key_figure(obj):

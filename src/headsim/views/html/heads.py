@@ -66,14 +66,16 @@ def explorer_payload(labels: list[str], attention: np.ndarray, similarity: np.nd
             "pass [layers, heads, n, n] matrices over the n labels")
     L, H, n, _ = attention.shape
     iu = np.triu_indices(n, 1)
+    # quantised a layer at a time: the float64 temporaries of one layer, not of all L x H heads
+    levels = np.stack([attention_levels(attention[li]) for li in range(L)])
+    upper = np.stack([similarity_levels(similarity[li])[:, iu[0], iu[1]] for li in range(L)])
     return {
         "title": title, "subtitle": subtitle, "unit": unit, "L": int(L), "H": int(H), "n": int(n),
         "labels": [str(t) for t in labels],
         "sentences": None if sentences is None else [int(s) for s in sentences],
         "special": None if special is None else [bool(s) for s in special],
-        "attention": {"levels": ATTENTION_LEVELS, "packing": "nibbles", "b64": _b64(pack_nibbles(attention_levels(attention)))},
-        "similarity": {"steps": SIMILARITY_STEPS,
-                       "b64": _b64(similarity_levels(similarity)[:, :, iu[0], iu[1]], 9, zlib.Z_FILTERED)},
+        "attention": {"levels": ATTENTION_LEVELS, "packing": "nibbles", "b64": _b64(pack_nibbles(levels))},
+        "similarity": {"steps": SIMILARITY_STEPS, "b64": _b64(upper, 9, zlib.Z_FILTERED)},
         "stats": stats or {},
         "init": {"layer": int(layer), "head": int(head), "threshold": float(threshold), "color_by": color_by},
     }
