@@ -8,9 +8,7 @@ Screenshots go to ``$HEADSIM_SCREENSHOTS`` when set, else to pytest's temporary 
 
 from __future__ import annotations
 
-import socket
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +17,7 @@ import pytest
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-from browser_support import MISSING, cell_point, chromium, drag_cells, screenshot_dir  # noqa: E402
+from browser_support import MISSING, chromium, drag_cells, screenshot_dir, serving  # noqa: E402
 
 if MISSING:
     pytest.skip(MISSING, allow_module_level=True)
@@ -76,25 +74,15 @@ def server(run_dir: Path):
     app = create_app(None, run_dir, allowed_hosts=LOOPBACK_HOSTS, resolution=64)
     loaded = app.state.explorer.loaded
     assert (loaded.n_layers, loaded.n_heads) == (L, H) and not app.state.explorer.run.warnings
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not srv.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the explorer server did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(10)
+    with serving(app) as origin:
+        yield origin
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def browser():
-    with chromium() as b:
-        yield b
+    """Chromium for one test (two tests here: one launch each)."""
+    with chromium() as started:
+        yield started
 
 
 def _analysed(page, text: str, timeout: int = 120_000) -> None:
