@@ -26,6 +26,32 @@ def chromium():
             browser.close()
 
 
+@contextmanager
+def serving(app):
+    """``app`` (an ASGI app) served by uvicorn on a free loopback port in a thread; yields its origin URL."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not srv.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.should_exit = True
+        thread.join(10)
+
+
 def screenshot_dir(tmp_path: Path) -> Path:
     """Where screenshots go: ``$HEADSIM_SCREENSHOTS`` when set, else ``tmp_path``."""
     out = Path(os.environ.get("HEADSIM_SCREENSHOTS") or tmp_path)

@@ -43,7 +43,8 @@ def tiny():
     return from_pretrained_objects(BertModel(cfg), tok, "tiny")
 
 
-def make_run(root: Path, n_layers: int, n_heads: int, tokenizer=None, *, name: str = "tiny") -> Path:
+def make_run(root: Path, n_layers: int, n_heads: int, tokenizer=None, *, name: str = "tiny",
+             source: str | None = None) -> Path:
     """A finished run directory (written through RunDir, as analyze writes one) with random head
     statistics, a distance histogram and two windows (of ``tokenizer``'s text, else fixed ids)."""
     import xarray as xr
@@ -74,7 +75,7 @@ def make_run(root: Path, n_layers: int, n_heads: int, tokenizer=None, *, name: s
     else:
         windows = pd.DataFrame({"input_ids": [[101, 2000, 102, 0]] * 2, "attention_mask": [[1, 1, 1, 0]] * 2})
     layers = pd.DataFrame({"layer": np.arange(1, n_layers + 1)})
-    meta = run_meta(n_layers, n_heads, len(windows), 16, 0.3, 3, name=name)
+    meta = run_meta(n_layers, n_heads, len(windows), 16, 0.3, 3, name=name, source=source)
     return write_run(root, ds, windows, meta, heads, layers)
 
 
@@ -368,6 +369,30 @@ def test_run_json_warnings(tiny, tmp_path):
         run = c.get("/api/info").json()["run"]
     assert run["model"] == "bert-base-uncased"
     assert any("'bert-base-uncased' but the server runs 'tiny'" in w for w in run["warnings"])
+
+
+def test_serve_run_uses_the_runs_model(monkeypatch, tiny, tmp_path, capsys):
+    """`headsim serve --run RUN` without --model loads the model the run recorded (run.json model.source);
+    --model still overrides it."""
+    from headsim.cli import run_app
+    from headsim.explorer import app as explorer_app
+
+    saved = tmp_path / "tiny-model"
+    tiny.model.save_pretrained(saved)
+    tiny.tokenizer.save_pretrained(saved)
+    root = make_run(tmp_path / "run", 2, 4, name="tiny", source=str(saved))
+    app = create_app(None, root)
+    assert app.state.explorer.loaded.n_layers == 2 and str(app.state.explorer.loaded.source) == str(saved)
+    assert not app.state.explorer.run.warnings
+    seen = []
+    monkeypatch.setattr(explorer_app, "create_app", lambda model, run, **kw: seen.append(model) or app)
+    monkeypatch.setattr("uvicorn.run", lambda *a, **kw: None)
+    assert run_app(["serve", "--run", str(root), "--port", "8765"]) == 0
+    assert run_app(["serve", "--run", str(root), "--model", "default", "--port", "8765"]) == 0
+    assert run_app(["serve", "--port", "8765"]) == 0
+    assert seen == [None, "default", "default"]
+    with pytest.raises(HeadsimError, match="no model given"):
+        create_app(None)
 
 
 def test_bad_runs_fail_at_start(tiny, tmp_path):

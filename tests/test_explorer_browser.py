@@ -22,7 +22,7 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
-from browser_support import MISSING, cell_point, chromium, drag_cells, screenshot_dir  # noqa: E402
+from browser_support import MISSING, cell_point, chromium, drag_cells, screenshot_dir, serving  # noqa: E402
 SENTENCE = ("The old mill stands by the river, and the river turns the wheel of the old mill. "
             "Millers sold flour to the town across the river.")
 
@@ -71,17 +71,8 @@ def server(tmp_path_factory):
     model = load_model(device="cpu")
     run = _fake_run(tmp_path_factory.mktemp("run") / "demo-run", model.n_layers, model.n_heads, model.tokenizer, model.name)
     app = create_app(model, run, allowed_hosts=LOOPBACK_HOSTS)
-    port = _free_port()
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not srv.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the explorer server did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(10)
+    with serving(app) as origin:
+        yield origin
 
 
 @pytest.fixture(scope="module")

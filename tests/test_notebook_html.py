@@ -66,6 +66,21 @@ def _unpack(b64: str) -> np.ndarray:
     return np.frombuffer(zlib.decompress(base64.b64decode(b64)), dtype=np.uint8)
 
 
+def _levels(payload: dict) -> np.ndarray:
+    """``[L, H, n(n-1)/2]`` similarity levels of a payload (one zlib chunk a head)."""
+    return np.stack([_unpack(c) for c in payload["similarity"]["heads"]]).reshape(payload["L"], payload["H"], -1)
+
+
+def _attention(payload: dict) -> np.ndarray:
+    """``[L, H, n, n]`` √attention levels of a payload (nibbles, one chunk a head)."""
+    L, H, n = payload["L"], payload["H"], payload["n"]
+    heads = []
+    for c in payload["attention"]["heads"]:
+        packed = _unpack(c)
+        heads.append(np.stack([packed >> 4, packed & 15], axis=1).reshape(-1)[:n * n])
+    return np.stack(heads).reshape(L, H, n, n)
+
+
 def test_similarity_levels_give_every_slider_mask_exactly():
     s = np.random.default_rng(0).uniform(-0.5, 1, size=(2, 3, 40, 40)).astype(np.float32)
     s[0, 0, 1, 2] = 1.0
@@ -81,14 +96,16 @@ def test_text_view_and_inspection_displays(embedded, tmp_path):
     payload = json.loads(re.search(r'class="hsv-data">(.*?)</script>', html, re.S).group(1).replace("<\\/", "</"))
     L, H, n = view.n_layers, view.n_heads, view.n
     assert (payload["L"], payload["H"], payload["n"], payload["labels"]) == (L, H, n, view.tokens)
-    packed = _unpack(payload["attention"]["b64"])
-    attn = np.stack([packed >> 4, packed & 15], axis=1).reshape(-1)[:L * H * n * n].reshape(L, H, n, n) / payload["attention"]["levels"]
+    attn = _attention(payload) / payload["attention"]["levels"]
     assert np.abs(attn ** 2 - view.attention).max() <= 1 / payload["attention"]["levels"]  # √ steps
     iu = np.triu_indices(n, 1)
-    q = _unpack(payload["similarity"]["b64"]).reshape(L, H, -1)
+    q = _levels(payload)
     steps = payload["similarity"]["steps"]
+    counts = np.frombuffer(base64.b64decode(payload["similarity"]["counts"]), dtype="<i4").reshape(L, H, steps + 2)
     for t in (0.3, 0.5):
-        assert np.array_equal(q >= round(t * steps), view.mask(t)[:, :, iu[0], iu[1]])  # the pair counts the page shows
+        k = round(t * steps)
+        assert np.array_equal(q >= k, view.mask(t)[:, :, iu[0], iu[1]])  # the masks the page draws
+        assert np.array_equal(counts[..., k], view.mask(t)[:, :, iu[0], iu[1]].sum(-1))  # the pair counts it shows
     assert payload["stats"]["attn_cls"]["grid"] == np.round(view.focus["attn_cls"], 4).tolist()
     assert len(html) < 400_000  # 22 tokens
     ins = headsim.inspect_text(TEXT, embedded, layer=2, head=3)
@@ -102,10 +119,10 @@ def test_128_token_example_page_is_small_and_its_masks_exact(embedded):
     view = headsim.text_view(example_text(), embedded)  # the page `headsim export` writes by default
     assert view.n == 128
     html = view._repr_html_()
-    assert len(html.encode()) < 600_000
+    assert len(html.encode()) < 700_000  # with every head's thumbnails and pair counts precomputed (ready at once)
     payload = json.loads(re.search(r'class="hsv-data">(.*?)</script>', html, re.S).group(1).replace("<\\/", "</"))
     L, H, n, steps = view.n_layers, view.n_heads, view.n, payload["similarity"]["steps"]
-    q = _unpack(payload["similarity"]["b64"]).reshape(L, H, -1)
+    q = _levels(payload)
     iu = np.triu_indices(n, 1)
     for t in (0.1, 0.3, 0.62):  # slider positions: the page's pairs (i < j, level ≥ t·steps) are TextView.pairs
         k = round(t * steps)

@@ -385,7 +385,7 @@ def test_report_page(report_a: Path) -> None:
     html = report_a.read_text()
     _assert_links_exist(report_a)
     for spec in FIGURES:
-        assert f'src="{spec.stem}.png"' in html and f'href="{spec.stem}.svg"' in html
+        assert f'src="{spec.stem}.svg"' in html and f'href="{spec.stem}.png"' in html
     assert html.count("<figcaption>") == len(FIGURES) + 4  # + the example's four figures
     assert "fake-a" in html and "BERT-base" in html and "not expected to carry over" in html
     assert "6 layers \u00d7 12 heads" in html  # the embedded MiniLM named plainly

@@ -58,7 +58,8 @@ def check_bind(host: str, port: int) -> None:
 
 @app.command()
 def serve(
-    model: str = Model,
+    model: Optional[str] = typer.Option(None, "--model", "-m", help=Model.help + " Default: the model the --run "
+                                        "was made with, else 'default'."),
     revision: Optional[str] = Revision,
     run: Optional[Path] = typer.Option(None, "--run", help="A finished run directory (from headsim analyze): "
                                                            "colours heads by corpus statistics and shows each head's profile."),
@@ -80,7 +81,7 @@ def serve(
 
     loopback = is_loopback(host)
     with console.status("loading the model…"):
-        web = explorer_app.create_app(model, run, max_text_bytes=max_text_kb * 1000, device=device,
+        web = explorer_app.create_app(model if model is not None or run is not None else "default", run, max_text_bytes=max_text_kb * 1000, device=device,
                                       allowed_hosts=explorer_app.LOOPBACK_HOSTS if loopback else None, revision=revision)
     state = web.state.explorer
     url = page_url(host, port)

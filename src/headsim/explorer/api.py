@@ -362,7 +362,7 @@ class ExplorerRun:
                 f"{loaded.name!r} has {loaded.n_layers} × {loaded.n_heads}",
                 "start the server with the --model the run was made with")
         made_with = self.run.model.get("name")
-        if made_with and made_with != loaded.name:
+        if made_with and made_with != loaded.name and str(loaded.source) != self.model_source:
             self.warnings.append(f"the run was made with model {made_with!r} but the server runs "
                                  f"{loaded.name!r}: its windows are decoded with the server's tokenizer")
         elif self.run.spec.model_fingerprint != loaded.fingerprint:
@@ -376,6 +376,12 @@ class ExplorerRun:
     @property
     def model_name(self) -> str | None:
         return self.run.model.get("name")
+
+    @property
+    def model_source(self) -> str:
+        """Where the run's model was loaded from (run.json ``model.source``, else its name)."""
+        m = self.run.model
+        return str(m.get("source") or m.get("name") or "default")
 
     @property
     def commit(self) -> str | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Annotated, Optional
@@ -128,6 +129,11 @@ class Explorer:
         self.prepared: OrderedDict[str, api.Prepared] = OrderedDict()
         self.results: OrderedDict[tuple[str, int], TextView] = OrderedDict()
         self.model_runs = 0  # forward passes so far (the tests read it to check the cache)
+        self.stage: tuple[str, float] | None = None  # what the latest analysis is doing, since when (/api/status)
+
+    def working(self, stage: str | None) -> None:
+        """Say what the analysis is doing now (``None``: done), for the page's live status."""
+        self.stage = None if stage is None else (stage, time.monotonic())
 
     # -- cache -------------------------------------------------------------------------------
 
@@ -300,7 +306,7 @@ def _validation_message(errors: list[dict]) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def create_app(model: LoadedModel | str = "default", run_dir: str | Path | None = None, *,
+def create_app(model: LoadedModel | str | None = "default", run_dir: str | Path | None = None, *,
                max_text_bytes: int = 100_000, device: str | None = None, cache_windows: int = 8,
                cache_bytes: int = 1 << 30, allowed_hosts: list[str] | tuple[str, ...] | None = None,
                revision: str | None = None, resolution: int = VIEW_RESOLUTION) -> FastAPI:
@@ -308,7 +314,8 @@ def create_app(model: LoadedModel | str = "default", run_dir: str | Path | None 
 
     Args:
         model: ``"default"`` (embedded all-MiniLM-L6-v2), a hub id, a local directory, or a
-            :class:`~headsim.model.load.LoadedModel`. Never loaded with remote code.
+            :class:`~headsim.model.load.LoadedModel`; ``None`` with ``run_dir``: the model the run
+            recorded (its source, at its commit). Never loaded with remote code.
         revision: a hub model's branch, tag or commit (default: the commit the run was made with, when
             ``model`` is the run's model; else ``main``).
         run_dir: a finished run directory (``headsim analyze``) whose head statistics colour the model
@@ -324,7 +331,10 @@ def create_app(model: LoadedModel | str = "default", run_dir: str | Path | None 
     require(isinstance(max_text_bytes, int) and max_text_bytes >= 1, f"max_text_bytes {max_text_bytes!r} is not positive",
             "pass a size limit of at least 1 byte (e.g. 100000)")
     run = api.ExplorerRun(run_dir) if run_dir is not None else None  # check the run before the slow model load
-    if revision is None and run is not None and run.commit and str(model) == run.model_name:
+    if model is None:
+        require(run is not None, "no model given", "pass a model, or a run directory whose model to use")
+        model = run.model_source
+    if revision is None and run is not None and run.commit and str(model) in (run.model_name, run.model_source):
         revision = run.commit
     loaded = as_loaded(model, device=device, **({"revision": revision} if revision else {}))
     if run is not None:
@@ -420,9 +430,27 @@ def create_app(model: LoadedModel | str = "default", run_dir: str | Path | None 
         (for any threshold on the page), attention fractions, and max-pooled thumbnails (0..100)
         of the normalised similarity and the attention map.
         """
-        prepared = state.prepare(req.text, req.seq_len)
-        wd = state.window(prepared, req.window)
-        return api.analyze_payload(prepared, wd, state.loaded, req.threshold)
+        try:
+            state.working("splitting the text into windows")
+            prepared = state.prepare(req.text, req.seq_len)
+            window = check_window(req.window, prepared.n_windows)
+            n = int(prepared.windows.attention_mask[window].sum())
+            m = state.loaded
+            state.working(f"running the model on window {window} of 0–{prepared.n_windows - 1}: {n:,} tokens through "
+                          f"{m.n_layers} layers × {m.n_heads} heads")
+            wd = state.window(prepared, window)
+            state.working(f"summarising {m.n_layers * m.n_heads:,} heads of {n:,} tokens")
+            return api.analyze_payload(prepared, wd, state.loaded, req.threshold)
+        finally:
+            state.working(None)
+
+    @app.get("/api/status", tags=["explorer"])
+    def status() -> dict:
+        """What the analysis in progress is doing (``busy``, ``stage``, ``seconds`` since it began), for a
+        live status while a long window runs."""
+        now = state.stage
+        return {"busy": now is not None, "stage": now[0] if now else None,
+                "seconds": round(time.monotonic() - now[1], 1) if now else None}
 
     def _head(req: HeadRequest) -> dict:
         if req.text is not None:

@@ -21,7 +21,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from ..errors import require
-from ..plots.style import ONE_BASED, save_once
+from ..plots.style import ONE_BASED, fix_layout, save, smallest_cell
 from .claim import Claim
 
 
@@ -85,9 +85,21 @@ class PaperFigure:
     caption: Callable[[ReportedRun], str]
     claims: Callable[[RunStatistics], list[Claim]] = no_claims
 
-    def draw(self, run: ReportedRun, out: str | os.PathLike, *, dpi: int = 200) -> list[Path]:
+    def draw(self, run: ReportedRun, out: str | os.PathLike, *, dpi: int = 200) -> Drawn:
         """Plot the run and write ``out/stem.png`` and ``out/stem.svg`` (layout computed once for both)."""
-        return save_once(self.plot(run), out, self.stem, dpi=dpi)
+        fig = fix_layout(self.plot(run))
+        width, cell = float(fig.get_size_inches()[0]), smallest_cell(fig)
+        return Drawn(save(fig, out, self.stem, dpi=dpi), width, cell)
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """A drawn figure: its files (PNG, SVG), its width and the smallest side of a cell of its layer × head
+    grids (inches; ``None`` without one), for the page to show it at a size where the cells read."""
+
+    paths: list[Path]
+    width_in: float
+    cell_in: float | None
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import pandas as pd
 import xarray as xr
 from matplotlib.figure import Figure
 
-from ..plots.style import COUNT_CMAP, head_grid, layer_head_heatmap, layer_head_size, outline_rows, titled
+from ..plots.style import COUNT_CMAP, PAGE_WIDTH, head_grid, layer_head_heatmap, layer_head_size, outline_rows, titled
 from ..stats.tables import chance_distances, distance_summary
 from .base import PaperFigure, ReportedRun, bin_width, layer_arg, n_windows
 
@@ -54,12 +54,14 @@ def fig07_distance_histograms(ds: xr.Dataset, heads: pd.DataFrame, *, model: str
     layer = layer_arg(ds, layer)
     L, H = ds.sizes["layer"], ds.sizes["head"]
     chance = chance_distances(ds)
-    ncols = min(4, H)
+    many = H > 16  # eight narrower panels a row, so that a layer of 64 heads stays on a page or two
+    ncols = min(8 if many else 4, H)
     nrows = math.ceil(H / ncols)
     w_map, h_map = layer_head_size(L, H)
-    fig = titled((max(3.3 * ncols, w_map), 2.5 * nrows + h_map + 0.5),
+    panel_h = 1.7 if many else 2.5
+    fig = titled((min(PAGE_WIDTH, max(2.85 * ncols, w_map)), panel_h * nrows + h_map + 0.5),
                  f"Fig 7 — distance |i − j| of high-similarity pairs, layer {layer}, {n_windows(ds)} windows ({model})")
-    gs = fig.add_gridspec(nrows + 1, ncols, height_ratios=[2.5] * nrows + [h_map])
+    gs = fig.add_gridspec(nrows + 1, ncols, height_ratios=[panel_h] * nrows + [h_map])
     hist = ds["distance_hist"].sel(layer=layer).values
     means, _ = distance_summary(ds.sel(layer=layer))
     first = None
@@ -72,8 +74,11 @@ def fig07_distance_histograms(ds: xr.Dataset, heads: pd.DataFrame, *, model: str
         distance_bars(ax, ds, share, chance)
         if n:
             ax.axvline(mean, color="C3", lw=1.0, ls="--", label="mean")
-        ax.set_title(f"head {hi + 1}: n = {n:,}, mean {mean:.1f}" if n else f"head {hi + 1}: no pairs", fontsize=8)
-        ax.tick_params(labelsize=7)
+        if many:
+            ax.set_title(f"H{hi + 1} · n {n:,} · mean {mean:.1f}" if n else f"H{hi + 1} · no pairs", fontsize=6.5)
+        else:
+            ax.set_title(f"head {hi + 1}: n = {n:,}, mean {mean:.1f}" if n else f"head {hi + 1}: no pairs", fontsize=8)
+        ax.tick_params(labelsize=6 if many else 7)
         if hi % ncols == 0:
             ax.set_ylabel(share_label(ds), fontsize=8)
         if hi // ncols == nrows - 1 or hi + ncols >= H:

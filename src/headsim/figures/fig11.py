@@ -9,7 +9,8 @@ import pandas as pd
 import xarray as xr
 from matplotlib.figure import Figure
 
-from ..plots.style import COUNT_CMAP, head_grid, layer_colours, layer_head_heatmap, layer_head_size, titled
+from ..plots.style import (COUNT_CMAP, head_grid, layer_colours, layer_head_heatmap, layer_head_size, legend_below,
+                           legend_columns, thinned_ticks, titled)
 from .base import PaperFigure, ReportedRun, RunStatistics
 from .claim import FAILS, HOLDS, NA, Claim, column
 
@@ -22,8 +23,10 @@ def fig11_anchors(ds: xr.Dataset, heads: pd.DataFrame, layers: pd.DataFrame, *, 
     (b) its distribution per layer; (c) number of distinct anchors across a layer's heads."""
     L, H = ds.sizes["layer"], ds.sizes["head"]
     w, h = layer_head_size(L, H)
-    fig = titled((max(w, 11.0), h + 4.2), f"Fig 11 — anchor tokens of high-similarity pairs ({model})")
-    gs = fig.add_gridspec(2, 2, height_ratios=[h, 3.6])
+    fig_w = max(w, 11.0)
+    key = 0.13 * math.ceil((L + 1) / legend_columns([f"layer {L} (median 0.00)"], fig_w / 2 - 0.6, 6.5))  # legends below (b), (c)
+    fig = titled((fig_w, h + 4.4 + key), f"Fig 11 — anchor tokens of high-similarity pairs ({model})")
+    gs = fig.add_gridspec(2, 2, height_ratios=[h, 3.6 + key])
     ax_a = fig.add_subplot(gs[0, :])
     layer_head_heatmap(ax_a, head_grid(heads, "anchor_fraction_mean"), cmap=COUNT_CMAP, vmin=0, vmax=1,
                        title="(a) mean share of a window's high-similarity pairs that contain the head's most common token",
@@ -48,13 +51,13 @@ def fig11_anchors(ds: xr.Dataset, heads: pd.DataFrame, layers: pd.DataFrame, *, 
     ax_b.set_ylabel("share of (window, head)", fontsize=8)
     ax_b.set_title("(b) distribution of the anchor fraction, all heads of a layer", fontsize=9)
     ax_c.axvline(H, color="0.4", ls="--", lw=1.0, label=f"all {H} heads distinct")
-    ax_c.set_xticks(na)
+    ax_c.set_xticks(na[thinned_ticks(len(na), (fig_w / 2 - 1.2) / len(na))])
     ax_c.set_xlabel("distinct anchor tokens across the layer's heads in one window", fontsize=8)
     ax_c.set_ylabel("share of windows", fontsize=8)
     ax_c.set_title("(c) distinct anchors per layer and window", fontsize=9)
     for ax in (ax_b, ax_c):
         ax.tick_params(labelsize=7)
-        ax.legend(fontsize=6, loc="best", ncol=2 if L > 6 else 1)
+        legend_below(ax, fig_w / 2 - 0.6, fontsize=6.5)
     return fig
 
 

@@ -42,7 +42,7 @@ def fig13_layer_distances(ds: xr.Dataset, *, model: str, layers: list[int] | Non
         ax.set_title(f"layer {layer}: {n:,} pairs", fontsize=9)
         ax.set_ylabel(share_label(ds), fontsize=8)
         ax.tick_params(labelsize=7)
-        ax.legend(fontsize=7, loc="upper right")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     axes[-1, 0].set_xlabel(distance_label(ds), fontsize=8)
     return fig
 

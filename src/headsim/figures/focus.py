@@ -10,7 +10,7 @@ import pandas as pd
 import xarray as xr
 from matplotlib.figure import Figure
 
-from ..plots.style import ATTENTION_CMAP, figure, head_grid, layer_head_heatmap, layer_head_size
+from ..plots.style import ATTENTION_CMAP, head_grid, layer_head_heatmap, layer_head_size, page_columns, thinned_ticks, titled
 from .base import PaperFigure, ReportedRun, RunStatistics
 from .claim import FAILS, HOLDS, NA, Claim, column, finite
 
@@ -30,11 +30,14 @@ def attention_focus(heads: pd.DataFrame, *, model: str, targets: tuple[str, ...]
     grids = {t: head_grid(heads, f"attn_{t}") for t in targets if f"attn_{t}" in heads}
     L, H = next(iter(grids.values())).shape
     w, h = layer_head_size(L, H)
-    ncols = 2
+    ncols = page_columns(w, 2)  # one column where two heatmaps do not fit the page
     nrows = math.ceil((len(grids) + 1) / ncols)
-    fig, axes = figure(nrows, ncols, (2 * w, nrows * (h + 0.3)),
-                       suptitle=f"Attention focus: mean attention per query on special tokens and neighbours ({model})")
-    flat = axes.ravel()
+    rows = [h + 0.3] * nrows
+    if ncols == 1:
+        rows[-1] = 3.6  # the per-layer lines alone in the last row
+    fig = titled((ncols * w, sum(rows)), f"Attention focus: mean attention per query on special tokens and neighbours ({model})")
+    gs = fig.add_gridspec(nrows, ncols, height_ratios=rows)
+    flat = [fig.add_subplot(gs[k // ncols, k % ncols]) for k in range(nrows * ncols)]
     for ax, (t, g) in zip(flat, grids.items()):
         layer_head_heatmap(ax, g, title=f"attention on {TARGET_LABELS.get(t, t)}", cmap=ATTENTION_CMAP, vmin=0,
                            vmax=max(float(np.nanmax(g)) if np.isfinite(g).any() else 1.0, 1e-9),
@@ -47,7 +50,7 @@ def attention_focus(heads: pd.DataFrame, *, model: str, targets: tuple[str, ...]
         share = (shares or {}).get(t)
         if share is not None and np.isfinite(share):
             ax.axhline(share, color=f"C{k}", ls=":", lw=1.0, label=f"share of {TARGET_LABELS.get(t, t)} tokens")
-    ax.set_xticks(x)
+    ax.set_xticks(x[thinned_ticks(L, 0.8 * ncols * w / max(L, 1))])
     ax.set_xlabel("layer", fontsize=8)
     ax.set_ylabel("mean over the layer's heads", fontsize=8)
     ax.set_title("per layer, mean over heads", fontsize=9)

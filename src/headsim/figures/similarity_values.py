@@ -9,7 +9,7 @@ import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
 
-from ..plots.style import figure, layer_colours
+from ..plots.style import PAGE_WIDTH, figure, layer_colours, legend_columns
 from ..stats.tables import HIGH_CUT, LOW_CUT, histogram_share, sim_bin_edges
 from .base import PaperFigure, ReportedRun, RunStatistics
 from .claim import FAILS, HOLDS, NA, Claim, fmt_pct
@@ -24,7 +24,9 @@ def sim_value_histogram(ds: xr.Dataset, *, model: str) -> Figure:
     L = ds.sizes["layer"]
     thr = float(ds.attrs.get("threshold", math.nan))
     h = ds["sim_value_hist"].sum("head").values.astype(np.float64)
-    fig, axes = figure(1, 1, (8.5, 5.0), suptitle=f"Normalised similarity values S / max S, all heads pooled ({model})")
+    width = 8.5 if L <= 6 else PAGE_WIDTH
+    rows = math.ceil((L + 2) / legend_columns([f"layer {L}: 00.0% < 0.1, 00.0% in 0.1–0.6"], width))
+    fig, axes = figure(1, 1, (width, 4.2 + 0.16 * rows), suptitle=f"Normalised similarity values S / max S, all heads pooled ({model})")
     ax = axes[0, 0]
     below = edges[1:] <= 0.1 + 1e-9
     mid = (edges[:-1] >= 0.1 - 1e-9) & (edges[1:] <= 0.6 + 1e-9)
@@ -41,7 +43,8 @@ def sim_value_histogram(ds: xr.Dataset, *, model: str) -> Figure:
     ax.set_xlabel("normalised similarity S / max S of a valid off-diagonal pair", fontsize=8)
     ax.set_ylabel("share of pairs (log scale)", fontsize=8)
     ax.tick_params(labelsize=7)
-    ax.legend(fontsize=7, loc="upper right")
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", fontsize=7, frameon=False, ncol=legend_columns(labels, width))
     return fig
 
 

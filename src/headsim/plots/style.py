@@ -24,6 +24,12 @@ SIMILARITY_CMAP = "magma"
 COUNT_CMAP = "viridis"
 DIVERGING_CMAP = "RdBu_r"
 ONE_BASED = "layers and heads numbered from 1"
+#: widest figure (inches) the report shows at its natural size: its column is 1,152 CSS px, 12 in at 96 px an inch
+PAGE_WIDTH = 11.5
+#: smallest annotation (points) drawn in a heatmap cell; where the cells are smaller the values are left out
+MIN_ANNOTATION_PT = 6.0
+#: a layer × head heatmap's axes are tagged with this gid (``cells:LxH``), read by :func:`smallest_cell`
+CELLS_GID = "cells"
 
 
 def token_labels(tokens: list[str], valid: np.ndarray | None = None) -> list[str]:
@@ -106,8 +112,80 @@ def square_panels(nrows: int, ncols: int, side: float = 3.6) -> tuple[float, flo
 
 
 def layer_head_size(L: int, H: int) -> tuple[float, float]:
-    """Width and height of one layer × head heatmap panel."""
-    return max(6.5, 2.2 + 0.62 * H), 1.2 + 0.42 * L
+    """Width and height of one layer × head heatmap panel: cells of 0.62 in, narrower as far as the
+    heads need to fit :data:`PAGE_WIDTH` (0.145 in at 64 heads), rows
+    (three quarters as tall as wide, 0.16 to 0.42 in)."""
+    cell = min(0.62, (PAGE_WIDTH - 2.2) / max(H, 1))
+    return max(6.5, 2.2 + cell * H), 1.2 + min(0.42, max(0.16, 0.75 * cell)) * L
+
+
+def page_columns(width: float, n: int) -> int:
+    """How many panels of ``width`` inches fit side by side in :data:`PAGE_WIDTH` (1 to ``n``)."""
+    return max(1, min(n, int(PAGE_WIDTH // max(width, 1e-9))))
+
+
+def thinned_ticks(n: int, cell_in: float, across: bool = True, fontsize: float = 7.0) -> list[int]:
+    """0-based positions to label on an axis of ``n`` cells of ``cell_in`` inches: every one where the
+    1-based numbers fit (``across``: side by side, as on an x axis; else stacked), else every 2nd, 4th,
+    5th, 10th … (the first always)."""
+    label_in = ((len(str(n)) * 0.62 if across else 1.3) * fontsize + 3.0) / 72
+    for step in (1, 2, 4, 5, 10, 20, 25, 50, 100):
+        if step * cell_in >= label_in:
+            break
+    return list(range(0, n, step))
+
+
+def legend_columns(labels: list[str], width_in: float, fontsize: float = 7.0) -> int:
+    """Columns of a legend of ``labels`` that fit ``width_in`` inches (a line handle and padding each)."""
+    entry = max((len(t) for t in labels), default=1) * 0.56 * fontsize / 72 + 0.5
+    return max(1, int(width_in // entry))
+
+
+def legend_below(ax: Axes, width_in: float, fontsize: float = 7.0) -> None:
+    """``ax``'s legend under it, outside its data, in as many columns as fit ``width_in`` inches."""
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=fontsize, frameon=False,
+              ncol=legend_columns(labels, width_in, fontsize), borderaxespad=0.0)
+
+
+def tag_cells(ax: Axes, rows: int, cols: int) -> None:
+    """Mark ``ax`` as a grid of ``rows`` × ``cols`` cells for :func:`smallest_cell`."""
+    ax.set_gid(f"{CELLS_GID}:{rows}x{cols}")
+
+
+def smallest_cell(fig: Figure) -> float | None:
+    """The smallest side (inches) of a cell of the tagged grids (:func:`tag_cells`) of a laid-out ``fig``;
+    ``None`` when it has none."""
+    sides = []
+    for ax in fig.axes:
+        gid = ax.get_gid() or ""
+        if gid.startswith(CELLS_GID + ":"):
+            rows, cols = (int(x) for x in gid.split(":")[1].split("x"))
+            box = ax.get_window_extent()  # display pixels
+            sides += [box.width / fig.dpi / cols, box.height / fig.dpi / rows]
+    return min(sides) if sides else None
+
+
+def _axes_inches(ax: Axes) -> tuple[float, float]:
+    """Width and height (inches) of the data area ``ax`` will get, estimated from its grid position before
+    the layout runs (colour bar, tick labels and title taken off)."""
+    spec = ax.get_subplotspec()
+    gs = spec.get_gridspec()
+    owner = ax.get_figure(root=False)  # a subfigure's own size
+    fw, fh = owner.bbox.width / owner.dpi, owner.bbox.height / owner.dpi
+    wr = gs.get_width_ratios() or [1] * gs.ncols
+    hr = gs.get_height_ratios() or [1] * gs.nrows
+    w = fw * sum(wr[c] for c in range(spec.colspan.start, spec.colspan.stop)) / sum(wr)
+    h = (fh - 0.8) * sum(hr[r] for r in range(spec.rowspan.start, spec.rowspan.stop)) / sum(hr)
+    return max(w - 2.0, 0.1), max(h - 0.9, 0.1)
+
+
+def annotation_size(texts: list[str], cell_w: float, cell_h: float) -> float | None:
+    """Font size (points) at which the longest of ``texts`` fits a cell of ``cell_w`` × ``cell_h``
+    inches (at most 8); ``None`` below :data:`MIN_ANNOTATION_PT` (left out: not legible)."""
+    chars = max((len(t) for t in texts), default=1)
+    size = min(8.0, 0.85 * cell_w * 72 / (0.62 * chars), 0.6 * cell_h * 72)
+    return size if size >= MIN_ANNOTATION_PT else None
 
 
 def layer_colours(n: int) -> list:
@@ -144,7 +222,8 @@ def layer_head_heatmap(ax: Axes, values: np.ndarray, *, title: str, cmap: str, c
     """Heatmap of an ``[L, H]`` per-head value: rows = layers, columns = heads (both from 1).
 
     NaN cells (heads without pairs) are grey and marked "–". ``center`` makes a diverging map
-    symmetric around that value.
+    symmetric around that value. Values are printed only where they are legible
+    (:func:`annotation_size`), head and layer numbers thinned where they would run together.
     """
     v = np.asarray(values, dtype=np.float64)
     L, H = v.shape
@@ -161,19 +240,27 @@ def layer_head_heatmap(ax: Axes, values: np.ndarray, *, title: str, cmap: str, c
     bar = ax.figure.colorbar(img, ax=ax, fraction=0.046, pad=0.02)
     bar.set_label(cbar_label, fontsize=8)
     bar.ax.tick_params(labelsize=7)
-    ax.set_xticks(range(H), [str(h + 1) for h in range(H)], fontsize=7)
-    ax.set_yticks(range(L), [str(layer + 1) for layer in range(L)], fontsize=7)
+    cell_w, cell_h = (a / b for a, b in zip(_axes_inches(ax), (H, L)))
+    xs, ys = thinned_ticks(H, cell_w), thinned_ticks(L, cell_h, across=False)
+    ax.set_xticks(xs, [str(h + 1) for h in xs], fontsize=7)
+    ax.set_yticks(ys, [str(layer + 1) for layer in ys], fontsize=7)
+    if len(xs) < H or len(ys) < L:
+        ax.set_xticks(range(H), minor=True)
+        ax.set_yticks(range(L), minor=True)
+        ax.tick_params(which="minor", length=1.5)
     ax.set_xlabel("head", fontsize=8)
     ax.set_ylabel("layer", fontsize=8)
-    ax.set_title(title + ("  (grey –: no pairs, undefined)" if np.isnan(v).any() else ""), fontsize=9)
-    if annotate:
-        size = max(4.0, min(8.0, 90.0 / max(H, L)))
+    tag_cells(ax, L, H)
+    texts = [["–" if not np.isfinite(x) else _format(fmt, x) for x in row] for row in v]
+    size = annotation_size([t for row in texts for t in row], cell_w, cell_h) if annotate else None
+    note = "  (grey –: no pairs, undefined)" if np.isnan(v).any() else ""
+    ax.set_title(title + (note if size is not None else note.replace(" –", "")), fontsize=9)
+    if size is not None:
         for li in range(L):
             for hi in range(H):
                 x = v[li, hi]
-                text = "–" if not np.isfinite(x) else _format(fmt, x)
                 colour = "black" if not np.isfinite(x) else _text_colour(cm, norm, x)
-                ax.text(hi, li, text, ha="center", va="center", fontsize=size, color=colour)
+                ax.text(hi, li, texts[li][hi], ha="center", va="center", fontsize=size, color=colour)
 
 
 def outline_rows(ax: Axes, rows: list[int], width: int, colour: str = "black") -> None:
@@ -193,8 +280,13 @@ def save(fig: Figure, out_dir: str | os.PathLike, stem: str, *, dpi: int = 200) 
     return paths
 
 
-def save_once(fig: Figure, out: str | os.PathLike, stem: str, *, dpi: int = 200) -> list[Path]:
-    """:func:`save` with the layout computed once for both PNG and SVG."""
+def fix_layout(fig: Figure) -> Figure:
+    """Run ``fig``'s layout once and keep it (saving it twice then costs one layout)."""
     fig.canvas.draw()
     fig.set_layout_engine("none")
-    return save(fig, out, stem, dpi=dpi)
+    return fig
+
+
+def save_once(fig: Figure, out: str | os.PathLike, stem: str, *, dpi: int = 200) -> list[Path]:
+    """:func:`save` with the layout computed once for both PNG and SVG."""
+    return save(fix_layout(fig), out, stem, dpi=dpi)

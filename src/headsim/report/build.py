@@ -30,6 +30,7 @@ from .reading import ReportRun, load_report_run
 
 EXAMPLE_DIR = "example"
 PAIR_ROWS = 40
+CSS_PX = 96  # CSS pixels an inch: a figure's SVG is shown at its natural size where the page is wide enough
 
 
 # ---------------------------------------------------------------------------------------------
@@ -132,9 +133,10 @@ def build_report(run_dir: str | os.PathLike | Run, out_dir: str | os.PathLike | 
                 progress(k, steps)
 
         for k, fig in enumerate(FIGURES, start=1):
-            fig.draw(run, tmp, dpi=dpi)
+            drawn = fig.draw(run, tmp, dpi=dpi)
             figures.append({"stem": fig.stem, "label": fig.label, "title": fig.title, "caption": fig.caption(run),
-                            "png": f"{fig.stem}.png", "svg": f"{fig.stem}.svg"})
+                            "png": f"{fig.stem}.png", "svg": f"{fig.stem}.svg", "width": round(drawn.width_in * CSS_PX),
+                            "cell": "" if drawn.cell_in is None else f"{drawn.cell_in * CSS_PX:.1f}"})
             done(k)
         claims = compute_claims(run.dataset, run.heads, run.layers, run.meta, shares=run.shares)
         write_claims(claims, tmp, run)

@@ -29,13 +29,17 @@ export async function analyze(windowIndex) {
   if (!text.trim()) { showError({ error: 'the text is empty', fix: 'type or paste a paragraph, or pick an example' }); return; }
   const seq = ++store.analyzeSeq;
   showError(null);
-  setStatus('running the model…', true);
+  setStatus(`analysing window ${windowIndex}…`, true);
+  $('head-title').innerHTML = `Layer ${store.layer}, head ${store.headNo} <span class="muted">· analysing window ${windowIndex}…</span>`;
   $('analyze-btn').disabled = true;
+  const live = liveStatus(seq);
   try {
     const data = await api('POST', '/api/analyze', {
       text, seq_len: Number($('seq-len').value), window: windowIndex, threshold: store.info.defaults.threshold,
     });
     if (seq !== store.analyzeSeq) return;
+    clearInterval(live);
+    $('head-title').innerHTML = `Layer ${store.layer}, head ${store.headNo} <span class="muted">· ${data.n_tokens} tokens · window ${data.window} · loading the head…</span>`;
     const sameTokens = store.analysis && store.analysis.id === data.id && store.analysis.window === data.window;
     store.analysis = data;
     if (!sameTokens) { store.ranges = null; store.pinned = null; }
@@ -46,10 +50,27 @@ export async function analyze(windowIndex) {
     renderThumbs();
     await loadHead();
   } catch (err) {
-    if (seq === store.analyzeSeq) { showError(err); setStatus(''); }
+    if (seq === store.analyzeSeq) { showError(err); setStatus(''); updateHeadTitle(); }
   } finally {
+    clearInterval(live);
     if (seq === store.analyzeSeq) $('analyze-btn').disabled = false;
   }
+}
+
+/** While analysis ``seq`` runs: the server's stage (/api/status) and the seconds it has taken, twice a second. */
+function liveStatus(seq) {
+  const started = performance.now();
+  let asking = false;
+  return setInterval(async () => {
+    if (seq !== store.analyzeSeq || asking) return;
+    asking = true;
+    let stage = 'waiting for the server';
+    try { const s = await api('GET', '/api/status'); if (s.busy) stage = s.stage; } catch (err) { /* the reply will say */ }
+    asking = false;
+    if (seq === store.analyzeSeq && $('analyze-btn').disabled) {
+      setStatus(`${stage} · ${((performance.now() - started) / 1000).toFixed(0)} s`, true);
+    }
+  }, 500);
 }
 
 /** The previous (d = -1) or next (+1) window. */
@@ -101,7 +122,6 @@ export async function loadHead() {
 export function updateHeadTitle() {
   if (!store.head) return;
   $('head-title').innerHTML = `Layer ${store.head.layer}, head ${store.head.head} <span class="muted">· ${store.head.n_tokens} tokens · window ${store.head.window}</span>`;
-  $('pair-count2').textContent = store.pairs.length;
 }
 
 /** The pair table afresh, the hover kept on it. */

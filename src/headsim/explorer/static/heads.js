@@ -99,11 +99,10 @@ export function renderThumbs() {
     store.thumbCache[store.thumbKind] = images.map((row) => row.map((img) => ({ size, values: Float32Array.from(img, (v) => v / 100) })));
   }
   const thumbs = store.thumbCache[store.thumbKind];
-  const avail = Math.max(div.parentElement.clientWidth - 70, 320);
-  const maxHeight = Math.max(240, Math.min(window.innerHeight * 0.5, 560));
-  const tile = Math.max(16, Math.min(64, Math.floor(avail / H / 1.17), Math.floor(maxHeight / L / 1.17)));
+  const width = Math.max(div.parentElement.clientWidth - 40, 320);
+  const height = Math.max(260, Math.min(window.innerHeight * 0.6, 720));
   store.grid = P.drawModelView(canvas, bar, {
-    L, H, tile, thumb: (l, h) => thumbs[l][h], kind: store.thumbKind,
+    L, H, width, height, thumb: (l, h) => thumbs[l][h], kind: store.thumbKind,
     stat: statGrid(store.colorBy), label: statLabel(store.colorBy), selected: { l: store.layer - 1, h: store.headNo - 1 },
   });
 }

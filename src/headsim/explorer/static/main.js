@@ -12,6 +12,7 @@ import { applyHover, setHover, togglePin } from './hover.js';
 import { renderMaps } from './matrices.js';
 import { downloadCsv, sortBy } from './pairs.js';
 import { renderStatMap } from './profile.js';
+import * as P from './plots.js';
 import { actions, store } from './state.js';
 
 Object.assign(actions, { selectHead, setHover, togglePin, zoom });
@@ -78,7 +79,9 @@ async function init() {
     if (!groups[label]) { groups[label] = document.createElement('optgroup'); groups[label].label = label; ex.append(groups[label]); }
     groups[label].append(new Option(e.title, e.id));
   }
-  if (store.examples.length) {
+  // the first example only into an empty box that nobody has analysed yet: a text typed or pasted while the
+  // examples were on their way stays, as pasted
+  if (store.examples.length && !$('text-input').value.trim() && store.analyzeSeq === 0) {
     ex.value = store.examples[0].id;
     $('text-input').value = store.examples[0].text;
     analyze(0);
@@ -158,6 +161,6 @@ function wireControls() {
 }
 
 // a little state for tests and the console
-window.headsim = { state: store, selectHead, analyze, panels: store.panels };
+window.headsim = { state: store, selectHead, analyze, panels: store.panels, tileAt: P.tileAt };
 
 init();

@@ -28,6 +28,26 @@ function panel(id) {
 export function setRanges(range) {
   store.ranges = range;
   for (const v of Object.values(store.panels)) v.setRange(range);
+  showMaskCount();
+}
+
+/** The high pairs i < j among the cells the mask panel shows now (its zoom; a long window's overview: pairs
+ * of bins whose mean similarity is above the threshold, as drawn), and their unit. */
+export function shownPairCount() {
+  const M = matrices(), v = store.panels['mask-plot'];
+  const { r0, r1, c0, c1 } = (v && v.range) || { r0: 0, r1: M.n, c0: 0, c1: M.n };
+  let k = 0;
+  for (let i = r0; i < r1; i++) for (let j = Math.max(c0, i + 1); j < c1; j++) if (high(M.sim(i, j))) k++;
+  return { count: k, unit: overview() && !store.exact ? 'bin pairs' : 'pairs', zoomed: !!(v && v.range) };
+}
+
+/** The mask panel's caption: the count of the cells it shows. */
+export function showMaskCount() {
+  if (!store.head) return;
+  const c = shownPairCount();
+  $('pair-count2').textContent = c.count;
+  $('pair-unit').textContent = c.unit;
+  $('pair-where').textContent = c.zoomed ? ' in the cells shown' : '';
 }
 
 function mapSide(id) {
@@ -80,11 +100,14 @@ export function renderMaps() {
     v.spec = null;
     v.draw(mapSpec(id));
   }
+  showMaskCount();
 }
 
 /** Redraw panel ``id`` (the mask after a threshold move, the blocks after new separators). */
 export function drawPanel(id) {
-  if (store.head) panel(id).draw(mapSpec(id));
+  if (!store.head) return;
+  panel(id).draw(mapSpec(id));
+  if (id === 'mask-plot') showMaskCount();
 }
 
 /** Redraw the panels already drawn (a new hover). */

@@ -50,7 +50,6 @@ export function renderPairs() {
     + (E ? ` in tokens ${E.rows[0]}–${E.rows[1] - 1} × ${E.cols[0]}–${E.cols[1] - 1}` : '')
     + (pairs.length > MAX_ROWS ? ` (first ${MAX_ROWS} shown)` : '')
     + (ov ? ` · ${store.head.n_tokens} tokens shown on ${store.head.view.n} bins: drag a rectangle on a map for exact values and pairs` : '');
-  $('pair-count2').textContent = pairs.length;
 }
 
 /** Sort the table by column ``key`` (again: the other way). */

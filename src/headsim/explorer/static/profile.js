@@ -94,6 +94,12 @@ export function renderTextAttn(div, prof) {
     yaxis: { range: [0, 1], gridcolor: '#eef0f3' }, xaxis: { tickangle: 0 } }), plain());
 }
 
+/** Plotly's dtick for ``n`` numbered cells along ``px`` pixels, labels ``size`` px apart at least: 1, 2, 4, 5, 10 … */
+function tickStep(n, px, size) {
+  for (const k of [1, 2, 4, 5, 10, 20, 25, 50]) if (k * Math.max(px, 60) / n >= size) return k;
+  return 100;
+}
+
 /** A run statistic of every head (the frame colour's when it is one), the open head outlined; a click opens one. */
 export function renderStatMap() {
   const div = $('prof-map');
@@ -108,8 +114,8 @@ export function renderStatMap() {
     colorbar: { thickness: 9, outlinewidth: 0, tickfont: { size: 9 } },
   }], smallLayout(`${statLabel(key)} per head (run; Figs 6, 8)`, {
     margin: { l: 42, r: 10, t: 30, b: 40 },
-    xaxis: { title: { text: 'head', font: { size: 10 } }, dtick: 1, fixedrange: true },
-    yaxis: { title: { text: 'layer', font: { size: 10 } }, dtick: 1, autorange: 'reversed', fixedrange: true },
+    xaxis: { title: { text: 'head', font: { size: 10 } }, dtick: tickStep(H, div.clientWidth - 60, 16), fixedrange: true },
+    yaxis: { title: { text: 'layer', font: { size: 10 } }, dtick: tickStep(L, 220, 13), autorange: 'reversed', fixedrange: true },
     shapes: [{ type: 'rect', x0: store.headNo - 0.5, x1: store.headNo + 0.5, y0: store.layer - 0.5, y1: store.layer + 0.5, line: { color: '#ef4444', width: 2.5 } }],
   }), plain());
   if (!div.dataset.wired) {

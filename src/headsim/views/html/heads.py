@@ -50,16 +50,55 @@ def attention_levels(attention: np.ndarray) -> np.ndarray:
     return np.round(np.sqrt(np.clip(attention, 0, 1)) * ATTENTION_LEVELS).astype(np.uint8)
 
 
+THUMB_SIZE = 24  # cells per side of a head's thumbnail in the interactive grid (its tiles are 8 to 64 px)
+
+
+def _pool(m: np.ndarray, size: int) -> np.ndarray:
+    """``[..., n, n]`` block means down to ``[..., s, s]`` (``s = min(size, n)``; row r of the thumbnail
+    averages rows ``i`` with ``i·s // n = r``, as draw.js ``thumbnail``)."""
+    n = m.shape[-1]
+    s = min(size, n)
+    edges = np.searchsorted(np.arange(n) * s // n, np.arange(s), side="left")
+    sums = np.add.reduceat(np.add.reduceat(m, edges, axis=-2), edges, axis=-1)
+    widths = np.diff(np.append(edges, n))
+    return sums / np.outer(widths, widths)
+
+
+def thumbnails(attention: np.ndarray, similarity: np.ndarray, size: int = THUMB_SIZE) -> dict[str, np.ndarray]:
+    """Every head's thumbnails as ``uint8`` ``[L, H, s, s]`` (0..255): block means of S (diagonal 0, clipped
+    to [0, 1]) and of √attention divided by the head's √maximum (the explorer's √ colours)."""
+    s = np.clip(np.asarray(similarity, dtype=np.float32), 0, 1).copy()
+    idx = np.arange(s.shape[-1])
+    s[..., idx, idx] = 0
+    a = np.sqrt(np.clip(np.asarray(attention, dtype=np.float32), 0, None))
+    peak = a.max(axis=(-2, -1), keepdims=True)
+    a = np.divide(a, peak, out=np.zeros_like(a), where=peak > 0)
+    return {k: np.round(np.clip(_pool(v, size), 0, 1) * 255).astype(np.uint8) for k, v in (("similarity", s), ("attention", a))}
+
+
+def level_counts(levels: np.ndarray, steps: int = SIMILARITY_STEPS) -> np.ndarray:
+    """``[L, H, steps + 2]`` ``int32``: ``c[k]`` pairs i < j of a head with level ≥ k (S > k/steps for
+    k ≥ 1, :func:`similarity_levels`), for every slider position at once."""
+    L, H, m = levels.shape
+    hist = np.zeros((L * H, steps + 2), dtype=np.int64)
+    np.add.at(hist, (np.repeat(np.arange(L * H), m), levels.reshape(-1).astype(np.int64)), 1)
+    return np.cumsum(hist[:, ::-1], axis=1)[:, ::-1].reshape(L, H, steps + 2).astype("<i4")
+
+
 def explorer_payload(labels: list[str], attention: np.ndarray, similarity: np.ndarray, *, title: str,
                      subtitle: str = "", unit: str = "tokens", stats: dict | None = None,
                      sentences: np.ndarray | None = None, special: np.ndarray | None = None,
-                     layer: int = 0, head: int = 0, threshold: float = 0.3, color_by: str = "pairs") -> dict:
+                     layer: int = 0, head: int = 0, threshold: float = 0.3, color_by: str = "pairs",
+                     tokens: list[str] | None = None, token_bins: np.ndarray | None = None) -> dict:
     """The JSON the head explorer draws: ``attention`` ``[L, H, n, n]`` and the symmetric normalised
     ``similarity`` ``[L, H, n, n]`` over ``labels`` (tokens, or bins of tokens), quantised
     (:func:`attention_levels` packed two to a byte, :func:`similarity_levels`: only ``i < j`` is kept)
-    and zlib-compressed.
+    and zlib-compressed one head a chunk (``heads[l·H + h]``), which the page inflates when the head is
+    opened; every head's thumbnails (:func:`thumbnails`) and pair counts at every slider position
+    (:func:`level_counts`) come precomputed, so a page of a thousand heads is ready at once.
     ``stats``: key → ``{"label", "group", "grid": [L][H]}`` that can colour the head grid. ``layer``,
-    ``head`` (0-based) and ``threshold`` are the initial selection."""
+    ``head`` (0-based) and ``threshold`` are the initial selection. A binned overview (``unit="bins"``)
+    may pass the window's ``tokens`` and each one's bin (``token_bins``) so the page shows words."""
     attention, similarity = np.asarray(attention), np.asarray(similarity)
     require(attention.ndim == 4 and attention.shape == similarity.shape and attention.shape[2] == attention.shape[3] == len(labels),
             f"attention {attention.shape} and similarity {similarity.shape} do not match {len(labels)} labels",
@@ -67,15 +106,24 @@ def explorer_payload(labels: list[str], attention: np.ndarray, similarity: np.nd
     L, H, n, _ = attention.shape
     iu = np.triu_indices(n, 1)
     # quantised a layer at a time: the float64 temporaries of one layer, not of all L x H heads
-    levels = np.stack([attention_levels(attention[li]) for li in range(L)])
-    upper = np.stack([similarity_levels(similarity[li])[:, iu[0], iu[1]] for li in range(L)])
+    att = np.stack([attention_levels(attention[li]) for li in range(L)])
+    levels = np.stack([similarity_levels(similarity[li])[:, iu[0], iu[1]] for li in range(L)])
+    per_layer = [thumbnails(attention[li], similarity[li]) for li in range(L)]
+    thumbs = {k: np.stack([t[k] for t in per_layer]) for k in per_layer[0]}
     return {
         "title": title, "subtitle": subtitle, "unit": unit, "L": int(L), "H": int(H), "n": int(n),
         "labels": [str(t) for t in labels],
         "sentences": None if sentences is None else [int(s) for s in sentences],
         "special": None if special is None else [bool(s) for s in special],
-        "attention": {"levels": ATTENTION_LEVELS, "packing": "nibbles", "b64": _b64(pack_nibbles(levels))},
-        "similarity": {"steps": SIMILARITY_STEPS, "b64": _b64(upper, 9, zlib.Z_FILTERED)},
+        "tokens": None if tokens is None else [str(t) for t in tokens],
+        "token_bins": None if token_bins is None else [int(b) for b in token_bins],
+        "attention": {"levels": ATTENTION_LEVELS, "packing": "nibbles",
+                      "heads": [_b64(pack_nibbles(att[li, hi]), 6) for li in range(L) for hi in range(H)]},
+        "similarity": {"steps": SIMILARITY_STEPS,
+                       "heads": [_b64(levels[li, hi], 9, zlib.Z_FILTERED) for li in range(L) for hi in range(H)],
+                       "counts": base64.b64encode(level_counts(levels).tobytes()).decode("ascii")},
+        "thumbs": {"size": int(thumbs["similarity"].shape[-1]),
+                   **{k: _b64(v, 6) for k, v in thumbs.items()}},
         "stats": stats or {},
         "init": {"layer": int(layer), "head": int(head), "threshold": float(threshold), "color_by": color_by},
     }
@@ -155,15 +203,16 @@ def text_view_html(view, *, layer: int | None = None, head: int = 0, threshold: 
     if run is not None:
         stats.update(run_stats(run.heads, view.n_layers, view.n_heads, run_name=run.name))
         color_by = "run:p_repeat" if "run:p_repeat" in stats else color_by
+    where = f"window {view.window}" + (f" of windows 0–{view.n_windows - 1}" if view.n_windows > 1 else "")
     if view.binned:  # a long window: the binned overview (each cell the mean of a block of token pairs)
-        per_token = dict(labels=view.labels, unit="bins", sentences=None, special=None,
-                         subtitle=f"window {view.window + 1} of {view.n_windows} · {view.n} tokens on "
-                                  f"{view.attention.shape[-1]} position bins (means of bin blocks; exact regions: "
-                                  "TextView.zoom) · layers and heads from 1, tokens from 0")
+        per_token = dict(labels=view.labels, unit="bins", sentences=None, special=None, tokens=view.tokens,
+                         token_bins=view.bins,
+                         subtitle=f"{where} · {view.n} tokens on {view.attention.shape[-1]} position bins (each cell "
+                                  "the mean over a block of token pairs; drag a rectangle on a map to zoom in, exact "
+                                  "values of a region in `headsim serve`) · layers and heads from 1, tokens from 0")
     else:
         per_token = dict(labels=view.tokens, unit="tokens", sentences=view.sentences, special=view.special,
-                         subtitle=f"window {view.window + 1} of {view.n_windows} · {view.n} tokens · layers and heads "
-                                  "from 1, tokens from 0")
+                         subtitle=f"{where} · {view.n} tokens · layers and heads from 1, tokens from 0")
     labels = per_token.pop("labels")
     payload = explorer_payload(
         labels, view.attention, view.normalized, title=f"{name}: {view.n_layers} layers × {view.n_heads} heads",

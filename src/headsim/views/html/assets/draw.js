@@ -201,40 +201,69 @@ export function thumbnail(n, value, size) {
   return { size: s, values: out };
 }
 
+/** Every ``k``-th of ``n`` labels (from the first) so that labels ``size`` px long, ``step`` px apart, never
+ * run together: 1, 2, 4, 5, 10, 20, 25, 50 … */
+export function labelStride(n, step, size) {
+  for (const k of [1, 2, 4, 5, 10, 20, 25, 50, 100]) if (k * step >= size + 3 || k >= n) return k;
+  return n;
+}
+
+/** Tile size, gap and step (px) of a grid of L × H tiles within ``width`` × ``height`` px (labels included),
+ * tiles of at most ``maxTile`` px. The gap is a seventh of a step (at least 1 px). */
+export function gridLayout(L, H, width, height, maxTile = 64) {
+  const step = Math.max(3, Math.min(maxTile + Math.max(2, Math.round(maxTile / 6)),
+    Math.floor((width - GRID_LEFT - 4) / H), Math.floor((height - GRID_TOP - 4) / L)));
+  const gap = step >= 12 ? Math.max(2, Math.round(step / 7)) : 1;
+  return { tile: step - gap, gap, step };
+}
+
+const GRID_LEFT = 30, GRID_TOP = 18;
+
 /**
  * The model view: every head's thumbnail (layers as rows, heads as columns) on ``canvas``.
  * opts: { L, H, thumb(l, h) → {size, values in [0, 1]}, scale, frame(l, h) → CSS colour or null,
- * selected: {l, h} (0-based), tile (px) }. Returns the geometry for tileAt().
+ * selected: {l, h} (0-based), and either tile (px) or width and height (px the grid may take: tiles as large
+ * as fit, at most 64 px) }. Layer and head numbers are thinned where they would run together. Returns the
+ * geometry for tileAt().
  */
 export function drawGrid(canvas, opts) {
   const { L, H } = opts;
-  const tile = opts.tile || 40, gap = Math.max(5, Math.round(tile / 6)), step = tile + gap;
-  const left = 30, top = 18;
+  const fit = opts.tile ? { tile: opts.tile, gap: Math.max(5, Math.round(opts.tile / 6)) }
+    : gridLayout(L, H, opts.width || 600, opts.height || 600);
+  const tile = fit.tile, gap = fit.gap, step = tile + gap;
+  const left = GRID_LEFT, top = GRID_TOP;
   const ctx = sizeCanvas(canvas, left + H * step + 4, top + L * step + 4);
   const table = lut(opts.scale);
   ctx.imageSmoothingEnabled = false;
-  ctx.font = `11px ${FONT}`;
+  const font = step >= 22 ? 11 : 10;
+  ctx.font = `${font}px ${FONT}`;
   ctx.fillStyle = '#374151';
   ctx.textAlign = 'center';
   ctx.textBaseline = 'middle';
-  for (let h = 0; h < H; h++) ctx.fillText(`H${h + 1}`, left + h * step + tile / 2, top / 2);
+  const everyHead = labelStride(H, step, ctx.measureText(`H${H}`).width);
+  for (let h = 0; h < H; h += everyHead) ctx.fillText(`H${h + 1}`, left + h * step + tile / 2, top / 2);
   ctx.textAlign = 'right';
-  for (let l = 0; l < L; l++) ctx.fillText(`L${l + 1}`, left - 6, top + l * step + tile / 2);
+  const everyLayer = labelStride(L, step, font);
+  for (let l = 0; l < L; l += everyLayer) ctx.fillText(`L${l + 1}`, left - 6, top + l * step + tile / 2);
+  const frameWidth = Math.min(3, Math.max(1, Math.floor(gap / 2)));
   for (let l = 0; l < L; l++) {
     for (let h = 0; h < H; h++) {
       const x = left + h * step, y = top + l * step;
       const th = opts.thumb(l, h);
       ctx.drawImage(cellImage(th.size, th.size, (i, j) => th.values[i * th.size + j], table), x, y, tile, tile);
       const colour = opts.frame ? opts.frame(l, h) : null;
-      if (colour) { ctx.strokeStyle = colour; ctx.lineWidth = 3; ctx.strokeRect(x - 2, y - 2, tile + 4, tile + 4); }
+      if (colour) {
+        ctx.strokeStyle = colour; ctx.lineWidth = frameWidth;
+        ctx.strokeRect(x - frameWidth / 2, y - frameWidth / 2, tile + frameWidth, tile + frameWidth);
+      }
     }
   }
   if (opts.selected) {
     const { l, h } = opts.selected;
-    ctx.strokeStyle = '#ef4444'; ctx.lineWidth = 3;
-    ctx.strokeRect(left + h * step - 3.5, top + l * step - 3.5, tile + 7, tile + 7);
+    ctx.strokeStyle = '#ef4444'; ctx.lineWidth = Math.max(2, frameWidth);
+    ctx.strokeRect(left + h * step - gap / 2, top + l * step - gap / 2, tile + gap, tile + gap);
   }
-  return { left, top, step, tile, L, H };
+  return { left, top, step, tile, gap, L, H };
 }
 
 /** Frame colours of a layer × head grid of a statistic (rows of numbers, null where missing): viridis over
@@ -251,25 +280,26 @@ export function statFrames(grid) {
 }
 
 /**
- * The model view with its frames: drawGrid() of the thumbnails on ``canvas`` (kind 'attention': Blues, else
+ * The model view with its frames: drawGrid() of the thumbnails on ``canvas`` (``tile``, or the ``width`` and
+ * ``height`` it may take) (kind 'attention': Blues, else
  * magma), frames coloured by ``stat`` (a layer × head grid: statFrames(); null: no frames) and their colour
  * bar on ``bar``, labelled "frame: <label>" (hidden without a statistic). Returns drawGrid()'s geometry.
  */
-export function drawModelView(canvas, bar, { L, H, tile, thumb, kind, stat, label, selected }) {
+export function drawModelView(canvas, bar, { L, H, tile, width, height, thumb, kind, stat, label, selected }) {
   const frames = stat ? statFrames(stat) : null;
-  const geom = drawGrid(canvas, { L, H, tile, thumb, scale: kind === 'attention' ? BLUES : MAGMA,
+  const geom = drawGrid(canvas, { L, H, tile, width, height, thumb, scale: kind === 'attention' ? BLUES : MAGMA,
     frame: frames ? frames.frame : null, selected });
   bar.hidden = !frames;
   if (frames) drawColorbar(bar, VIRIDIS, frames.lo, frames.hi, `frame: ${label}`);
   return geom;
 }
 
-/** Which (layer, head), 0-based, canvas coordinates (x, y) of a drawGrid() geometry fall on; null in the gaps. */
+/** Which (layer, head), 0-based, canvas coordinates (x, y) of a drawGrid() geometry fall on: each tile owns the
+ * half gaps around it, so every pixel of the grid opens a head (null outside the grid). */
 export function tileAt(geom, x, y) {
-  const h = Math.floor((x - geom.left) / geom.step), l = Math.floor((y - geom.top) / geom.step);
-  if (l < 0 || h < 0 || l >= geom.L || h >= geom.H) return null;
-  const dx = x - geom.left - h * geom.step, dy = y - geom.top - l * geom.step;
-  return dx <= geom.tile && dy <= geom.tile ? { l, h } : null;
+  const half = (geom.step - geom.tile) / 2;
+  const h = Math.floor((x - geom.left + half) / geom.step), l = Math.floor((y - geom.top + half) / geom.step);
+  return l < 0 || h < 0 || l >= geom.L || h >= geom.H ? null : { l, h };
 }
 
 /** A horizontal colour bar of a scale from lo to hi on ``canvas`` (width × 26 px) with its label. */

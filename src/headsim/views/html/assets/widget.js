@@ -15,41 +15,63 @@ export async function decodeBytes(b64, zlib = true) {
   return new Uint8Array(await new Response(stream).arrayBuffer());
 }
 
-/** Accessors over the decoded matrices of a payload: attention and similarity of (l, h, i, j), 0-based. */
-export function matrices(data, attn, sim) {
-  const { L, H, n } = data;
+/** Bytes of an uncompressed base64 string. */
+function rawBytes(b64) {
+  return Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+}
+
+/** The matrices of a payload, one head at a time: ``load(l, h)`` inflates a head's chunk when it is first
+ * opened (the last few kept), so a page of a thousand heads is ready at once. Accessors take the loaded head
+ * and 0-based positions; the pair counts of every head at every slider step come precomputed. */
+export function matrices(data) {
+  const { H, n } = data;
   const levels = data.attention.levels, steps = data.similarity.steps;
-  const nTri = (n * (n - 1)) / 2;
   const rowStart = new Int32Array(n);
   for (let i = 0; i < n; i++) rowStart[i] = i * n - (i * (i + 1)) / 2 - i - 1;
-  const q = (l, h, i, j) => {
+  const counts = new Int32Array(rawBytes(data.similarity.counts).buffer);  // [L, H, steps + 2], little-endian
+  const cache = new Map();
+  const q = (hd, i, j) => {
     if (i === j) return -1;
     if (i > j) [i, j] = [j, i];
-    return sim[(l * H + h) * nTri + rowStart[i] + j];
+    return hd.sim[rowStart[i] + j];
   };
-  // counts[l][h][k]: pairs i < j with S > k / steps (cumulative over the quantised levels)
-  const counts = [];
-  for (let l = 0; l < L; l++) {
-    const row = [];
-    for (let h = 0; h < H; h++) {
-      const c = new Int32Array(steps + 2), base = (l * H + h) * nTri;
-      for (let k = 0; k < nTri; k++) c[sim[base + k]] += 1;
-      for (let k = steps; k >= 0; k--) c[k] += c[k + 1];
-      row.push(c);
-    }
-    counts.push(row);
-  }
   return {
-    attention: (l, h, i, j) => {
-      const k = ((l * H + h) * n + i) * n + j;
-      const v = (k & 1 ? attn[k >> 1] & 15 : attn[k >> 1] >> 4) / levels;  // two values a byte
+    /** Head (l, h): {l, h, attn, sim}, inflated once. */
+    async load(l, h) {
+      const k = l * H + h;
+      if (!cache.has(k)) {
+        const [attn, sim] = await Promise.all([decodeBytes(data.attention.heads[k]), decodeBytes(data.similarity.heads[k])]);
+        cache.set(k, { l, h, attn, sim });
+        if (cache.size > 32) cache.delete(cache.keys().next().value);
+      }
+      return cache.get(k);
+    },
+    attention: (hd, i, j) => {
+      const k = i * n + j;
+      const v = (k & 1 ? hd.attn[k >> 1] & 15 : hd.attn[k >> 1] >> 4) / levels;  // two values a byte
       return v * v;
     },
     similarityLevel: q,
-    similarity: (l, h, i, j) => { const k = q(l, h, i, j); return k < 0 ? 0 : k / steps; },
-    above: (l, h, i, j, t) => q(l, h, i, j) >= Math.round(t * steps),  // common.js isHigh (S > t) on the levels
-    pairCount: (l, h, t) => counts[l][h][Math.max(0, Math.min(steps + 1, Math.round(t * steps)))],
+    similarity: (hd, i, j) => { const k = q(hd, i, j); return k < 0 ? 0 : k / steps; },
+    above: (hd, i, j, t) => q(hd, i, j) >= Math.round(t * steps),  // common.js isHigh (S > t) on the levels
+    pairCount: (l, h, t) => counts[(l * H + h) * (steps + 2) + Math.max(0, Math.min(steps + 1, Math.round(t * steps)))],
   };
+}
+
+/** The payload's thumbnails of ``kind`` ('similarity' | 'attention') as thumb(l, h) → {size, values in [0, 1]}. */
+async function thumbnails(data, kind) {
+  const { L, H } = data, s = data.thumbs.size, bytes = await decodeBytes(data.thumbs[kind]);
+  const out = [];
+  for (let l = 0; l < L; l++) {
+    const row = [];
+    for (let h = 0; h < H; h++) {
+      const values = new Float32Array(s * s), o = (l * H + h) * s * s;
+      for (let k = 0; k < s * s; k++) values[k] = bytes[o + k] / 255;
+      row.push({ size: s, values });
+    }
+    out.push(row);
+  }
+  return out;
 }
 
 const TEMPLATE = `
@@ -100,9 +122,10 @@ export async function mount(root) {
   if (!root || root.dataset.mounted) return;
   root.dataset.mounted = 'pending';
   const data = JSON.parse(root.querySelector('script.hsv-data').textContent);
-  let attn, sim;
+  const M = matrices(data);
+  const thumbs = {};
   try {
-    [attn, sim] = await Promise.all([decodeBytes(data.attention.b64), decodeBytes(data.similarity.b64)]);
+    thumbs.similarity = await thumbnails(data, 'similarity');
   } catch (err) {
     root.dataset.mounted = 'failed';
     const note = document.createElement('div');
@@ -111,7 +134,6 @@ export async function mount(root) {
     root.append(note);
     return;
   }
-  const M = matrices(data, attn, sim);
   const fallback = root.querySelector('.hsv-fallback');
   if (fallback) fallback.remove();
   const box = document.createElement('div');
@@ -121,8 +143,10 @@ export async function mount(root) {
   const $ = (cls) => box.querySelector(`.${cls}`);
   const $$ = (cls) => Array.from(box.querySelectorAll(`.${cls}`));
   const { L, H, n, labels } = data;
+  const binned = data.unit === 'bins';
+  const pairWord = binned ? 'bin pairs' : 'pairs';
   const S = { l: data.init.layer, h: data.init.head, t: data.init.threshold, kind: 'similarity',
-    colorBy: data.init.color_by, hover: null, grid: null };
+    colorBy: data.init.color_by, hover: null, grid: null, hd: null };
 
   $('hsv-name').textContent = data.title;
   $('hsv-sub').textContent = data.subtitle || '';
@@ -137,18 +161,15 @@ export async function mount(root) {
   S.t = Math.max(1, Math.round(S.t * data.similarity.steps)) / data.similarity.steps;  // a threshold between steps: the nearest
   $('hsv-threshold').value = S.t;
 
-  const thumbs = { similarity: [], attention: [] };
-  const SIZE = 32;
-  for (let l = 0; l < L; l++) {
-    thumbs.similarity.push([]); thumbs.attention.push([]);
-    for (let h = 0; h < H; h++) {
-      thumbs.similarity[l].push(D.thumbnail(n, (i, j) => M.similarity(l, h, i, j), SIZE));
-      let peak = 0;
-      for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) peak = Math.max(peak, M.attention(l, h, i, j));
-      const s = peak > 0 ? 1 / Math.sqrt(peak) : 0;
-      thumbs.attention[l].push(D.thumbnail(n, (i, j) => Math.sqrt(M.attention(l, h, i, j)) * s, SIZE));
-    }
-  }
+  // a binned overview: the words of each bin (its tokens), for the token strip, the pair table and the readout
+  const binTokens = Array.from({ length: n }, () => []);
+  if (binned && data.tokens && data.token_bins) data.token_bins.forEach((b, k) => binTokens[b].push(k));
+  const words = (b, max = 60) => {
+    if (!binned || !data.tokens) return labels[b];
+    const text = binTokens[b].map((k) => data.tokens[k]).join(' ');
+    return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+  };
+  const where = (b) => (binned ? `${labels[b]} “${words(b, 40)}”` : `${b}:${labels[b]}`);
 
   function statGrid() {
     if (S.colorBy === 'none') return null;
@@ -159,75 +180,132 @@ export async function mount(root) {
     return S.colorBy === 'pairs' ? `pairs > ${S.t.toFixed(2)}` : (data.stats[S.colorBy] || { label: '' }).label;
   }
 
+  /** The grid takes the room the root leaves: beside the maps when the root is wide, its whole width else. */
   function drawGrid() {
-    const tile = Math.max(26, Math.min(46, Math.floor(560 / H)));
-    S.grid = D.drawModelView($('hsv-grid'), $('hsv-colorbar'), { L, H, tile, thumb: (l, h) => thumbs[S.kind][l][h],
-      kind: S.kind, stat: statGrid(), label: statLabel(), selected: { l: S.l, h: S.h } });
+    const width = root.clientWidth || 900;
+    const room = width >= 1100 ? Math.min(560, Math.floor(width * 0.42)) : Math.min(560, width - 8);
+    S.grid = D.drawModelView($('hsv-grid'), $('hsv-colorbar'), { L, H, width: room, height: Math.max(260, Math.min(room, 640)),
+      thumb: (l, h) => thumbs[S.kind][l][h], kind: S.kind, stat: statGrid(), label: statLabel(), selected: { l: S.l, h: S.h } });
     GRIDS.set($('hsv-grid'), S.grid);
   }
 
+  /** The range of cells the maps show now ({r0, r1, c0, c1}, end-exclusive). */
+  function shown() {
+    return maps.mask.range || { r0: 0, r1: n, c0: 0, c1: n };
+  }
+
+  /** Pairs i < j above the threshold among the cells shown (what the mask panel draws). */
+  function shownPairs(hd, t) {
+    const { r0, r1, c0, c1 } = shown(), out = [];
+    for (let i = r0; i < r1; i++) for (let j = Math.max(c0, i + 1); j < c1; j++) if (M.above(hd, i, j, t)) out.push([i, j]);
+    return out;
+  }
+
+  /** Open head (S.l, S.h): inflate its chunk if needed, then draw it. */
+  async function openHead() {
+    const want = [S.l, S.h];
+    const hd = await M.load(S.l, S.h);
+    if (want[0] !== S.l || want[1] !== S.h) return;
+    S.hd = hd;
+    drawHead();
+  }
+
   function drawHead() {
-    const { l, h, t } = S;
+    const { t } = S, hd = S.hd;
+    if (!hd) return;
     const side = Math.max(150, Math.min(300, 3 * n));
     const labelled = n <= 200 ? labels : [];
     const cross = S.hover ? { i: S.hover.i, j: S.hover.j } : null;
     let peak = 0;
-    for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) peak = Math.max(peak, M.attention(l, h, i, j));
+    for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) peak = Math.max(peak, M.attention(hd, i, j));
     const as = peak > 0 ? 1 / Math.sqrt(peak) : 0;
     maps.attn.draw({ n, side, labels: labelled, scale: C.BLUES, cross,
-      value: (i, j) => Math.sqrt(M.attention(l, h, i, j)) * as });
-    maps.sim.draw({ n, side, labels: labelled, scale: C.MAGMA, cross, value: (i, j) => M.similarity(l, h, i, j) });
-    maps.mask.draw({ n, side, labels: labelled, scale: C.MASK, cross, value: (i, j) => (M.above(l, h, i, j, t) ? 1 : 0) });
-    const count = M.pairCount(l, h, t);
-    $('hsv-title').innerHTML = `<b>Layer ${l + 1}, head ${h + 1}</b> <span class="hsv-muted">· ${n} ${data.unit} · ${count} pair${count === 1 ? '' : 's'} with S &gt; ${t.toFixed(2)}</span>`;
-    $('hsv-count').textContent = `${count} pairs (i < j)`;
+      value: (i, j) => Math.sqrt(M.attention(hd, i, j)) * as });
+    maps.sim.draw({ n, side, labels: labelled, scale: C.MAGMA, cross, value: (i, j) => M.similarity(hd, i, j) });
+    maps.mask.draw({ n, side, labels: labelled, scale: C.MASK, cross, value: (i, j) => (M.above(hd, i, j, t) ? 1 : 0) });
+    const count = M.pairCount(hd.l, hd.h, t);
+    const zoomed = !!maps.mask.range;
+    const inView = zoomed ? shownPairs(hd, t).length : count;
+    $('hsv-title').innerHTML = `<b>Layer ${hd.l + 1}, head ${hd.h + 1}</b> <span class="hsv-muted">· ${n} ${data.unit} · ${count} ${pairWord} with S &gt; ${t.toFixed(2)}</span>`;
+    $('hsv-count').textContent = `${inView} ${pairWord} (i < j)` + (zoomed ? ' in the cells shown' : '');
+    root.dataset.count = String(inView);
     for (const el of $$('hsv-thr-value')) el.textContent = t.toFixed(2);
-    root.dataset.layer = String(l + 1);
-    root.dataset.head = String(h + 1);
+    root.dataset.layer = String(hd.l + 1);
+    root.dataset.head = String(hd.h + 1);
     renderPairs();
+    showTokens();
     shadeTokens();
   }
 
   function renderPairs() {
-    const { l, h, t } = S, pairs = [];
-    for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++) if (M.above(l, h, i, j, t)) pairs.push([i, j, M.similarity(l, h, i, j)]);
+    const { t } = S, hd = S.hd;
+    const pairs = shownPairs(hd, t).map(([i, j]) => [i, j, M.similarity(hd, i, j)]);
     pairs.sort((a, b) => b[2] - a[2] || a[0] - b[0] || a[1] - b[1]);
+    box.querySelector('.hsv-pairs thead').innerHTML = binned
+      ? '<tr><th>tokens of bin i</th><th>tokens of bin j</th><th>bin i (positions)</th><th>bin j (positions)</th><th>mean S</th></tr>'
+      : '<tr><th>token_i</th><th>token_j</th><th>i</th><th>j</th><th>S</th></tr>';
     box.querySelector('.hsv-pairs tbody').innerHTML = pairs.slice(0, MAX_ROWS).map(([i, j, v]) => `<tr data-i="${i}" data-j="${j}">`
-      + `<td>${esc(labels[i])}</td><td>${esc(labels[j])}</td><td>${i}</td><td>${j}</td><td>${v.toFixed(2)}</td></tr>`).join('')
-      || `<tr><td colspan="5">No pair above ${t.toFixed(2)}: lower the threshold.</td></tr>`;
-    $('hsv-pair-note').textContent = `layer ${l + 1}, head ${h + 1}: ${pairs.length} above ${t.toFixed(2)}`
-      + (pairs.length > MAX_ROWS ? ` (the ${MAX_ROWS} most similar shown)` : '') + ` · S to ${fmt(1 / data.similarity.steps, 2)}`;
+      + `<td>${esc(words(i))}</td><td>${esc(words(j))}</td><td>${esc(binned ? labels[i] : i)}</td><td>${esc(binned ? labels[j] : j)}</td><td>${v.toFixed(2)}</td></tr>`).join('')
+      || `<tr><td colspan="5">No pair above ${t.toFixed(2)}${maps.mask.range ? ' in the cells shown' : ''}: lower the threshold.</td></tr>`;
+    $('hsv-pair-note').textContent = `layer ${hd.l + 1}, head ${hd.h + 1}: ${pairs.length} ${pairWord} above ${t.toFixed(2)}`
+      + (maps.mask.range ? ' in the cells shown' : '')
+      + (pairs.length > MAX_ROWS ? ` (the ${MAX_ROWS} most similar listed)` : '') + ` · S to ${fmt(1 / data.similarity.steps, 2)}`;
   }
 
+  // the token strip: a window's tokens (a binned overview: its words, each hovering its bin), those of the
+  // zoomed range only when the maps are zoomed
   const tokenEls = [];
   const tokBox = $('hsv-tokens');
-  labels.forEach((tok, k) => {
+  const strip = binned && data.tokens ? data.tokens : labels;
+  const frag = document.createDocumentFragment();
+  strip.forEach((tok, k) => {
+    const at = binned && data.tokens ? data.token_bins[k] : k;
     const el = document.createElement('span');
     el.className = 'hsv-tok' + (data.special && data.special[k] ? ' hsv-special' : '')
       + (data.sentences && data.sentences[k] >= 0 ? ` hsv-sent${data.sentences[k] % 2}` : '');
     el.textContent = tok;
-    el.title = `${k}: ${tok}`;
-    el.addEventListener('mouseenter', () => { S.hover = { i: k, j: null, src: 'text' }; drawHead(); });
-    tokBox.append(el);
+    el.title = binned ? `${k}: ${tok} (bin ${labels[at]})` : `${k}: ${tok}`;
+    el.dataset.at = String(at);
+    frag.append(el);
     tokenEls.push(el);
   });
+  tokBox.append(frag);
+  tokBox.addEventListener('mouseover', (ev) => {
+    const el = ev.target.closest('.hsv-tok');
+    if (!el) return;
+    const i = Number(el.dataset.at);
+    if (S.hover && S.hover.i === i && S.hover.j == null) return;
+    S.hover = { i, j: null, src: 'text' };
+    drawHead();
+  });
   tokBox.addEventListener('mouseleave', () => { S.hover = null; drawHead(); });
+  const byPosition = Array.from({ length: n }, () => []);
+  tokenEls.forEach((el) => byPosition[Number(el.dataset.at)].push(el));
+
+  function showTokens() {
+    const r = maps.mask.range;
+    for (const el of tokenEls) {
+      const a = Number(el.dataset.at);
+      el.hidden = !!r && !((a >= r.r0 && a < r.r1) || (a >= r.c0 && a < r.c1));
+    }
+  }
 
   function shadeTokens() {
     for (const el of tokenEls) { el.classList.remove('hsv-hl'); el.style.removeProperty('background-color'); }
-    const hv = S.hover;
-    if (!hv) return;
-    tokenEls[hv.i].classList.add('hsv-hl');
-    if (hv.j != null && tokenEls[hv.j]) tokenEls[hv.j].classList.add('hsv-hl');
+    const hv = S.hover, hd = S.hd;
+    if (!hv || !hd) return;
+    for (const el of byPosition[hv.i]) el.classList.add('hsv-hl');
+    if (hv.j != null) for (const el of byPosition[hv.j]) el.classList.add('hsv-hl');
     for (let k = 0; k < n; k++) {
       if (k === hv.i) continue;
-      const v = M.similarity(S.l, S.h, hv.i, k);
-      const a = C.similarityShade(v, M.above(S.l, S.h, hv.i, k, S.t));
-      if (a > 0.02) tokenEls[k].style.backgroundColor = `rgba(222,73,104,${a.toFixed(3)})`;
+      const v = M.similarity(hd, hv.i, k);
+      const a = C.similarityShade(v, M.above(hd, hv.i, k, S.t));
+      if (a > 0.02) for (const el of byPosition[k]) el.style.backgroundColor = `rgba(222,73,104,${a.toFixed(3)})`;
     }
-    $('hsv-hover').textContent = hv.j == null ? `${hv.i}: ${labels[hv.i]}`
-      : `${hv.i}:${labels[hv.i]} → ${hv.j}:${labels[hv.j]} · attention ${fmt(M.attention(S.l, S.h, hv.i, hv.j), 4)}`
-        + ` · S ${fmt(M.similarity(S.l, S.h, hv.i, hv.j), 2)}`;
+    const mean = binned ? 'mean ' : '';
+    $('hsv-hover').textContent = hv.j == null ? where(hv.i)
+      : `${where(hv.i)} → ${where(hv.j)} · ${mean}attention ${fmt(M.attention(hd, hv.i, hv.j), 4)}`
+        + ` · ${mean}S ${fmt(M.similarity(hd, hv.i, hv.j), 2)}`;
   }
 
   function point(canvas, ev) {
@@ -244,7 +322,7 @@ export async function mount(root) {
         S.hover = next;
         drawHead();
       },
-      onZoom: (range, view) => { for (const v of Object.values(maps)) if (v !== view) v.setRange(range); },
+      onZoom: (range, view) => { for (const v of Object.values(maps)) if (v !== view) v.setRange(range); drawHead(); },
     });
   }
   MAPS.set(root, maps);
@@ -253,19 +331,25 @@ export async function mount(root) {
     const at = D.tileAt(S.grid, ...point(grid, ev));
     if (!at) return;
     S.l = at.l; S.h = at.h; S.hover = null;
-    drawGrid(); drawHead();
+    drawGrid(); openHead();
   });
   grid.addEventListener('mousemove', (ev) => {
     const at = D.tileAt(S.grid, ...point(grid, ev));
     const g = at && statGrid();
-    $('hsv-status').innerHTML = at ? `<b>Layer ${at.l + 1}, head ${at.h + 1}</b> · ${M.pairCount(at.l, at.h, S.t)} pairs with S &gt; ${S.t.toFixed(2)}`
+    $('hsv-status').innerHTML = at ? `<b>Layer ${at.l + 1}, head ${at.h + 1}</b> · ${M.pairCount(at.l, at.h, S.t)} ${pairWord} with S &gt; ${S.t.toFixed(2)}`
       + (g && S.colorBy !== 'pairs' ? ` · ${esc(statLabel())} = ${fmt(g[at.l][at.h])}` : '') : 'Click a head to open it.';
   });
-  $('hsv-kind').addEventListener('change', (e) => { S.kind = e.target.value; drawGrid(); });
+  $('hsv-kind').addEventListener('change', async (e) => {
+    S.kind = e.target.value;
+    if (!thumbs[S.kind]) thumbs[S.kind] = await thumbnails(data, S.kind);
+    drawGrid();
+  });
   sel.addEventListener('change', (e) => { S.colorBy = e.target.value; drawGrid(); });
   $('hsv-threshold').addEventListener('input', (e) => { S.t = Number(e.target.value); drawHead(); if (S.colorBy === 'pairs') drawGrid(); });
+  let width = root.clientWidth;
+  window.addEventListener('resize', () => { if (root.clientWidth !== width) { width = root.clientWidth; drawGrid(); } });
 
   drawGrid();
-  drawHead();
+  await openHead();
   root.dataset.mounted = 'done';
 }
