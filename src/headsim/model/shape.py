@@ -13,7 +13,7 @@ def head_counts(name_or_path: str | os.PathLike | None) -> tuple[int, int] | Non
     :attr:`LoadedModel.n_heads`), from the config of the embedded model or a local directory: the
     model is built on the meta device (no memory, no weights read). ``None`` for a hub id (its files
     are fetched with the model) or a config this cannot read: the load then checks, and says why."""
-    from .arch import arch_for
+    from .resolve import arch_for
     from .load import LoadedModel, _quiet_transformers, _resolve_source
 
     name, source, on_hub = _resolve_source(name_or_path)
