@@ -404,18 +404,20 @@ def build_dataset(values: Mapping[str, np.ndarray], layout: Layout, *, threshold
 
 
 def _narrow_dtype(v: Variable, array: np.ndarray) -> np.dtype:
-    """The smallest dtype that holds every value of ``array`` exactly: for counts the narrowest integer
-    type whose range holds ``[min, max]``; for sums float32 where every value round-trips through it."""
+    """The smallest dtype that holds every value of ``array`` exactly: for a count held in integers the
+    narrowest integer type whose range holds ``[min, max]``; for a float64 sum float32 where every value
+    round-trips through it; anything else its own dtype (what :func:`decode` widens is exactly this)."""
     if array.size == 0:
-        return np.dtype(v.dtype)
-    if v.count:
+        return array.dtype
+    if v.count and array.dtype.kind in "iu":
         lo, hi = int(array.min()), int(array.max())
         for dt in (np.uint8, np.uint16, np.uint32) if lo >= 0 else (np.int8, np.int16, np.int32):
             if np.iinfo(dt).min <= lo and hi <= np.iinfo(dt).max:
                 return np.dtype(dt)
         return np.dtype(np.int64)
-    narrow = array.astype(np.float32)
-    exact = np.array_equal(narrow.astype(np.float64), array, equal_nan=True)
+    if v.count or array.dtype != np.float64:
+        return array.dtype
+    exact = np.array_equal(array.astype(np.float32).astype(np.float64), array, equal_nan=True)
     return np.dtype(np.float32 if exact else np.float64)
 
 
@@ -435,8 +437,8 @@ def encoding(ds: xr.Dataset) -> dict[str, dict]:
         values = np.asarray(var.values)
         enc = {"dtype": _narrow_dtype(v, values), "zlib": True, "complevel": COMPLEVEL, "shuffle": True,
                "chunksizes": tuple(1 if d in ("layer", "head") else n for d, n in zip(var.dims, var.shape))}
-        if not v.count:
-            enc["_FillValue"] = None  # sums are never missing
+        if enc["dtype"].kind == "f":
+            enc["_FillValue"] = None  # statistics are never missing
         out[name] = enc
     return out
 
@@ -450,6 +452,8 @@ def decode(ds: xr.Dataset) -> xr.Dataset:
         v = BY_NAME.get(name)
         if v is None or var.dtype == v.dtype:
             continue
+        if not (var.dtype.kind in "iu" if v.count else var.dtype == np.float32):
+            continue  # only what encoding() narrows (an integer count, a float32 sum) is widened
         dtype = np.dtype(v.dtype)
         data = var.variable._data
         if not isinstance(data, np.ndarray):  # not read yet: cast each slice as it is read
