@@ -5,6 +5,7 @@ Two random-weight models (timing and memory only, never science), built from the
 config classes with the embedded MiniLM vocabulary:
   * ``decoder``: a tiny Mistral/Llama-kind decoder (Llama config: 4 layers, 8 heads, 2 key/value
     heads, hidden 128, RoPE, position limit 65,536);
+  * ``mistral`` (when named): the same sizes in a Mistral config, sliding window of 4,096 keys;
   * ``encoder``: a tiny ModernBERT-style encoder (4 layers, 8 heads, hidden 128, local attention
     over 128 tokens in three layers of four, global in the fourth; RoPE; position limit 65,536).
 
@@ -45,6 +46,7 @@ import torch
 
 SIZES = (128, 512, 2048, 8192, 32768)
 MODELS = ("decoder", "encoder")
+KINDS = MODELS + ("mistral",)  # the Mistral-kind decoder runs when named (--models, --one)
 
 
 def build(kind: str, device: str = "cpu"):
@@ -53,14 +55,18 @@ def build(kind: str, device: str = "cpu"):
 
     tok = copy.deepcopy(load_model().tokenizer)
     torch.manual_seed(0)
-    if kind == "decoder":
-        from transformers import LlamaConfig, LlamaModel
+    if kind in ("decoder", "mistral"):
+        from transformers import LlamaConfig, LlamaModel, MistralConfig, MistralModel
 
         tok.bos_token = tok.cls_token
-        cfg = LlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=4, num_attention_heads=8,
-                          num_key_value_heads=2, max_position_embeddings=65536, vocab_size=len(tok))
+        sizes = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=4, num_attention_heads=8,
+                     num_key_value_heads=2, max_position_embeddings=65536, vocab_size=len(tok))
+        if kind == "mistral":  # a sliding window of 4,096 keys (Mistral-7B-v0.1's)
+            cfg, net, name = MistralConfig(sliding_window=4096, **sizes), MistralModel, "tiny-mistral-gqa"
+        else:
+            cfg, net, name = LlamaConfig(**sizes), LlamaModel, "tiny-llama-gqa"
         cfg._attn_implementation = "sdpa"
-        return from_pretrained_objects(LlamaModel(cfg).eval().to(device), tok, name="tiny-llama-gqa")
+        return from_pretrained_objects(net(cfg).eval().to(device), tok, name=name)
     from transformers import ModernBertConfig, ModernBertModel
 
     cfg = ModernBertConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=4, num_attention_heads=8,
@@ -194,7 +200,7 @@ def plot(rows: list[dict], path: Path) -> None:
     peak, peak_bare = ("peak_gpu", "peak_gpu_bare") if gpu else ("peak_rss", "peak_rss_bare")
     where = rows[0].get("device", "cpu") if rows else "cpu"
     where = "CPU" if where == "cpu" else where
-    for kind, marker in zip(MODELS, "os"):
+    for kind, marker in zip(KINDS, "os^"):
         got = sorted((r for r in rows if r["model"] == kind), key=lambda r: r["seq_len"])
         if not got:
             continue
@@ -224,7 +230,7 @@ def plot(rows: list[dict], path: Path) -> None:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--one", nargs=2, metavar=("MODEL", "T"), help="run one size here and print its JSON row")
-    p.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    p.add_argument("--models", nargs="+", default=list(MODELS), choices=KINDS)
     p.add_argument("--sizes", nargs="+", type=int, default=list(SIZES))
     p.add_argument("--windows", type=int, default=0, help="windows per size (default: 8 up to 512 tokens, 2 to 8,192, 1 above)")
     p.add_argument("--repeats", type=int, default=2)
