@@ -79,13 +79,14 @@ def parts(stats: pstats.Stats) -> dict[str, float]:
     table = stats.stats
     cum = {}
     for name, anchors in PARTS.items():
-        total = 0.0
+        total, seen = 0.0, set()
         for module, qualname in anchors:
             try:
                 key = _key(module, qualname)
             except (ImportError, AttributeError):
                 continue
-            if key in table:
+            if key in table and key not in seen:  # (a family may re-export another's function)
+                seen.add(key)
                 total += table[key][3]
         cum[name] = total
     peak_key = _key("headsim.stats.tiled", "_peak")
