@@ -5,6 +5,7 @@ Two random-weight models (timing and memory only, never science), built from the
 config classes with the embedded MiniLM vocabulary:
   * ``decoder``: a tiny Mistral/Llama-kind decoder (Llama config: 4 layers, 8 heads, 2 key/value
     heads, hidden 128, RoPE, position limit 65,536);
+  * ``mistral`` (when named): the same sizes in a Mistral config, sliding window of 4,096 keys;
   * ``encoder``: a tiny ModernBERT-style encoder (4 layers, 8 heads, hidden 128, local attention
     over 128 tokens in three layers of four, global in the fourth; RoPE; position limit 65,536).
 
@@ -55,8 +56,8 @@ SHAPES = {
     "llama-8b": dict(family="llama", hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
                      num_attention_heads=32, num_key_value_heads=8, rope_theta=500000.0),
 }
-KINDS = (*MODELS, "tiny-llama-gqa", "tiny-modernbert", *SHAPES)
-ALIASES = {"tiny-llama-gqa": "decoder", "tiny-modernbert": "encoder"}
+KINDS = (*MODELS, "mistral", "tiny-llama-gqa", "tiny-modernbert", *SHAPES)
+ALIASES = {"tiny-llama-gqa": "decoder", "tiny-modernbert": "encoder", "mistral": "tiny-mistral"}
 
 
 def build(kind: str, device: str = "cpu", dtype: torch.dtype | None = None):
@@ -84,15 +85,19 @@ def build(kind: str, device: str = "cpu", dtype: torch.dtype | None = None):
                 model = model_class(cfg).eval()
         finally:
             torch.set_default_dtype(before)
-        return from_pretrained_objects(model, tok, name=f"{kind} (random weights)")
+        return from_pretrained_objects(model, tok, name="tiny-mistral-gqa" if kind == "tiny-mistral" else f"{kind} (random weights)")
     if kind == "decoder":
         from transformers import LlamaConfig, LlamaModel
 
         tok.bos_token = tok.cls_token
-        cfg = LlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=4, num_attention_heads=8,
-                          num_key_value_heads=2, max_position_embeddings=65536, vocab_size=len(tok))
+        sizes = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=4, num_attention_heads=8,
+                     num_key_value_heads=2, max_position_embeddings=65536, vocab_size=len(tok))
+        if kind == "mistral":  # a sliding window of 4,096 keys (Mistral-7B-v0.1's)
+            cfg, net, name = MistralConfig(sliding_window=4096, **sizes), MistralModel, "tiny-mistral-gqa"
+        else:
+            cfg, net, name = LlamaConfig(**sizes), LlamaModel, "tiny-llama-gqa"
         cfg._attn_implementation = "sdpa"
-        return from_pretrained_objects(LlamaModel(cfg).eval().to(device), tok, name="tiny-llama-gqa")
+        return from_pretrained_objects(net(cfg).eval().to(device), tok, name=name)
     from transformers import ModernBertConfig, ModernBertModel
 
     cfg = ModernBertConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=4, num_attention_heads=8,

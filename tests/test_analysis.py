@@ -285,3 +285,36 @@ def test_windows_file_is_the_same_bytes_with_or_without_checkpoints(tmp_path, ti
     analyze(tiny_dir, str(corpus), out=tmp_path / "saved", checkpoint_every=4, **kw)
     analyze(tiny_dir, str(corpus), out=tmp_path / "direct", **kw)  # far below 30 s: no checkpoint
     assert (tmp_path / "saved" / "windows.parquet").read_bytes() == (tmp_path / "direct" / "windows.parquet").read_bytes()
+
+
+def test_a_run_windows_no_more_than_it_analyses(tmp_path, tiny_dir, monkeypatch):
+    """The windowing of a run of ``--windows N`` reads, tokenises and sentence-splits only the text of
+    those N windows, in batches of at most N, however large the corpus (a thread windowing text no
+    batch will hold competes with the model for the interpreter and the cores)."""
+    import headsim.runs.local as local
+
+    made: dict[int, tuple[int, list[int]]] = {}
+    real = local.iter_windows
+
+    def counting(texts, *args, **kwargs):
+        read, sizes = [0], []
+
+        def counted():
+            for text in texts:
+                read[0] += 1
+                yield text
+
+        try:
+            for batch in real(counted(), *args, **kwargs):
+                sizes.append(len(batch))
+                yield batch
+        finally:
+            made[n_docs] = (read[0], sizes)
+
+    monkeypatch.setattr(local, "iter_windows", counting)
+    for n_docs in (40, 160):  # beyond one tokenizer batch of texts (windows.iter_windows' tokenize_batch)
+        (tmp_path / str(n_docs)).mkdir()
+        corpus = _corpus(tmp_path / str(n_docs), n_docs)
+        res = analyze(tiny_dir, str(corpus), windows=2, out=tmp_path / f"run{n_docs}", seq_len=32, progress=False)
+        assert res.meta["windows"] == 2 and res.meta["batch_size"] <= 2
+    assert made[40] == made[160] and made[40][1] == [2] and made[40][0] < 40

@@ -419,3 +419,35 @@ def test_blocks_are_cache_sized_on_a_cpu_and_take_the_whole_budget_on_an_acceler
     monkeypatch.setattr(type(tiny_bert), "device", property(lambda self: torch.device("cuda")))
     assert tap.rows_per_tile(1, 8, 4096) == (1 << 30) // row
     assert Tap(tiny_bert, attention=True, tile_rows=3).rows_per_tile(1, 8, 4096) == 3
+
+
+def test_a_layers_masks_are_built_on_the_keys_the_first_layer_found_live(tokenizer, monkeypatch):
+    """One mask serves every layer of a pass: its blocks are built on all keys once (the first layer
+    finds the live ones), in every later layer on the live keys alone, so the mask's work follows the
+    pairs attended and not ``rows × T`` per layer; the blocks equal those of an untrimmed pass."""
+    import copy
+
+    import transformers.masking_utils as masking
+
+    tok = copy.deepcopy(tokenizer)
+    tok.bos_token = tok.cls_token
+    loaded = from_pretrained_objects(tiny_model("mistral", vocab_size=len(tok))[0], tok, "mistral")
+    ids, mask = random_batch(5, lengths=(40, 33))
+    t = ids.shape[1]
+    built: list[int] = []
+    real = masking.eager_mask
+    monkeypatch.setattr(masking, "eager_mask", lambda **kw: built.append(kw["kv_length"]) or real(**kw))
+    seen: dict[int, list] = {}
+    Tap(loaded, attention=True, tile_rows=8).run(ids, mask, on_tile=lambda layer, rows, probs, keys: seen.setdefault(
+        layer, []).append((rows, keys, probs.clone())))
+    blocks = -(-t // 8)
+    assert loaded.n_layers >= 2 and built[:blocks] == [t] * blocks  # the first layer: every key
+    widths = [k.stop - k.start for _, k, _ in seen[1]]
+    assert built[blocks:] == widths * (loaded.n_layers - 1) and sum(widths) < blocks * t / 2  # later: the live keys
+    monkeypatch.setattr(masking, "eager_mask", real)
+    full: dict[int, list] = {}
+    Tap(loaded, attention=True, tile_rows=8, trim_keys=False).run(
+        ids, mask, on_tile=lambda layer, rows, probs, keys: full.setdefault(layer, []).append(probs.clone()))
+    for layer in seen:
+        for (_, keys, a), b in zip(seen[layer], full[layer]):
+            torch.testing.assert_close(full_keys(a, keys, t), b, rtol=0, atol=1e-6)

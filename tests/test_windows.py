@@ -280,3 +280,27 @@ def test_punkt_alone_in_a_worker_splits_as_the_whole_of_nltk(broken):
     assert got["starts"] == sentence_starts(text, "punkt").tolist()
     assert {0, text.index("He left"), text.index("A new")} <= set(got["starts"])
     assert got["full"] is broken and got["scipy"] is broken  # alone: neither NLTK's API nor scipy loaded
+
+
+def test_a_limit_reads_no_text_beyond_the_windows_it_needs(tokenizer):
+    """``limit`` windows: the first windows of the whole stream, in batches of at most ``limit``, and the
+    same texts read (tokenised, sentence-split) whether the corpus behind them is short or long."""
+    from headsim.corpus import lee_documents
+    from headsim.windows import Windows, iter_windows
+
+    texts = [d.text for d in lee_documents()[:24]]
+    whole = Windows.concat(list(iter_windows(texts, tokenizer, 64, pack=True, batch_windows=16, tokenize_batch=1)))
+    read = {}
+    for n_texts in (6, 24):
+        seen: list[int] = []
+
+        def counted(n=n_texts, seen=seen):
+            for i, text in enumerate(texts[:n]):
+                seen.append(i)
+                yield text
+
+        batches = list(iter_windows(counted(), tokenizer, 64, pack=True, batch_windows=16, tokenize_batch=1, limit=3))
+        assert [len(b) for b in batches] == [3]
+        np.testing.assert_array_equal(Windows.concat(batches).input_ids, whole.input_ids[:3])
+        read[n_texts] = len(seen)
+    assert read[6] == read[24] < 6

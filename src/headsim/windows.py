@@ -298,6 +298,7 @@ def iter_windows(
     workers: int = 0,
     token_strings: bool = True,
     framing: Framing | None = None,
+    limit: int | None = None,
 ) -> Iterator[Windows]:
     """Stream windows in batches of ``batch_windows`` from an iterable of texts.
 
@@ -318,6 +319,8 @@ def iter_windows(
             views need them; corpus statistics do not).
         framing: how windows are framed (``None``: [CLS] … [SEP] from the tokenizer; pass
             ``loaded.framing`` for a model of any family).
+        limit: the most windows to yield (``None``: all); the texts are read, tokenized and
+            sentence-split no further than those windows need, and no batch holds more.
     """
     require(isinstance(seq_len, (int, np.integer)) and seq_len >= MIN_SEQ_LEN,
             f"seq_len {seq_len} is below {MIN_SEQ_LEN}",
@@ -345,7 +348,7 @@ def iter_windows(
         streams = (s for buf, first in text_batches()
                    for s in tokenize(buf, tokenizer, first_index=first, sentence_splitter=sentence_splitter))
     yield from pack_windows(streams, seq_len, tokenizer, framing, pack=pack, batch_windows=batch_windows,
-                            token_strings=token_strings)
+                            token_strings=token_strings, limit=limit)
 
 
 def _clip(streams: Iterable[TokenStream], skip: int, take: int | None) -> Iterator[TokenStream]:
@@ -365,21 +368,29 @@ def _clip(streams: Iterable[TokenStream], skip: int, take: int | None) -> Iterat
 
 def pack_windows(streams: Iterable[TokenStream], seq_len: int, tokenizer, framing: Framing, *, pack: bool = True,
                  batch_windows: int = 64, skip: int = 0, take: int | None = None,
-                 token_strings: bool = True) -> Iterator[Windows]:
+                 token_strings: bool = True, limit: int | None = None) -> Iterator[Windows]:
     """Token streams → framed windows in batches of ``batch_windows`` (the one cutting path of
     :func:`iter_windows`).
 
     ``skip`` and ``take`` cut the running text first: the ``take`` tokens (``None``: all) after the
     first ``skip``. With ``pack=True`` and ``skip`` a multiple of ``framing.content(seq_len)``, the
     windows are exactly those of the whole stream from window ``skip // content`` on (how a share of a
-    packed corpus is windowed on its own, :mod:`headsim.runs.ray`).
+    packed corpus is windowed on its own, :mod:`headsim.runs.ray`). ``limit``: the most windows in
+    all; no stream after the one that completes the last of them is read.
     """
+    if limit is not None:
+        require(int(limit) >= 1, f"limit {limit!r} must be 1 or more", "pass the number of windows wanted (or None)")
+        batch_windows = min(batch_windows, int(limit))
     batch: list = []
+    made = 0
     for window in _chunks(_clip(streams, skip, take), framing.content(seq_len), pack):
         batch.append(window)
-        if len(batch) == batch_windows:
+        made += 1
+        if len(batch) == batch_windows or made == limit:
             yield _assemble(batch, seq_len, tokenizer, framing, token_strings)
             batch = []
+        if made == limit:
+            return
     if batch:
         yield _assemble(batch, seq_len, tokenizer, framing, token_strings)
 

@@ -36,7 +36,9 @@ probabilities are the whole row's up to float summation order, and a causal bloc
 after its last row, a sliding-window or local block all but its band. Consumers receive the block
 with its key columns (``on_tile``'s ``keys``); the whole-matrix capture has zeros outside them.
 Blocks with a row that no key is left to are run on every key, as are families whose mask is not a
-:class:`RowMask`.
+:class:`RowMask`. A mask serves every layer of a pass that shares it: the first builds each block's
+mask on every key to find the live ones, the others build it on those columns alone
+(:meth:`RowMask.block`).
 
 Layers are numbered by the order the stack calls them (0-based), which also covers shared layers
 (ALBERT). Batches may be padded on either side: the tap right-aligns rows before the pass and
@@ -141,17 +143,38 @@ class RowMask:
 
     def __init__(self, kwargs: dict) -> None:
         self.kwargs = kwargs
+        self._live: dict[tuple[int, int], slice] = {}  # each block's live key columns (:meth:`block`)
 
     @property
     def q_length(self) -> int:
         return int(self.kwargs["q_length"])
 
-    def rows(self, start: int, stop: int) -> torch.Tensor | None:
-        """Eager's mask for query rows ``start:stop``."""
+    def rows(self, start: int, stop: int, keys: slice | None = None) -> torch.Tensor | None:
+        """Eager's mask for query rows ``start:stop`` (key columns ``keys``, default all)."""
         from transformers.masking_utils import eager_mask
 
         kw = dict(self.kwargs, q_length=stop - start, q_offset=int(self.kwargs.get("q_offset", 0)) + start)
+        if keys is not None:
+            kw.update(kv_length=keys.stop - keys.start, kv_offset=int(self.kwargs.get("kv_offset", 0)) + keys.start)
         return eager_mask(**kw)
+
+    def block(self, start: int, stop: int, n: int, trim: bool = True) -> tuple[slice, torch.Tensor | None]:
+        """The key columns of query rows ``start:stop`` that some row may attend (:func:`live_keys`; all
+        ``n`` without ``trim``) and eager's mask on them.
+
+        The first call for a block (the first layer the mask serves) builds the block's mask on all
+        ``n`` keys to find them; later calls (the other layers of the pass) build it on those columns
+        alone: the family's mask function decides each entry from its absolute query and key positions,
+        so the entries are the same, at the cost of the live pairs instead of all ``rows × n``."""
+        whole = slice(0, n)
+        if not trim:
+            return whole, self.rows(start, stop)
+        keys = self._live.get((start, stop))
+        if keys is None:
+            mask = self.rows(start, stop)
+            keys = self._live[start, stop] = live_keys(mask, n)
+            return keys, (mask if mask is None or keys == whole else mask[..., keys])
+        return keys, self.rows(start, stop, None if keys == whole else keys)
 
     def whole(self) -> torch.Tensor | None:
         """Eager's mask for every query row (for families whose own code reads the mask, such as
@@ -278,17 +301,15 @@ def _tap_attention(module, query, key, value, attention_mask, scaling=None, drop
         for start in range(0, t, step):
             stop = min(start + step, t)
             keys = slice(0, n)
-            if isinstance(attention_mask, RowMask):
-                mask = attention_mask.rows(start, stop)
-                if tap.trim_keys:
-                    keys = live_keys(mask, n)
+            if isinstance(attention_mask, RowMask):  # the mask on the block's live keys
+                keys, mask = attention_mask.block(start, stop, n, trim=tap.trim_keys)
             else:
                 mask = None if attention_mask is None else attention_mask[:, :, start:stop]
             q, k, v, kw = query, key, value, kwargs
             if (start, stop) != (0, t):
                 q = query[:, :, start:stop]
             if (keys.start, keys.stop) != (0, n):
-                k, v, mask = key[:, :, keys], value[:, :, keys], mask[..., keys]
+                k, v = key[:, :, keys], value[:, :, keys]
             if (start, stop, keys.start, keys.stop) != (0, t, 0, n):
                 kw = _pairs_of(kwargs, t, n, slice(start, stop), keys)
             out, probs = eager(module, q, k, v, mask, scaling=scaling, dropout=dropout, **kw)

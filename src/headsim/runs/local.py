@@ -72,7 +72,9 @@ def analyze_local(model: LoadedModel | str | None, corpus: Corpus | str, options
     choice = choose_backend(options.backend, loaded.device, binned=seq_len > options.resolution)
     wanted = options.batch_size if options.batch_size is not None else (
         default_batch_size(loaded, seq_len, choice.chosen) if loaded.device.type == "cuda" else None)
-    memory = plan_memory(loaded, seq_len, options.resolution, budget, batch_size=wanted)
+    # a batch holds no more windows than the run analyses (nor does the memory plan count more)
+    memory = plan_memory(loaded, seq_len, options.resolution, budget, batch_size=wanted,
+                         largest_batch=min(32, options.windows or 32))
     corp = corpus if isinstance(corpus, Corpus) else load_corpus(corpus, text_field=options.text_field,
                                                                  text_column=options.text_column)
     settled = plan(options, corp, corpus, ModelFacts.of(loaded), lambda texts: token_counts(loaded.tokenizer, texts),
@@ -152,7 +154,7 @@ def _loop(job: Job, engine: Engine, done: int, run_dir: RunDir | None, stop: Sto
     if plan.share is None:
         source = iter_windows((d.text for d in plan.corpus), loaded.tokenizer, spec.seq_len, pack=True,
                               batch_windows=spec.batch_size, sentence_splitter=spec.sentence_splitter, workers=n_workers,
-                              token_strings=False, framing=loaded.framing)
+                              token_strings=False, framing=loaded.framing, limit=target)
     else:  # a --shard: its windows cut from its first token, as the Ray engine cuts a share
         s = plan.share
         source = share_batches([d.text for d in plan.corpus][s.first_text:s.last_text], s, loaded.tokenizer, spec.seq_len,
