@@ -12,7 +12,8 @@ from random_windows import random_batch as random_batch_stats
 from reference_stats import binned_reference, log_distance_edges, reference_stats
 
 from headsim.model.arch import ARCHS
-from headsim.model.tap import Tap, full_keys
+from headsim.model.masks import full_keys
+from headsim.model.tap import Tap
 from headsim.model.verify import random_batch, tiny_model
 from headsim.model.load import from_pretrained_objects
 from headsim.stats import CorpusStats

@@ -28,7 +28,7 @@ not given); a short window is the one-block case. On a CPU a block holds at most
 :data:`BLOCK_CACHE_BYTES` of probabilities (a block that stays in cache runs several times faster),
 fewer where the memory budget says so; on an accelerator the budget alone decides.
 
-Each block runs only on the key columns some of its rows may attend (:func:`live_keys`): where the
+Each block runs only on the key columns some of its rows may attend (:func:`~headsim.model.masks.live_keys`): where the
 mask is a :class:`RowMask`, the columns before the first and after the last one that any row of the
 block leaves unmasked (eager's minimum value) are cut from the keys, values, mask and per-pair
 kwargs before the family's eager function runs. Softmax gives such columns exactly 0, so the kept
@@ -61,6 +61,7 @@ from torch import nn
 
 from ..errors import HeadsimError, require
 from .arch import Arch, eager_function_of
+from .masks import RowMask, block_kwargs
 from .scores import Scores, scores_of
 
 _TAP = "headsim_tap"  # attention through the tap; masks built as for eager attention
@@ -134,86 +135,6 @@ def _register() -> None:
     AttentionInterface.register(_TAP, lambda *args, **kwargs: _tap_attention(*args, **kwargs))
     AttentionInterface.register(_PLAIN, lambda *args, **kwargs: _plain_attention(*args, **kwargs))
     AttentionMaskInterface.register(_TAP, lambda **kwargs: RowMask(kwargs))
-
-
-class RowMask:
-    """The tap's attention mask: the arguments transformers passes to a mask builder, built into
-    eager's additive float mask ``[B, 1, rows, T]`` one block of query rows at a time (the family's
-    own mask function decides every entry; nothing ``T×T`` is built for a long window)."""
-
-    def __init__(self, kwargs: dict) -> None:
-        self.kwargs = kwargs
-        self._live: dict[tuple[int, int], slice] = {}  # each block's live key columns (:meth:`block`)
-
-    @property
-    def q_length(self) -> int:
-        return int(self.kwargs["q_length"])
-
-    def rows(self, start: int, stop: int, keys: slice | None = None) -> torch.Tensor | None:
-        """Eager's mask for query rows ``start:stop`` (key columns ``keys``, default all)."""
-        from transformers.masking_utils import eager_mask
-
-        kw = dict(self.kwargs, q_length=stop - start, q_offset=int(self.kwargs.get("q_offset", 0)) + start)
-        if keys is not None:
-            kw.update(kv_length=keys.stop - keys.start, kv_offset=int(self.kwargs.get("kv_offset", 0)) + keys.start)
-        return eager_mask(**kw)
-
-    def block(self, start: int, stop: int, n: int, trim: bool = True) -> tuple[slice, torch.Tensor | None]:
-        """The key columns of query rows ``start:stop`` that some row may attend (:func:`live_keys`; all
-        ``n`` without ``trim``) and eager's mask on them.
-
-        The first call for a block (the first layer the mask serves) builds the block's mask on all
-        ``n`` keys to find them; later calls (the other layers of the pass) build it on those columns
-        alone: the family's mask function decides each entry from its absolute query and key positions,
-        so the entries are the same, at the cost of the live pairs instead of all ``rows × n``."""
-        whole = slice(0, n)
-        if not trim:
-            return whole, self.rows(start, stop)
-        keys = self._live.get((start, stop))
-        if keys is None:
-            mask = self.rows(start, stop)
-            keys = self._live[start, stop] = live_keys(mask, n)
-            return keys, (mask if mask is None or keys == whole else mask[..., keys])
-        return keys, self.rows(start, stop, None if keys == whole else keys)
-
-    def whole(self) -> torch.Tensor | None:
-        """Eager's mask for every query row (for families whose own code reads the mask, such as
-        the sparse-attention indexers of DeepSeek-V3.2 and GLM-MoE-DSA)."""
-        return self.rows(0, self.q_length)
-
-    def __getitem__(self, index):
-        return self.whole()[index]
-
-    @property
-    def shape(self) -> torch.Size:
-        return self.whole().shape
-
-    @property
-    def dtype(self) -> torch.dtype:
-        """The dtype of eager's float mask (families that turn it into a bias of their own read it: Doge)."""
-        return self.kwargs.get("dtype", torch.float32)
-
-    def __getattr__(self, name: str):
-        """Any other tensor attribute or method (``masked_fill``, ``device`` ...) of the whole mask: for
-        families whose attention edits the mask before the attention function (Qwen4-Exp's indexed
-        attention keeps the keys its indexer selects)."""
-        if name.startswith("__") or name == "kwargs":
-            raise AttributeError(name)
-        return getattr(self.whole(), name)
-
-    def __eq__(self, other):  # compared element-wise, as the tensor it stands for (Qwen4-Exp's ``mask == 0``)
-        return self.whole() == other
-
-    def __ne__(self, other):
-        return self.whole() != other
-
-    __hash__ = object.__hash__
-
-    def for_sdpa(self) -> torch.Tensor | None:
-        """The whole mask as sdpa takes it (``None`` where sdpa's own causal flag covers it)."""
-        from transformers.masking_utils import sdpa_mask
-
-        return sdpa_mask(**self.kwargs)
 
 
 class _Pass:
@@ -311,7 +232,7 @@ def _tap_attention(module, query, key, value, attention_mask, scaling=None, drop
             if (keys.start, keys.stop) != (0, n):
                 k, v = key[:, :, keys], value[:, :, keys]
             if (start, stop, keys.start, keys.stop) != (0, t, 0, n):
-                kw = _pairs_of(kwargs, t, n, slice(start, stop), keys)
+                kw = block_kwargs(kwargs, t, n, slice(start, stop), keys)
             out, probs = eager(module, q, k, v, mask, scaling=scaling, dropout=dropout, **kw)
             if (start, stop) == (0, t):
                 joined = out
@@ -338,40 +259,6 @@ def _tap_attention(module, query, key, value, attention_mask, scaling=None, drop
         cap = run.capture_of(layer)
         cap.query, cap.key, cap.value = (run.unshift(x, (2,)) for x in (query, key, value))
     return out, probs
-
-
-def live_keys(mask: torch.Tensor | None, n: int) -> slice:
-    """The key columns of a block of eager's float mask ``[B, 1, rows, n]`` that some row may attend:
-    from the first to the last column not at the mask dtype's minimum (eager's "masked"). Every
-    column outside it is masked for every row, so softmax gives it exactly 0. All ``n`` columns
-    where some row has no key left (softmax then spreads over the masked ones) or where ``mask``
-    is ``None`` or not eager's float mask."""
-    whole = slice(0, n)
-    if mask is None or not mask.is_floating_point() or mask.shape[-1] != n:
-        return whole
-    live = mask != torch.finfo(mask.dtype).min
-    columns = live.reshape(-1, n).any(dim=0)
-    if not bool(live.any(dim=-1).all()):
-        return whole
-    at = columns.nonzero()[:, 0]
-    return slice(int(at[0]), int(at[-1]) + 1)
-
-
-def full_keys(probs: torch.Tensor, keys: slice, n: int) -> torch.Tensor:
-    """A block of probabilities over key columns ``keys`` ``[..., rows, keys]`` (what ``on_tile``
-    receives) as ``[..., rows, n]``, zeros in the columns the tap left out."""
-    if (keys.start, keys.stop) == (0, n):
-        return probs
-    out = probs.new_zeros(*probs.shape[:-1], n)
-    out[..., keys] = probs
-    return out
-
-
-def _pairs_of(kwargs: dict, t: int, n: int, rows: slice, keys: slice) -> dict:
-    """The attention function's keyword arguments for query rows ``rows`` and key columns ``keys``:
-    a per-pair tensor ``[..., T(query), T(key)]`` (a position bias, as T5 passes it) is cut to them."""
-    return {k: v[..., rows, keys] if isinstance(v, torch.Tensor) and v.ndim >= 2 and v.shape[-2:] == (t, n) else v
-            for k, v in kwargs.items()}
 
 
 def _plain_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
@@ -491,7 +378,7 @@ class Tap:
         ``on_tile(layer, rows, probs, keys)``, where given, receives each block of attention
         probabilities ``[B, H, rows, keys]`` in the dtype the model applied them (query rows ``rows``, in order; key columns
         ``keys``, a slice of ``0..T``: every probability outside it is 0, see the module docstring;
-        :func:`full_keys` widens a block to all ``T`` keys) as it is computed, before the layer's
+        :func:`~headsim.model.masks.full_keys` widens a block to all ``T`` keys) as it is computed, before the layer's
         capture (whose ``attention`` is then ``None``); the block is released afterwards.
         Interface families only; rows of left-padded batches come as one block.
 

@@ -31,7 +31,8 @@ import torch
 from ..context_similarity import check_threshold, normalized_similarity
 from ..display import HtmlDisplay
 from ..errors import require
-from ..model.tap import TILE_BYTES, Tap, capture, full_keys, tile_rows_for
+from ..model.masks import full_keys
+from ..model.tap import TILE_BYTES, Tap, capture, tile_rows_for
 from ..model.load import LoadedModel, as_loaded
 from ..stats.attention import TARGETS, attention_focus, diagonal_sums
 from ..stats.batch import batch_info, batch_tensors, position_bins
