@@ -50,3 +50,15 @@ def test_the_run_pipeline_imports_downward():
     assert "headsim.runs.analyze" not in edges["headsim.runs.local"]
     users = {a for a, targets in edges.items() if "headsim.runs.analyze" in targets}
     assert not {u for u in users if u.startswith("headsim.runs.")}, users
+
+
+def test_no_module_of_the_package_is_over_600_lines():
+    """Small modules with one job (the house rule of issue 45): a module that grows past 600 lines is split
+    where its code shows a seam."""
+    from pathlib import Path
+
+    import headsim
+
+    root = Path(headsim.__file__).parent
+    long = {str(p.relative_to(root)): n for p in root.rglob("*.py") if (n := len(p.read_text().splitlines())) > 600}
+    assert long == {}, long
