@@ -25,7 +25,8 @@ from test_long_inputs import _binned_run  # noqa: E402
 from headsim.errors import HeadsimError  # noqa: E402
 from headsim.stats import CorpusStats  # noqa: E402
 from headsim.stats.backends import Choice, choose_backend  # noqa: E402
-from headsim.stats.tiled import AttentionTiles, Bins, kernel_tiles  # noqa: E402
+from headsim.stats.batch import kernel_tiles  # noqa: E402
+from headsim.stats.tiled import AttentionTiles, Bins  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 

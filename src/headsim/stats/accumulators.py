@@ -27,7 +27,7 @@ from ..context_similarity import check_threshold
 from . import schema
 from .attention import attention_batch
 from .backends import Backend, BackendFailure, Choice, StepSettings, BACKENDS, choose_backend
-from .batch import BatchInfo, BatchTensors, batch_tensors, check_info
+from .batch import BatchInfo, BatchTensors, batch_tensors, check_info, kernel_tiles
 from . import tiled
 from .pairs import Geometry, SimBins, add_pairs, pair_batch
 from .schema import CONFIG_KEYS, SCHEMA
@@ -100,7 +100,7 @@ class CorpusStats:
         self._done: set[int] = set()  # layers of the current batch already added
         #: the backend asked for and the one chosen (run.json records both)
         self.choice = choose_backend(backend, self.device, binned=self.binned,
-                                     kernel_tiles=self.binned and tiled.kernel_tiles(self.seq_len, self.layout.positions))
+                                     kernel_tiles=self.binned and kernel_tiles(self.seq_len, self.layout.positions))
         self._settings = StepSettings(self.threshold, self.top_k_columns, self.bins, self._geo)
         self.impl: Backend = BACKENDS[self.choice.chosen](self._settings)
         #: every switch to another backend during the run, with its reason (run.json records them)

@@ -45,6 +45,25 @@ def distance_edges(seq_len: int, n_bins: int) -> np.ndarray:
     return edges
 
 
+#: the widest position bin the GPU kernels take (:mod:`headsim.stats.triton_long`: a tile holds whole bins)
+KERNEL_MAX_WIDTH = 128
+
+
+def bin_width(t: int, r: int) -> int | None:
+    """Positions per bin where all ``r`` bins of ``t`` positions hold the same power-of-two number, else ``None``."""
+    if r <= 0 or t % r:
+        return None
+    w = t // r
+    return w if w & (w - 1) == 0 else None
+
+
+def kernel_tiles(t: int, r: int) -> bool:
+    """Whether windows of ``t`` positions on ``r`` position bins can run on the GPU's tile kernels
+    (:mod:`headsim.stats.triton_long`): bins of a power of two from 2 to :data:`KERNEL_MAX_WIDTH` positions."""
+    w = bin_width(t, r)
+    return w is not None and 2 <= w <= KERNEL_MAX_WIDTH
+
+
 def distance_bins(seq_len: int, n_bins: int) -> np.ndarray:
     """Bin of every distance ``0..seq_len−1`` among the ``n_bins`` bins of :func:`distance_edges`."""
     return np.searchsorted(distance_edges(seq_len, n_bins), np.arange(seq_len), side="right").astype(np.int64) - 1

@@ -52,25 +52,6 @@ class Bins:
         return out.index_add_(x.ndim - 1, self.index if index is None else index, x)
 
 
-#: the widest position bin the GPU kernels take (:mod:`headsim.stats.triton_long`: a tile holds whole bins)
-KERNEL_MAX_WIDTH = 128
-
-
-def bin_width(t: int, r: int) -> int | None:
-    """Positions per bin where all ``r`` bins of ``t`` positions hold the same power-of-two number, else ``None``."""
-    if r <= 0 or t % r:
-        return None
-    w = t // r
-    return w if w & (w - 1) == 0 else None
-
-
-def kernel_tiles(t: int, r: int) -> bool:
-    """Whether windows of ``t`` positions on ``r`` position bins can run on the GPU's tile kernels
-    (:mod:`headsim.stats.triton_long`): bins of a power of two from 2 to :data:`KERNEL_MAX_WIDTH` positions."""
-    w = bin_width(t, r)
-    return w is not None and 2 <= w <= KERNEL_MAX_WIDTH
-
-
 def block_rows(budget: int, windows: int, heads: int, t: int, copies: int = 6) -> int:
     """Query rows per block so that ``copies`` float32 ``[windows, heads, rows, T]`` fit ``budget`` bytes."""
     return max(1, min(t, int(budget) // max(1, copies * windows * heads * t * 4)))
@@ -83,7 +64,7 @@ class AttentionTiles:
     them), the attention summed over each query bin per key ``[B, H, R, T]`` float32 (the zeroed top
     columns are taken back out of it per bin) and the near-diagonal entries ``[B, H, T, 3]``
     (``key = query − 1, query, query + 1``). ``kernel``: each block is read once by the GPU kernel
-    (:func:`headsim.stats.triton_long.attention_block`; bins as :func:`kernel_tiles` allows), else by
+    (:func:`headsim.stats.triton_long.attention_block`; bins as :func:`~headsim.stats.batch.kernel_tiles` allows), else by
     torch operations.
     """
 
@@ -291,7 +272,7 @@ def pair_reductions_tiled(z: torch.Tensor, bt: BatchTensors, threshold: float, s
     ``rows · T`` entries); the lower triangle's share of ``sim_sum`` is the transpose of the upper's.
     ``kernel``: ``"numba"``, each tile is reduced in one pass by the CPU kernel (:class:`FusedPairs`);
     ``"triton"``, the tiles live in the registers of the GPU kernels
-    (:func:`headsim.stats.triton_long.binned_pairs`; bins as :func:`kernel_tiles` allows); ``"torch"``,
+    (:func:`headsim.stats.triton_long.binned_pairs`; bins as :func:`~headsim.stats.batch.kernel_tiles` allows); ``"torch"``,
     by torch operations (any device)."""
     b, h, t, _ = z.shape
     if kernel == "triton":

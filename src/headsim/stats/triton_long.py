@@ -20,7 +20,7 @@ Both follow the torch tiles' float32 arithmetic (bf16/fp16 products exact in flo
 inputs with IEEE products), so counts equal theirs up to threshold flips from summation order and
 sums agree to float rounding (tests/test_triton_long.py runs both in Triton's interpreter). They
 apply where the bin width ``W = T / R`` is a power of two from 2 to
-:data:`~headsim.stats.tiled.KERNEL_MAX_WIDTH` (:func:`headsim.stats.tiled.kernel_tiles`); other
+:data:`~headsim.stats.batch.KERNEL_MAX_WIDTH` (:func:`headsim.stats.batch.kernel_tiles`); other
 geometries stay on the torch tiles.
 """
 
@@ -30,7 +30,7 @@ import functools
 
 import torch
 
-from .tiled import bin_width, kernel_tiles
+from .batch import bin_width, kernel_tiles
 from .triton_kernels import INTERPRET, Launch, _pow2, available, triton
 
 if triton is not None:
@@ -291,7 +291,7 @@ def binned_pairs(z: torch.Tensor, valid: torch.Tensor, input_ids: torch.Tensor, 
     (``sim_sum`` and ``location`` ``[H, R, R]``), the distance histogram ``[H, R]`` of the high pairs on
     ``distance_bins`` and the exact sum of their distances ``[H]`` (float64), as
     :func:`headsim.stats.tiled.pair_reductions_tiled`, for ``T`` positions on ``r`` bins that
-    :func:`~headsim.stats.tiled.kernel_tiles` accepts. ``sentences``: ``[B, T]``, ``-1`` at padding;
+    :func:`~headsim.stats.batch.kernel_tiles` accepts. ``sentences``: ``[B, T]``, ``-1`` at padding;
     ``distance_bins`` ``[T]``: the bin of every distance; ``launch`` defaults to :data:`PAIRS_LAUNCH` (read
     at call time)."""
     from .pairs import PairReductions

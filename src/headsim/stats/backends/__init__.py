@@ -72,7 +72,7 @@ def choose_backend(name: str | Choice, device: str | torch.device, binned: bool 
     anything runs. A :class:`Choice` is passed through unchanged. Windows above the resolution
     (``binned``) are computed in blocks and tiles (:mod:`headsim.stats.tiled`) by ``numba`` or
     ``eager``, or on CUDA by ``triton`` where their position bins allow it (``kernel_tiles``:
-    :func:`headsim.stats.tiled.kernel_tiles`; ``auto`` picks it there, eager on CUDA elsewhere);
+    :func:`headsim.stats.batch.kernel_tiles`; ``auto`` picks it there, eager on CUDA elsewhere);
     ``compiled`` is refused, and so is ``triton`` where the bins do not allow it.
     """
     if isinstance(name, Choice):

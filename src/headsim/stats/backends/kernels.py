@@ -28,7 +28,7 @@ class Triton(Backend):
     (the few zeroed top columns, recomputed) and :func:`~headsim.stats.triton_kernels.similarity_pass`.
     Counts equal the eager path up to threshold flips from float summation order. Windows above the
     resolution: :mod:`headsim.stats.triton_long` (``tile_kernel``), where their bins allow it
-    (:func:`headsim.stats.tiled.kernel_tiles`).
+    (:func:`headsim.stats.batch.kernel_tiles`).
 
     Settling near-tied top columns needs the host to read the device, so a step's top columns are only
     ranked and the rest is added at the next step (or :meth:`settle`): by then the device has moved on,
