@@ -142,6 +142,16 @@ if triton is not None:
         tl.store(peak_ptr + pid, tl.max(tl.max(s, axis=1), axis=0))
 
     @triton.jit
+    def _value_bins(n, up, bscale, boffset, nbins, NB: tl.constexpr):
+        """The value-histogram bin of each normalised similarity ``n`` (as :meth:`SimBins.index`: ``n·scale``
+        and ``+ offset`` rounded apart, clamped, NaN in bin 0), ``NB − 1`` (an overflow bin) outside ``up``."""
+        t = n * bscale
+        t = t + boffset
+        t = tl.minimum(tl.maximum(t, 0.0), nbins - 1.0)
+        t = tl.where(t == t, t, 0.0)
+        return tl.where(up, t.to(tl.int32), NB - 1)
+
+    @triton.jit
     def _pair_sums(BM: tl.constexpr, BN: tl.constexpr, NB: tl.constexpr):
         """A pairs program's running sums: similarity and high-pair location ``[BM, BN]``, value
         histogram ``[NB]``, same-sentence and repeated same-sentence high pairs per row ``[BM]``."""
@@ -170,11 +180,7 @@ if triton is not None:
         n = tl.where(peak > 0, n, 0.0)
         acc_sim += n
         up = (cols[None, :] > rows[:, None]) & vr[:, None] & vc[None, :]
-        t = n * bscale
-        t = t + boffset
-        t = tl.minimum(tl.maximum(t, 0.0), nbins - 1.0)
-        t = tl.where(t == t, t, 0.0)
-        bins = tl.where(up, t.to(tl.int32), NB - 1)
+        bins = _value_bins(n, up, bscale, boffset, nbins, NB)
         hist += tl.histogram(tl.reshape(bins, [bins.shape[0] * bins.shape[1]]), NB)
         hi = ((n > threshold) & up).to(tl.int32)
         acc_loc += hi

@@ -36,7 +36,7 @@ from .triton_kernels import INTERPRET, Launch, _pow2, available, triton
 if triton is not None:
     import triton.language as tl
 
-    from .triton_kernels import _dot_nt
+    from .triton_kernels import _dot_nt, _value_bins
 
 __all__ = ["attention_block", "attention_scores", "available", "binned_pairs"]
 
@@ -115,12 +115,7 @@ if triton is not None:
             n = tl.where(peak > 0, n, 0.0)
             acc_sim += _bin_sums(n, G, W)
             up = (cols[None, :] > rows[:, None]) & vr[:, None] & vc[None, :]
-            t = n * bscale
-            t = t + boffset
-            t = tl.minimum(tl.maximum(t, 0.0), nbins - 1.0)
-            t = tl.where(t == t, t, 0.0)
-            bins = tl.where(up, t.to(tl.int32), NB - 1)
-            hist += tl.histogram(tl.reshape(bins, [BM * BM]), NB)
+            hist += tl.histogram(tl.reshape(_value_bins(n, up, bscale, boffset, nbins, NB), [BM * BM]), NB)
             hi = ((n > threshold) & up).to(tl.int32)
             acc_loc += _bin_sums(hi, G, W)
             off = tl.where(hi != 0, cols[None, :] - rows[:, None] - (cb - rb) * BM + (BM - 1), 2 * BM - 1)
