@@ -216,7 +216,7 @@ def test_empty_corpus(tmp_path: Path, name: str, content: str) -> None:
 
 def test_directory_without_txt_files(tmp_path: Path) -> None:
     (tmp_path / "x.md").write_text("hello", "utf-8")
-    assert "holds no .txt file" in _error(tmp_path).problem
+    assert "holds no .txt, .jsonl or .parquet file" in _error(tmp_path).problem
 
 
 # ---------------------------------------------------------------------------------------------
