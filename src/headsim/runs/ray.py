@@ -64,11 +64,14 @@ T = TypeVar("T")
 
 def _share_size(requested: int | None, target: int, batch: int, workers: int) -> int:
     """Windows per share: a whole number of batches; by default about four shares per worker, at most
-    :data:`MAX_SHARE_BATCHES` batches."""
-    if requested is None:
-        batches = -(-target // batch)
-        return batch * min(MAX_SHARE_BATCHES, max(1, -(-batches // (4 * workers))))
-    return batch * max(1, -(-int(requested) // batch))
+    :data:`MAX_SHARE_BATCHES` batches, and where a size down to half that gives a number of shares
+    that is a multiple of the workers, that size (no worker idles through another's last share)."""
+    if requested is not None:
+        return batch * max(1, -(-int(requested) // batch))
+    batches = -(-target // batch)
+    size = min(MAX_SHARE_BATCHES, max(1, -(-batches // (4 * workers))))
+    even = [s for s in range(size, max(1, size // 2) - 1, -1) if -(-batches // s) % workers == 0]
+    return batch * (even[0] if even else size)
 
 
 def _finished_shares(parts: list[tuple[int, int]], shares: list[Share], out: Path, first: int = 0) -> set[int]:
