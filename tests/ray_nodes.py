@@ -70,7 +70,7 @@ def main(model: str, corpus: str, out: str, report: str) -> None:
                                   batch_size=8, progress=False)
             result["ray"] = res.meta["ray"]
         except BaseException as exc:  # noqa: BLE001 - reported to the test
-            result["error"] = f"{type(exc).__name__}: {exc}"
+            result["error"] = f"{type(exc).__name__}: {exc} (from {str(exc.__context__)[:2000]})"
 
     thread = threading.Thread(target=run)
     thread.start()

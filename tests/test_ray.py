@@ -546,7 +546,7 @@ def test_a_node_lost_mid_run_on_a_cluster_of_several_nodes_costs_no_window(tmp_p
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and report.exists(), done.stderr[-3000:]
     got = json.loads(report.read_text())
-    assert "error" not in got and got["removed"], got
+    assert "error" not in got and got["removed"], got.get("error")
     redone = got["ray"]["redone"]
     assert got["ray"]["shares_redone"] == len(redone) >= 1 and all(r["attempts"] >= 2 for r in redone)
     assert_same_run(reference, tmp_path / "run")  # every window once, statistics equal

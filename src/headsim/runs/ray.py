@@ -157,7 +157,7 @@ def analyze_ray(model, corpus: Corpus | str, options: RunOptions) -> Result:
                             "gpus_per_worker": ray_options.gpus_per_actor, "ray_version": cluster.ray.__version__,
                             "shares": len(shares), "startup_seconds": round(cluster.startup_seconds, 3),
                             "count_seconds": round(counting.seconds, 3), "shares_redone": len(driven.redone),
-                            "redone": driven.redone, "resumed_windows": resumed,
+                            "redone": driven.redone, "workers_lost": driven.lost, "resumed_windows": resumed,
                             "worker_seconds": {k: round(v, 3) for k, v in sorted(driven.seconds.items())}})
         if driven.attention is not None:
             meta.setdefault("attention", driven.attention)
@@ -191,6 +191,7 @@ class _Driven:
     their seconds per step of a share summed (:class:`headsim.runs.ray_worker.Worker.run`)."""
 
     redone: list[dict]
+    lost: int  # workers given up on (their restarts spent, e.g. their node gone): their shares ran elsewhere
     parts: list
     attention: str | None
     backends: list[dict]
@@ -215,13 +216,11 @@ def _drive(cluster: Cluster, shares: list[Share], source: Callable[[int, int], l
     records a signal: then it raises :class:`~headsim.interrupts.Interrupted`. A share goes out with
     ``source(first_text, last_text)``: its texts, or the corpus parts holding them. Shows one progress bar."""
     ray = cluster.ray
-    pool = ray.util.ActorPool(cluster.actors)
-    for s in shares:
-        if s.index not in done:  # texts are sliced when an idle worker takes the share
-            pool.submit(lambda actor, s: actor.run.remote(s, source(s.first_text, s.last_text), settings), s)
+    pool = _Pool(cluster.actors, [s for s in shares if s.index not in done],
+                 lambda actor, s: actor.run.remote(s, source(s.first_text, s.last_text), settings))
     finished, shown, since_save, last_save = resumed, resumed, 0, time.perf_counter()
     attempts: dict[int, int] = {}
-    driven = _Driven([], [], None, [], {})
+    driven = _Driven([], 0, [], None, [], {})
     patience, seen, moved = timeout(), None, time.monotonic()
 
     def save() -> None:
@@ -245,15 +244,14 @@ def _drive(cluster: Cluster, shares: list[Share], source: Callable[[int, int], l
 
         while pool.has_next():
             try:
-                got = pool.get_next_unordered(timeout=POLL_SECONDS)
-            except TimeoutError:
-                got = None
-                refresh()
+                got = pool.next(ray, POLL_SECONDS)
             except ray.exceptions.RayError as exc:
                 failure = _worker_error(exc)
                 if run_dir is not None and driven.parts:  # keep what finished: --resume runs only the rest
                     save()
                 raise failure from None
+            if got is None:
+                refresh()
             if got is None and time.monotonic() - moved > patience:
                 if run_dir is not None and driven.parts:
                     save()
@@ -280,6 +278,54 @@ def _drive(cluster: Cluster, shares: list[Share], source: Callable[[int, int], l
                 save()
             if stop.signum is not None and pool.has_next():
                 raise stopped(stop.signum, finished, target, run_dir, "ray")
+    driven.lost = pool.lost
     driven.redone = [{"share": i, "windows": [shares[i].start, shares[i].stop], "attempts": n}
                      for i, n in sorted(attempts.items()) if n > 1]
     return driven
+
+
+class _Pool:
+    """Shares handed to idle workers one at a time (a slow worker simply gets fewer), ``submit(actor, share)``
+    starting one. A worker that Ray gives up on (:class:`ray.exceptions.RayActorError`: its restarts spent,
+    its node gone) costs no share: the share goes to the next idle worker, and the worker gets more shares
+    only while it has failed no more than :data:`~headsim.runs.ray_cluster.RESTARTS` times (a restarted
+    actor serves again); the run stops only when no worker is left."""
+
+    def __init__(self, actors: list, shares: list[Share], submit: Callable) -> None:
+        self.idle, self.todo, self.submit = list(actors), list(shares), submit
+        self.running: dict = {}  # object ref -> (share, actor)
+        self.failures: dict[int, int] = {}
+        self.lost = 0
+
+    def has_next(self) -> bool:
+        return bool(self.running or self.todo)
+
+    def _feed(self) -> None:
+        while self.idle and self.todo:
+            actor, share = self.idle.pop(0), self.todo.pop(0)
+            self.running[self.submit(actor, share)] = (share, actor)
+
+    def next(self, ray, seconds: float) -> dict | None:
+        """The next finished share's result, or ``None`` after ``seconds`` without one; a worker's own
+        error (:class:`ray.exceptions.RayTaskError`) is raised."""
+        self._feed()
+        require(bool(self.running), "every Ray worker was lost", "check the cluster (ray status: dead nodes) and run again with --resume")
+        ready, _ = ray.wait(list(self.running), num_returns=1, timeout=seconds)
+        if not ready:
+            return None
+        share, actor = self.running.pop(ready[0])
+        try:
+            got = ray.get(ready[0])
+        except ray.exceptions.RayActorError:
+            self.todo.insert(0, share)
+            key = id(actor)
+            self.failures[key] = self.failures.get(key, 0) + 1
+            if self.failures[key] <= RESTARTS:
+                self.idle.append(actor)
+            else:
+                self.lost += 1
+            if not self.idle and not self.running:
+                raise
+            return None
+        self.idle.append(actor)
+        return got

@@ -92,7 +92,7 @@ class Cluster:
         run_id = uuid.uuid4().hex[:8]
         progress = f"headsim-progress-{run_id}"
         # the progress actor stays on the driver's node: a node lost mid-run takes only workers with it
-        here = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+        here = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
         self.tracker = ray.remote(num_cpus=0)(ShareProgress).options(name=progress, scheduling_strategy=here).remote()
         # an object is put once and referenced here for the whole run: a restarted actor reads it again
         self.model_ref = self.model if self.model is None or isinstance(self.model, str) else ray.put(self.model)
