@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import platform
 import tempfile
@@ -33,6 +32,7 @@ import numpy as np
 
 from headsim.runs.analyze import analyze
 from headsim.corpus import load_corpus
+from headsim.runs.ray_cluster import LOCAL_CLUSTER
 from headsim.runs.rundir import load_run
 from headsim.workpool import available_cpus
 
@@ -93,7 +93,7 @@ def main() -> None:
                   batch_size=args.batch_size, sentence_splitter="pysbd")
     cpus, threads = available_cpus(), torch.get_num_threads()
     t = time.perf_counter()
-    ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    ray.init(num_cpus=cpus, **LOCAL_CLUSTER)  # as a run's own local cluster starts (workers at niceness 0)
     init_seconds = time.perf_counter() - t
     print(json.dumps({"ray.init local cluster seconds": round(init_seconds, 3)}), flush=True)
     local_label, ray_label = f"single process, {threads} torch threads", f"ray, {cpus} workers x 1 CPU"

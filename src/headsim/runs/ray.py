@@ -2,13 +2,18 @@
 
 Plan → shares → exact merge:
 
-1. The driver reads the corpus (:func:`headsim.corpus.load_corpus`: local specs and URLs)
-   and starts the workers, Ray actors (:class:`Worker`) that each hold one copy of the model.
-2. The workers count every text's tokens (blocks of texts, in parallel). From the counts the driver
+1. The driver starts the workers, Ray actors (:class:`~headsim.runs.ray_worker.Worker`,
+   :class:`~headsim.runs.ray_cluster.Cluster`) that each hold one copy of the model. A corpus of files
+   (:mod:`headsim.corpus.parts`: a file, directory, glob or list, local or at URLs) is only listed here;
+   a :class:`~headsim.corpus.Corpus` object (or ``default``) is held here.
+2. The workers count every text's tokens: each reads the parts it is given and returns their documents'
+   token counts and digests (a :class:`~headsim.corpus.parts.CountedCorpus` here, no text), or counts
+   blocks of the texts held here. From the counts the driver
    plans the run with the single process's own step (:func:`headsim.runs.plan.plan`): the packed
    windows numbered once, as the single process cuts them, and ``[0, windows)`` split into shares:
    ranges of whole batches (:func:`headsim.runs.shares.plan_shares`).
-3. A worker windows its share itself (:func:`headsim.runs.shares.share_batches`: tokenises and splits the sentences of
+3. A worker windows its share itself, from its texts or from the parts that hold them, read there
+   (:func:`headsim.runs.shares.share_batches`: tokenises and splits the sentences of
    only the texts the share touches, packing from the share's first token), feeds the same batches
    as the single process through :class:`headsim.runs.engine.Engine` into a zeroed
    :class:`~headsim.stats.CorpusStats` and returns its state and the share's ``windows.parquet`` rows.
@@ -24,7 +29,8 @@ The workers asked for are checked against the cluster's resources before any act
 (:meth:`headsim.runs.options.RayOptions.count`: refused in one line when the cluster cannot hold them), and every wait on
 the actors has a deadline (:func:`timeout`): the start-up, the token count, and any stretch of the
 run in which no worker reports progress. An actor that dies is restarted by Ray and its share runs
-again (``max_restarts`` and ``max_task_retries``: :data:`RESTARTS`); an exception inside a worker, or
+again (``max_restarts`` and ``max_task_retries``: :data:`RESTARTS`); a worker Ray gives up on (its node
+lost) hands its share to another (:class:`_Pool`); an exception inside a worker, or
 the deadline, stops the run with one line after checkpointing the finished shares (resumable).
 ``--shard I/N`` (:func:`headsim.runs.plan.shard_range`) cuts shares from the part's first window.
 """

@@ -212,10 +212,17 @@ def _connect(ray, address: str | None) -> bool:
     return True
 
 
+#: ``ray.init`` arguments of a local cluster started for a run: quiet, no dashboard, and the workers at the
+#: niceness of the process that started it (Ray's default, 15, lets every other process on a shared machine
+#: go first: the single process would not run so)
+LOCAL_CLUSTER = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR,
+                 "_system_config": {"worker_niceness": 0}}
+
+
 def _init(ray, address: str | None) -> None:
-    """``ray.init`` quietly: a local cluster without a dashboard (``address`` ``None``) or the one at ``address``."""
+    """``ray.init`` quietly: a local cluster (``address`` ``None``: :data:`LOCAL_CLUSTER`) or the one at ``address``."""
     if address is None:
-        ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+        ray.init(**LOCAL_CLUSTER)
     else:
         ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
 
