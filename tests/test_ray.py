@@ -59,6 +59,21 @@ def corpus(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def parted(tmp_path_factory, corpus) -> Path:
+    """The texts of ``corpus`` as a directory of parts: a .txt, a .jsonl and a .parquet of five row groups."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    texts = [d.text for d in load_corpus(corpus)]
+    root = tmp_path_factory.mktemp("ray-parts")
+    (root / "a.txt").write_text("\n\n".join(texts[:7]), encoding="utf-8")
+    (root / "b.jsonl").write_text("\n".join(json.dumps({"text": t}) for t in texts[7:15]), encoding="utf-8")
+    pq.write_table(pa.table({"text": texts[15:]}), root / "c.parquet", row_group_size=6)
+    assert pq.ParquetFile(root / "c.parquet").num_row_groups == 5
+    return root
+
+
+@pytest.fixture(scope="module")
 def reference(tmp_path_factory, tiny_bert_dir, corpus) -> Path:
     """The single-process run the Ray runs must equal."""
     out = tmp_path_factory.mktemp("ray-ref") / "run"
@@ -220,39 +235,32 @@ def test_ray_run_equals_the_single_process_run(cluster, tmp_path, reference, tin
 
 
 @on_ray
-def test_a_corpus_in_parts_is_read_by_the_workers_alone(cluster, tmp_path, reference, tiny_bert_dir, corpus, monkeypatch):
+def test_a_corpus_in_parts_is_read_by_the_workers_alone(cluster, tmp_path, reference, tiny_bert_dir, corpus, parted,
+                                                         monkeypatch):
     """The reference corpus as a directory of parts (a .txt, a .jsonl and a .parquet of several row groups):
     the Ray engine gives the single process's windows and statistics, and its driver never opens a part
     (the readers fail there; the workers, other processes, read them). Two actors at 0.5 GPU each share
     the cluster's one GPU."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from headsim.corpus import parts
+    from headsim.corpus import parts, readers
     from headsim.runs import ray as ray_engine
 
     texts = [d.text for d in load_corpus(corpus)]
-    root = tmp_path / "parts"
-    root.mkdir()
-    (root / "a.txt").write_text("\n\n".join(texts[:7]), encoding="utf-8")
-    (root / "b.jsonl").write_text("\n".join(json.dumps({"text": t}) for t in texts[7:15]), encoding="utf-8")
-    pq.write_table(pa.table({"text": texts[15:]}), root / "c.parquet", row_group_size=6)
-    assert pq.ParquetFile(root / "c.parquet").num_row_groups == 5
-    whole = load_corpus(root)  # as the single process reads it
+    whole = load_corpus(parted)  # as the single process reads it
     assert [d.text for d in whole] == texts
 
     def opened(*args, **kwargs):
         raise AssertionError("the driver opened a corpus part")
 
-    for name in ("read_unit", "units_of", "fetch"):
-        monkeypatch.setattr(parts, name, opened)
-    monkeypatch.setattr(ray_engine, "load_corpus", opened)
-    res = analyze(str(tiny_bert_dir), str(root), out=tmp_path / "run", engine="ray", actors=2, cpus_per_actor=1,
+    for module, names in ((parts, ("read_unit", "units_of", "fetch")), (readers, ("read_unit", "iter_units")),
+                          (ray_engine, ("load_corpus",))):
+        for name in names:
+            monkeypatch.setattr(module, name, opened)
+    res = analyze(str(tiny_bert_dir), str(parted), out=tmp_path / "run", engine="ray", actors=2, cpus_per_actor=1,
                   gpus_per_actor=0.5, share_windows=24, **RUN)
     assert_same_run(reference, tmp_path / "run")
     meta = load_run(tmp_path / "run").meta
     assert meta["corpus"]["sha256"] == whole.sha256 and meta["corpus"]["documents"] == len(texts)
-    assert meta["corpus"]["spec"] == str(root) and res.meta["ray"]["workers"] == 2
+    assert meta["corpus"]["spec"] == str(parted) and res.meta["ray"]["workers"] == 2
     assert meta["ray"]["gpus_per_worker"] == 0.5 and meta["ray"]["shares"] > 2
 
 
@@ -293,12 +301,15 @@ def test_a_killed_worker_process_costs_no_window(cluster, tmp_path, reference, t
 
 
 @on_ray
-def test_shards_on_either_engine_merge_into_the_single_process_run(cluster, tmp_path, reference, tiny_bert_dir, corpus):
+def test_shards_on_either_engine_merge_into_the_single_process_run(cluster, tmp_path, reference, tiny_bert_dir, parted):
+    """The reference corpus in parts, its first half on the single process, the second on Ray: merged, the
+    single process's run over the whole corpus."""
     from headsim.runs.merge import merge_runs
 
-    analyze(str(tiny_bert_dir), str(corpus), out=tmp_path / "one", shard="1/2", **RUN)
-    analyze(str(tiny_bert_dir), str(corpus), out=tmp_path / "two", shard=(2, 2), engine="ray", workers=2,
+    analyze(str(tiny_bert_dir), str(parted), out=tmp_path / "one", shard="1/2", **RUN)
+    analyze(str(tiny_bert_dir), str(parted), out=tmp_path / "two", shard=(2, 2), engine="ray", workers=2,
             share_windows=16, **RUN)
+    assert load_run(tmp_path / "one").spec.corpus_sha256 == load_run(tmp_path / "two").spec.corpus_sha256
     total = load_run(reference).meta["windows"]
     assert load_run(tmp_path / "two").meta["holds"][0]["windows"] == [[total // 2, total]]
     merged = load_run(merge_runs([tmp_path / "one", tmp_path / "two"], tmp_path / "merged"))
