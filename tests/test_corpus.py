@@ -352,7 +352,8 @@ def test_a_corpus_in_parts_reads_every_part_and_row_group_in_order(tmp_path: Pat
         ("a.txt", None, 0), ("b.jsonl", None, 0), ("c.parquet", 0, 0), ("c.parquet", 1, 3), ("c.parquet", 2, 6)]
     # the digest: over the units' digests, however the parts are named
     assert whole.sha256 == parts_sha256([documents_sha256(read_unit(u)) for u in units])
-    for spec in (files, str(tmp_path / "parts" / "[abc].*")):
+    for spec in (files, str(tmp_path / "parts" / "[abc].*"), (tmp_path / "parts").as_uri(),
+                 (tmp_path / "parts").as_uri() + "/[abc].*"):  # a folder and a glob at a URL: listed by its file system
         again = load_corpus(spec)
         assert [d.doc_id for d in again] == ids and again.sha256 == whole.sha256
     one = load_corpus(files[0])  # a corpus of one unit keeps the digest of its documents

@@ -91,7 +91,7 @@ def _kind(path: str) -> str:
 def _list_local(spec: str) -> list[str]:
     path = Path(spec).expanduser()
     if not path.exists() and _GLOB & set(spec):
-        files = sorted(glob.glob(os.path.expanduser(spec)))
+        files = sorted(f for f in glob.glob(os.path.expanduser(spec)) if os.path.isfile(f))
         require(files, f"corpus glob {spec!r} matches no file", "check the pattern (quote it in the shell)")
         return [f for f in files if _kind(f)]
     require(path.exists(), f"Corpus path {spec!r} does not exist.",
