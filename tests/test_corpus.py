@@ -216,7 +216,7 @@ def test_empty_corpus(tmp_path: Path, name: str, content: str) -> None:
 
 def test_directory_without_txt_files(tmp_path: Path) -> None:
     (tmp_path / "x.md").write_text("hello", "utf-8")
-    assert "holds no .txt file" in _error(tmp_path).problem
+    assert "holds no .txt, .jsonl or .parquet file" in _error(tmp_path).problem
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,3 +317,68 @@ def test_latin1_is_named_with_the_encoding_and_the_conversion(tmp_path: Path) ->
     error = _error(path)
     assert "binary" not in error.problem and "not UTF-8" in error.problem and "0xe9 at offset 3" in error.problem
     assert "iconv -f latin1 -t utf-8" in error.fix and str(path) in error.fix
+
+
+# ---------------------------------------------------------------------------------------------
+# a corpus in parts
+# ---------------------------------------------------------------------------------------------
+
+
+def _parts(root: Path) -> list[str]:
+    """A .txt, a .jsonl and a .parquet of three row groups (blank records among them): 12 documents."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root.mkdir()
+    (root / "a.txt").write_text("one\n\ntwo two\n\n  \n\nthree", "utf-8")
+    (root / "b.jsonl").write_text('{"text": "four"}\n\n{"text": ""}\n{"text": "five five"}\n', "utf-8")
+    rows = [f"row {i}" if i != 4 else " " for i in range(8)]
+    pq.write_table(pa.table({"text": rows}), root / "c.parquet", row_group_size=3)
+    (root / "notes.md").write_text("not a part", "utf-8")
+    return [str(root / n) for n in ("a.txt", "b.jsonl", "c.parquet")]
+
+
+def test_a_corpus_in_parts_reads_every_part_and_row_group_in_order(tmp_path: Path) -> None:
+    from headsim.corpus.documents import documents_sha256, parts_sha256
+    from headsim.corpus.parts import CountedCorpus, Fields, count_unit, iter_units, read_unit
+
+    files = _parts(tmp_path / "parts")
+    whole = load_corpus(tmp_path / "parts")
+    ids = [d.doc_id for d in whole]
+    assert ids == ["a.txt#0", "a.txt#1", "a.txt#2", "b.jsonl#0", "b.jsonl#2"] + [f"c.parquet#{i}" for i in (0, 1, 2, 3, 5, 6, 7)]
+    assert [d.text for d in whole][-3:] == ["row 5", "row 6", "row 7"]
+    units = list(iter_units(tmp_path / "parts"))
+    assert [(Path(u.path).name, u.row_group, u.first_record) for u in units] == [
+        ("a.txt", None, 0), ("b.jsonl", None, 0), ("c.parquet", 0, 0), ("c.parquet", 1, 3), ("c.parquet", 2, 6)]
+    # the digest: over the units' digests, however the parts are named
+    assert whole.sha256 == parts_sha256([documents_sha256(read_unit(u)) for u in units])
+    for spec in (files, str(tmp_path / "parts" / "[abc].*"), (tmp_path / "parts").as_uri(),
+                 (tmp_path / "parts").as_uri() + "/[abc].*"):  # a folder and a glob at a URL: listed by its file system
+        again = load_corpus(spec)
+        assert [d.doc_id for d in again] == ids and again.sha256 == whole.sha256
+    one = load_corpus(files[0])  # a corpus of one unit keeps the digest of its documents
+    assert one.sha256 == Corpus("x", one.documents).sha256
+    # counted where read, a slice of documents reads only its units
+    counted = CountedCorpus("parts", [count_unit(u, Fields(), lambda ts: [len(t) for t in ts]) for u in units], Fields())
+    assert len(counted) == len(whole) and counted.sha256 == whole.sha256
+    assert counted.counts.tolist() == [len(d.text) for d in whole]
+    texts = [d.text for d in whole]
+    for first, last in ((0, 12), (2, 4), (5, 11), (8, 9), (11, 12)):
+        piece = counted.slice(first, last)
+        assert piece.texts() == texts[first:last]
+        assert len(piece.units) == len({(u.path, u.row_group) for u, _ in piece.units})
+    assert [u.row_group for u, _ in counted.slice(8, 10).units] == [1]  # rows 3 and 5 of c.parquet: one row group
+
+
+def test_parts_that_cannot_be_read_together_are_refused(tmp_path: Path) -> None:
+    files = _parts(tmp_path / "parts")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "a.txt").write_text("again", "utf-8")
+    with pytest.raises(HeadsimError, match="two corpus parts are named 'a.txt'"):
+        load_corpus([*files, str(tmp_path / "other" / "a.txt")])
+    with pytest.raises(HeadsimError, match="matches no file"):
+        load_corpus(str(tmp_path / "parts" / "*.csv"))
+    with pytest.raises(HeadsimError, match="unsupported extension '.md'"):
+        load_corpus(str(tmp_path / "parts" / "*"))
+    with pytest.raises(HeadsimError, match="empty list"):
+        load_corpus([])

@@ -41,11 +41,12 @@ RUN = dict(seq_len=32, batch_size=8, progress=False)  # with share_windows=24: 1
 
 @pytest.fixture(scope="session")
 def cluster():
-    """A local Ray cluster of 2 CPUs for the session; its GCS address."""
+    """A local Ray cluster of 2 CPUs and one GPU for the session (a resource Ray schedules by: no device
+    is used, the actors it is granted to run on the CPU); its GCS address."""
     ray = pytest.importorskip("ray")
     # the machine is shared: Ray's memory monitor must not kill workers for other processes' memory
     os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False)
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
 
@@ -55,6 +56,21 @@ def corpus(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("ray-corpus") / "lee.txt"
     path.write_text("\n\n".join(d.text for d in lee_documents()[:40]), encoding="utf-8")
     return path
+
+
+@pytest.fixture(scope="module")
+def parted(tmp_path_factory, corpus) -> Path:
+    """The texts of ``corpus`` as a directory of parts: a .txt, a .jsonl and a .parquet of five row groups."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    texts = [d.text for d in load_corpus(corpus)]
+    root = tmp_path_factory.mktemp("ray-parts")
+    (root / "a.txt").write_text("\n\n".join(texts[:7]), encoding="utf-8")
+    (root / "b.jsonl").write_text("\n".join(json.dumps({"text": t}) for t in texts[7:15]), encoding="utf-8")
+    pq.write_table(pa.table({"text": texts[15:]}), root / "c.parquet", row_group_size=6)
+    assert pq.ParquetFile(root / "c.parquet").num_row_groups == 5
+    return root
 
 
 @pytest.fixture(scope="module")
@@ -219,6 +235,36 @@ def test_ray_run_equals_the_single_process_run(cluster, tmp_path, reference, tin
 
 
 @on_ray
+def test_a_corpus_in_parts_is_read_by_the_workers_alone(cluster, tmp_path, reference, tiny_bert_dir, corpus, parted,
+                                                         monkeypatch):
+    """The reference corpus as a directory of parts (a .txt, a .jsonl and a .parquet of several row groups):
+    the Ray engine gives the single process's windows and statistics, and its driver never opens a part
+    (the readers fail there; the workers, other processes, read them). Two actors at 0.5 GPU each share
+    the cluster's one GPU."""
+    from headsim.corpus import parts, readers
+    from headsim.runs import ray as ray_engine
+
+    texts = [d.text for d in load_corpus(corpus)]
+    whole = load_corpus(parted)  # as the single process reads it
+    assert [d.text for d in whole] == texts
+
+    def opened(*args, **kwargs):
+        raise AssertionError("the driver opened a corpus part")
+
+    for module, names in ((parts, ("read_unit", "units_of", "fetch")), (readers, ("read_unit", "iter_units")),
+                          (ray_engine, ("load_corpus",))):
+        for name in names:
+            monkeypatch.setattr(module, name, opened)
+    res = analyze(str(tiny_bert_dir), str(parted), out=tmp_path / "run", engine="ray", actors=2, cpus_per_actor=1,
+                  gpus_per_actor=0.5, share_windows=24, **RUN)
+    assert_same_run(reference, tmp_path / "run")
+    meta = load_run(tmp_path / "run").meta
+    assert meta["corpus"]["sha256"] == whole.sha256 and meta["corpus"]["documents"] == len(texts)
+    assert meta["corpus"]["spec"] == str(parted) and res.meta["ray"]["workers"] == 2
+    assert meta["ray"]["gpus_per_worker"] == 0.5 and meta["ray"]["shares"] > 2
+
+
+@on_ray
 def test_a_url_corpus_gives_the_same_run_on_both_engines(cluster, tmp_path, tiny_bert_dir, corpus):
     """Both engines read corpora through the one reader: an http URL (a server on 127.0.0.1) gives one run."""
     import http.server
@@ -255,12 +301,15 @@ def test_a_killed_worker_process_costs_no_window(cluster, tmp_path, reference, t
 
 
 @on_ray
-def test_shards_on_either_engine_merge_into_the_single_process_run(cluster, tmp_path, reference, tiny_bert_dir, corpus):
+def test_shards_on_either_engine_merge_into_the_single_process_run(cluster, tmp_path, reference, tiny_bert_dir, parted):
+    """The reference corpus in parts, its first half on the single process, the second on Ray: merged, the
+    single process's run over the whole corpus."""
     from headsim.runs.merge import merge_runs
 
-    analyze(str(tiny_bert_dir), str(corpus), out=tmp_path / "one", shard="1/2", **RUN)
-    analyze(str(tiny_bert_dir), str(corpus), out=tmp_path / "two", shard=(2, 2), engine="ray", workers=2,
+    analyze(str(tiny_bert_dir), str(parted), out=tmp_path / "one", shard="1/2", **RUN)
+    analyze(str(tiny_bert_dir), str(parted), out=tmp_path / "two", shard=(2, 2), engine="ray", workers=2,
             share_windows=16, **RUN)
+    assert load_run(tmp_path / "one").spec.corpus_sha256 == load_run(tmp_path / "two").spec.corpus_sha256
     total = load_run(reference).meta["windows"]
     assert load_run(tmp_path / "two").meta["holds"][0]["windows"] == [[total // 2, total]]
     merged = load_run(merge_runs([tmp_path / "one", tmp_path / "two"], tmp_path / "merged"))
@@ -279,6 +328,7 @@ def test_actors_are_checked_against_the_cluster_before_any_starts():
 
     assert ray(None).check().count(two) == 2 and ray(2).count(two) == 2
     assert ray(None, 0.5).count(two) == 4 and ray(None, 1.0, 1.0).count({"CPU": 8, "GPU": 3}) == 3
+    assert ray(None, 1.0, 0.5).count({"CPU": 16, "GPU": 1}) == 2  # one GPU: two actors at 0.5 GPU each
     with pytest.raises(HeadsimError, match="--actors 100000 asked for, but the Ray cluster has 2 CPUs, 0 GPUs: room for 2 workers") as e:
         ray(100000).count(two)
     assert "--actors 2 or fewer" in e.value.fix
@@ -295,6 +345,38 @@ def test_actors_are_checked_against_the_cluster_before_any_starts():
         RunOptions.from_arguments(engine="ray", workers=3, actors=2)
     with pytest.raises(TypeError, match="unexpected keyword argument 'windws'"):
         RunOptions.from_arguments(windws=3)
+
+
+def test_gpu_actors_plan_their_batch_for_their_share_of_the_gpu(monkeypatch):
+    """``--gpus-per-actor 0.5``: each of the two actors on a GPU plans its batch from half the device's
+    memory, whatever the other already holds, so both pick the same; a whole GPU plans from what is free."""
+    import types
+
+    import torch
+
+    from headsim.runs.engine import default_batch_size
+
+    gib = 1 << 30
+    gpu = types.SimpleNamespace(device=torch.device("cuda", 0), n_heads=12)
+    per_window = 12 * 128 * 128 * 4 * 12 + 128 * 4096 * 16  # the eager estimate at 128 tokens
+    for free, share, budget in ((70 * gib, 1.0, 70 * gib), (70 * gib, 0.5, 40 * gib), (36 * gib, 0.5, 36 * gib),
+                                (79 * gib, 0.25, 20 * gib)):
+        monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device, free=free: (free, 80 * gib))
+        assert default_batch_size(gpu, 128, "eager", share=share) == min(512, budget // 4 // per_window)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (80 * gib, 80 * gib))
+    assert default_batch_size(gpu, 128, "triton", share=0.5) == 40 * gib // 4 // (128 * 4096 * 16)  # 1,280 < the cap
+    cpu = types.SimpleNamespace(device=torch.device("cpu"), n_heads=12)
+    assert default_batch_size(cpu, 128, "eager", share=0.5) == 32
+    # the worker (a plain class here, no cluster) plans with the share of the GPU its actor was given
+    from headsim.runs import ray_worker
+
+    asked = []
+    monkeypatch.setattr(ray_worker, "default_batch_size", lambda loaded, seq_len, backend, share: asked.append(share) or 7)
+    worker = ray_worker.Worker(types.SimpleNamespace(), None, None, 1, "progress", gpu_share=0.5)  # no model: fails
+    worker.failure, worker.loaded = None, types.SimpleNamespace(  # a loaded model, as describe() reads it
+        device=torch.device("cpu"), max_seq_len=512, describe=dict, name="m", source="m", extrapolates=False,
+        dtype=torch.float32, framing=types.SimpleNamespace(specials=2), commit=None)
+    assert worker.describe(128)["batch_size"] == 7 and asked == [0.5]
 
 
 @on_ray
@@ -458,3 +540,29 @@ def test_a_checkpoint_of_shares_finished_out_of_order_is_verified_and_written_in
         part.write_bytes(part.read_bytes()[:-8])
         with pytest.raises(HeadsimError, match="damaged"):
             run_dir.load_checkpoint(contiguous=False)
+
+
+@on_ray
+def test_a_node_lost_mid_run_on_a_cluster_of_several_nodes_costs_no_window(tmp_path, reference, tiny_bert_dir, corpus):
+    """Four Ray nodes on this machine (tests/ray_nodes.py: a head without CPUs, three of one CPU), two
+    workers; the node of the first worker to start a batch is removed while it holds that batch. The run
+    equals the single process's, run.json names the share run again, and no process of the cluster stays."""
+    import subprocess
+
+    script = Path(__file__).with_name("ray_nodes.py")
+    report = tmp_path / "report.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(headsim.__file__).parents[1]),
+                                                                      os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, str(script), str(tiny_bert_dir), str(corpus), str(tmp_path / "run"), str(report)],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and report.exists(), done.stderr[-3000:]
+    got = json.loads(report.read_text())
+    assert "error" not in got and got["removed"], got.get("error")
+    redone = got["ray"]["redone"]
+    assert got["ray"]["shares_redone"] == len(redone) >= 1 and all(r["attempts"] >= 2 for r in redone)
+    assert_same_run(reference, tmp_path / "run")  # every window once, statistics equal
+    assert load_run(tmp_path / "run").meta["ray"]["redone"] == redone
+    deadline = time.time() + 10
+    while (alive := _alive(set(got["pids"]))) and time.time() < deadline:
+        time.sleep(0.2)
+    assert alive == [], _names(alive)

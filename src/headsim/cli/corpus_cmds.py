@@ -26,7 +26,7 @@ def analyze(
     ctx: typer.Context,
     model: str = Model,
     revision: Optional[str] = Revision,
-    corpus: str = typer.Option("default", "--corpus", "-c", help="'default' (embedded Wikipedia + Lee), a .txt file, a directory of .txt, .jsonl or .parquet; also at a URL (s3://, gs://, http(s)://)."),
+    corpus: str = typer.Option("default", "--corpus", "-c", help="'default' (embedded Wikipedia + Lee), a .txt, .jsonl or .parquet file, a directory or a quoted glob of them; also at a URL (s3://, gs://, http(s)://)."),
     windows: Optional[int] = typer.Option(None, "--windows", "-n", help="Windows to analyse (default: the whole corpus)."),
     out: Path = typer.Option(..., "--out", "-o", help="Run directory to write."),
     seq_len: int = SeqLen,

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from headsim.errors import HeadsimError
@@ -35,18 +35,43 @@ class Document:
     sections: tuple[Section, ...] = ()
 
 
+def documents_sha256(documents: Iterable[Document]) -> str:
+    """Hex digest over every document's ``doc_id`` and ``text``, in order (each length-prefixed)."""
+    digest = hashlib.sha256()
+    for doc in documents:
+        for field in (doc.doc_id, doc.text):
+            data = field.encode("utf-8")
+            digest.update(len(data).to_bytes(8, "big"))
+            digest.update(data)
+    return digest.hexdigest()
+
+
+def parts_sha256(digests: Sequence[str]) -> str:
+    """The digest of a corpus whose parts have ``digests`` (:func:`documents_sha256` of each, in order):
+    the one part's own, else the sha256 of them all, so a corpus read part by part anywhere gets it."""
+    if len(digests) == 1:
+        return digests[0]
+    return hashlib.sha256(b"".join(bytes.fromhex(d) for d in digests)).hexdigest()
+
+
 class Corpus:
     """A named, hashable, re-iterable sequence of :class:`Document` objects.
 
     Args:
         name: ``"default"`` or the path the corpus was read from.
         documents: the documents, in order; their ``doc_id`` values must be unique.
+        parts: how many documents each part of the corpus holds, in order (a file, or a row group of a
+            ``.parquet`` file: :mod:`headsim.corpus.parts`); the digest is then over the parts' digests.
     """
 
-    def __init__(self, name: str, documents: Iterable[Document]) -> None:
+    def __init__(self, name: str, documents: Iterable[Document], parts: Sequence[int] | None = None) -> None:
         self._name = str(name)
         self._documents = tuple(documents)
         self._sha256: str | None = None
+        self._parts = tuple(int(n) for n in parts) if parts is not None else (len(self._documents),)
+        if sum(self._parts) != len(self._documents):
+            raise HeadsimError(f"Corpus {self._name!r}: parts of {sum(self._parts)} documents given for {len(self._documents)}.",
+                               "Give the number of documents of every part.")
         seen: set[str] = set()
         for doc in self._documents:
             if doc.doc_id in seen:
@@ -68,15 +93,11 @@ class Corpus:
 
     @property
     def sha256(self) -> str:
-        """Hex digest over every document's ``doc_id`` and ``text``, in order."""
+        """Hex digest over every document's ``doc_id`` and ``text``, in order (:func:`documents_sha256`);
+        of a corpus in several parts, over the parts' digests (:func:`parts_sha256`)."""
         if self._sha256 is None:
-            digest = hashlib.sha256()
-            for doc in self._documents:
-                for field in (doc.doc_id, doc.text):
-                    data = field.encode("utf-8")
-                    digest.update(len(data).to_bytes(8, "big"))
-                    digest.update(data)
-            self._sha256 = digest.hexdigest()
+            ends = [sum(self._parts[:i + 1]) for i in range(len(self._parts))]
+            self._sha256 = parts_sha256([documents_sha256(self._documents[e - n:e]) for e, n in zip(ends, self._parts)])
         return self._sha256
 
     def __iter__(self) -> Iterator[Document]:

@@ -8,9 +8,10 @@ reads one from a spec:
   split at its section headings (:func:`wikipedia_documents`), followed by the Lee news corpus, one
   story per line (:func:`lee_documents`);
 * a ``.txt`` file: documents separated by one or more blank lines;
-* a directory: every ``*.txt`` file in it (not recursive), sorted by name, each read as above;
 * a ``.jsonl`` file: one JSON object per line, the text in ``text_field``;
-* a ``.parquet`` file: one row per document, the text in ``text_column``;
+* a ``.parquet`` file: one row per document, the text in ``text_column`` (read by row group);
+* a corpus in parts (:mod:`headsim.corpus.parts`): a directory (every ``.txt``, ``.jsonl`` and
+  ``.parquet`` file in it, not recursive, sorted by name), a glob, or a list of any of these;
 * any of these at a URL (``s3://``, ``gs://``, ``http(s)://``, ``file://``, …: :mod:`headsim.corpus.remote`).
 
 Documents are stripped of surrounding whitespace and empty ones are dropped. A user document's
@@ -22,36 +23,34 @@ raises :class:`~headsim.errors.HeadsimError` naming the problem and the fix.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
-import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from headsim.errors import HeadsimError, require
 
 from .documents import Corpus, Document
 from .embedded import gensim_test_data
-from .remote import fetch, is_url
+from .parts import Fields, iter_units, read_unit, spec_name
 from .wikipedia import wikipedia_documents
 
 _LEE_FILE = "lee_background.cor"
-_SUPPORTED = "a .txt, .jsonl or .parquet file, a directory of .txt files, or 'default'"
+_SUPPORTED = "a .txt, .jsonl or .parquet file, a directory or a glob of them, a list of them, or 'default'"
 
 
 def load_corpus(
-    spec: str | os.PathLike[str] = "default",
+    spec: str | os.PathLike[str] | list = "default",
     *,
     text_field: str = "text",
     text_column: str = "text",
 ) -> Corpus:
-    """Read a corpus from ``spec``: ``"default"``, a .txt/.jsonl/.parquet file or a .txt directory.
+    """Read a corpus from ``spec``: ``"default"``, a .txt/.jsonl/.parquet file, or a corpus in parts.
 
     Args:
-        spec: ``"default"`` for the embedded corpus, a URL (``scheme://…``), else a path (``"./default"``
-            for a file named ``default``).
+        spec: ``"default"`` for the embedded corpus, else a path, a URL (``scheme://…``), a directory, a
+            glob, or a list of them (:mod:`headsim.corpus.parts`; ``"./default"`` for a file named ``default``).
         text_field: the key holding the text in each object of a ``.jsonl`` file.
         text_column: the column holding the text in a ``.parquet`` file.
 
@@ -61,52 +60,23 @@ def load_corpus(
     """
     if isinstance(spec, str) and spec == "default":
         return default_corpus()
-    if is_url(spec):
-        return load_url(spec, text_field=text_field, text_column=text_column)
-    if not isinstance(spec, (str, os.PathLike)):
-        raise HeadsimError(f"Corpus spec {spec!r} is not a path.", f"Give {_SUPPORTED}.")
-    name = os.fspath(spec)
-    path = Path(name).expanduser()
-    if not path.exists():
-        raise HeadsimError(f"Corpus path {name!r} does not exist.", f"Give {_SUPPORTED}.")
-    if path.is_dir():
-        documents = _directory_documents(path)
-    else:
-        readers: dict[str, Callable[[], list[Document]]] = {
-            ".txt": lambda: _txt_documents(path),
-            ".jsonl": lambda: _jsonl_documents(path, text_field),
-            ".parquet": lambda: _parquet_documents(path, text_column),
-        }
-        reader = readers.get(path.suffix.lower())
-        if reader is None:
-            raise HeadsimError(
-                f"Corpus file {name!r} has unsupported extension {path.suffix or '(none)'!r}.",
-                f"Give {_SUPPORTED}.",
-            )
-        documents = reader()
+    require(isinstance(spec, (str, os.PathLike, list, tuple)), f"Corpus spec {spec!r} is not a path.", f"Give {_SUPPORTED}.")
+    fields = Fields(text_field, text_column)
+    units = [read_unit(u, fields) for u in iter_units(spec, fields)]
+    documents = [d for docs in units for d in docs]
+    name = spec_name(spec)
     if not documents:
         raise HeadsimError(
             f"Empty corpus: {name!r} holds no non-empty document.",
             "Give a corpus with at least one document that is not blank.",
         )
-    return Corpus(name, documents)
+    return Corpus(name, documents, parts=[len(docs) for docs in units])
 
 
 def load_url(url: str, *, text_field: str = "text", text_column: str = "text") -> Corpus:
     """The :class:`Corpus` at ``url`` (see :mod:`headsim.corpus.remote`), named by the URL, its documents' ``source``
-    the URL (a folder: the URL of each file)."""
-    with tempfile.TemporaryDirectory(prefix="headsim-corpus-") as tmp:
-        local = fetch(url, Path(tmp))
-        try:
-            corpus = load_corpus(local, text_field=text_field, text_column=text_column)
-        except HeadsimError as exc:  # name the URL, not the temporary copy
-            raise HeadsimError(exc.problem.replace(str(local), url), exc.fix.replace(str(local), url)) from None
-    base = url.rstrip("/")
-
-    def source(doc) -> str:
-        return base if doc.source == str(local) else f"{base}/{Path(doc.source).name}"
-
-    return Corpus(url, [dataclasses.replace(d, source=source(d)) for d in corpus])
+    the URL of their file."""
+    return load_corpus(url, text_field=text_field, text_column=text_column)
 
 
 def _document(text: object, path: Path, index: int, where: str) -> Document | None:
@@ -123,9 +93,9 @@ def _document(text: object, path: Path, index: int, where: str) -> Document | No
     return Document(text=text, doc_id=f"{path.name}#{index}", source=str(path))
 
 
-def _collect(records: Iterable[tuple[object, str]], path: Path) -> list[Document]:
-    """Documents from ``(text, description)`` records, indexed in order, blanks dropped."""
-    documents = (_document(text, path, i, where) for i, (text, where) in enumerate(records))
+def _collect(records: Iterable[tuple[object, str]], path: Path, first: int = 0) -> list[Document]:
+    """Documents from ``(text, description)`` records, indexed in order from ``first``, blanks dropped."""
+    documents = (_document(text, path, i, where) for i, (text, where) in enumerate(records, start=first))
     return [doc for doc in documents if doc is not None]
 
 
@@ -181,30 +151,13 @@ def convert_hint(path: Path) -> str:
     return f"convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8 {str(path)!r} > converted.txt"
 
 
-def _txt_documents(path: Path) -> list[Document]:
+def txt_documents(path: Path) -> list[Document]:
     """Documents of a .txt file: blocks separated by one or more blank lines."""
     blocks = re.split(r"\n\s*\n", _read_text(path).strip())
     return _collect(((block, f"block {i}") for i, block in enumerate(blocks)), path)
 
 
-def _directory_documents(path: Path) -> list[Document]:
-    """Documents of every .txt file directly in ``path``, files sorted by name."""
-    try:
-        files = sorted(p for p in path.iterdir() if p.suffix.lower() == ".txt" and p.is_file())
-    except OSError as exc:
-        raise HeadsimError(
-            f"Cannot list corpus directory {str(path)!r}: {exc.strerror or exc}.",
-            "Check that you have permission to read the directory.",
-        ) from None
-    if not files:
-        raise HeadsimError(
-            f"Corpus directory {str(path)!r} holds no .txt file.",
-            "Put the documents in .txt files directly inside the directory, or give a file.",
-        )
-    return [doc for file in files for doc in _txt_documents(file)]
-
-
-def _jsonl_documents(path: Path, text_field: str) -> list[Document]:
+def jsonl_documents(path: Path, text_field: str) -> list[Document]:
     """Documents of a .jsonl file: one JSON object per non-blank line, text in ``text_field``."""
 
     def records() -> Iterator[tuple[object, str]]:
@@ -234,32 +187,9 @@ def _jsonl_documents(path: Path, text_field: str) -> list[Document]:
     return _collect(records(), path)
 
 
-def _parquet_documents(path: Path, text_column: str) -> list[Document]:
-    """Documents of a .parquet file: one per row, text in ``text_column``."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        parquet = pq.ParquetFile(path)
-        columns = parquet.schema_arrow.names
-        if text_column not in columns:
-            raise HeadsimError(
-                f"Parquet file {str(path)!r} has no column {text_column!r}; "
-                f"its columns are: {_names(columns)}.",
-                "Pass text_column= naming the column that holds the text.",
-            )
-        values = parquet.read(columns=[text_column]).column(0).to_pylist()
-    except PermissionError as exc:
-        raise HeadsimError(
-            f"Cannot read corpus file {str(path)!r}: {exc.strerror or exc}.",
-            "Check that you have permission to read the file.",
-        ) from None
-    except (OSError, pa.ArrowException) as exc:
-        raise HeadsimError(
-            f"Corpus file {str(path)!r} is not a readable Parquet file ({exc}).",
-            "Give a valid Parquet file, e.g. written by pandas.DataFrame.to_parquet.",
-        ) from None
-    return _collect(((v, f"column {text_column!r}, row {i}") for i, v in enumerate(values)), path)
+def parquet_records(values: list, path: Path, text_column: str, first: int = 0) -> list[Document]:
+    """Documents of a .parquet file's rows ``values`` (its ``text_column``), the first being row ``first``."""
+    return _collect(((v, f"column {text_column!r}, row {i}") for i, v in enumerate(values, start=first)), path, first)
 
 
 def _names(names: Iterable[str]) -> str:

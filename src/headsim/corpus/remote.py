@@ -2,9 +2,11 @@
 whose package is installed): fetched here, read by :func:`headsim.corpus.load_corpus`, the one reader of
 both engines.
 
-:func:`~headsim.corpus.readers.load_url` copies the file (or a folder's ``*.txt`` files) into a temporary
-directory under its own name (:func:`fetch`) and reads that, so a corpus gives the same documents,
-``doc_id`` values and ``sha256`` wherever it lies; the :class:`~headsim.corpus.Corpus` is named by its URL.
+A corpus URL is read part by part (:mod:`headsim.corpus.parts`): a folder or a glob is listed through
+the store's file system, a ``.txt`` or ``.jsonl`` file is copied into a temporary directory under its
+own name (:func:`fetch`) and read there, a ``.parquet`` file's footer and row groups are read in ranges
+(a web server's file is copied whole), so a corpus gives the same documents, ``doc_id`` values and
+``sha256`` wherever it lies; the :class:`~headsim.corpus.Corpus` is named by its URL.
 
 Every remote call runs under a deadline (:func:`timeout`: ``$HEADSIM_URL_TIMEOUT``, 30 s by default,
 for each call: listing, opening, every 1 MiB read) in a helper thread while this thread waits in
@@ -111,7 +113,7 @@ def cause(exc: BaseException) -> str:
 def _fix(url: str, why: str) -> str:
     scheme = url.split("://", 1)[0].lower()
     if why == "not found":
-        return "check the URL (a .txt, .jsonl or .parquet file, or a folder of .txt files)"
+        return "check the URL (a .txt, .jsonl or .parquet file, or a folder or glob of them)"
     if why == "no credentials":
         return {"s3": "set AWS credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE) for that bucket",
                 "gs": "set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file (or run gcloud auth "
@@ -211,21 +213,14 @@ def _name(path: str) -> str:
 
 def _fetch_once(url: str, into: Path) -> Path:
     fs, path = call(filesystem, url)
-    info = call(fs.info, path)  # FileNotFoundError: not found
+    call(fs.info, path)  # FileNotFoundError: not found
     local = into / (_name(path) or "corpus")
-    if info.get("type") != "directory":
-        _copy(fs, path, local)
-        return local
-    local.mkdir()
-    for item in call(fs.ls, path, True):
-        name = _name(item["name"])
-        if item.get("type") == "file" and name.lower().endswith(".txt"):
-            _copy(fs, item["name"], local / name)
+    _copy(fs, path, local)
     return local
 
 
 def fetch(url: str, into: Path) -> Path:
-    """Copy what ``url`` names into the directory ``into``; the local path that stands for it. A try
+    """Copy the file ``url`` names into the directory ``into``; the local path that stands for it. A try
     that timed out or could not reach the store is made again (:data:`RETRIES`), from scratch."""
     for attempt in range(RETRIES + 1):
         work = Path(tempfile.mkdtemp(dir=into))

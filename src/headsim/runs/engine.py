@@ -201,7 +201,7 @@ def mask_agreement(low: LoadedModel, reference: LoadedModel, windows: Windows, t
     return same / max(total, 1)
 
 
-def default_batch_size(loaded: LoadedModel, seq_len: int, backend: str) -> int:
+def default_batch_size(loaded: LoadedModel, seq_len: int, backend: str, share: float = 1.0) -> int:
     """Windows per batch: 32 on CPU; on CUDA sized to about a quarter of free memory, by an estimate
     of 8 MiB per 128-token window with the Triton kernels (BERT-base, bf16, H100: the whole process
     peaked at 1.12 GB with 256 windows, weights and accumulators included, about 3.3 MB per window).
@@ -210,11 +210,15 @@ def default_batch_size(loaded: LoadedModel, seq_len: int, backend: str) -> int:
     few hundred small tensor operations) over more windows: up to 2,048 windows then (BERT-base,
     bf16, H100: 0.21 of the bare forward's throughput at 256 windows, 0.46 at 1,024, 0.55 at 4,096).
     An out-of-memory error halves the batch (:class:`Engine`). ``backend``: the statistics backend
-    chosen (:func:`headsim.stats.choose_backend`).
+    chosen (:func:`headsim.stats.choose_backend`). ``share``: the fraction of the device this process
+    may use (a Ray actor at ``--gpus-per-actor 0.5`` shares its GPU with another): free memory counts
+    at most that fraction of the device's total, so every actor on the GPU plans the same batch.
     """
     if loaded.device.type != "cuda":
         return 32
-    free, _ = torch.cuda.mem_get_info(loaded.device)
+    free, total = torch.cuda.mem_get_info(loaded.device)
+    if share < 1.0:
+        free = min(free, int(total * share))
     kernels = backend == "triton"
     per_window = (0 if kernels else loaded.n_heads * seq_len * seq_len * 4 * 12) + seq_len * 4096 * 16
     return int(max(8, min(2048 if kernels else 512, free // 4 // per_window)))

@@ -18,6 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..corpus import Corpus
+from ..corpus.parts import CountedCorpus
 from ..errors import require
 from ..io import check_writable
 from ..stats import CorpusStats
@@ -78,12 +79,12 @@ def shard_range(windows: int, shard: tuple[int, int]) -> tuple[int, int]:
     return first, stop
 
 
-def warn_fewer(corpus: Corpus, windows: int) -> None:
+def warn_fewer(corpus: Corpus | CountedCorpus, windows: int) -> None:
     """The warning of a corpus that gives fewer windows than asked for (all of them are analysed)."""
     warnings.warn(f"corpus {corpus.name!r} gives only {windows} windows; analysing all of them", stacklevel=3)
 
 
-def window_target(corp: Corpus, count: CorpusCount, windows: int | None, seq_len: int, specials: int,
+def window_target(corp: Corpus | CountedCorpus, count: CorpusCount, windows: int | None, seq_len: int, specials: int,
                   allow_fewer: bool) -> int:
     """Windows to analyse: ``windows``, or all the corpus gives (also when it gives fewer and
     ``allow_fewer``, with a warning); refuses a corpus shorter than one window."""
@@ -98,7 +99,7 @@ def window_target(corp: Corpus, count: CorpusCount, windows: int | None, seq_len
     return target
 
 
-def new_meta(model: dict, corp: Corpus, given: object, count: CorpusCount, spec: RunSpec, *, device: str,
+def new_meta(model: dict, corp: Corpus | CountedCorpus, given: object, count: CorpusCount, spec: RunSpec, *, device: str,
              backend: dict, engine: str = "local", shard: tuple[int, int] | None = None) -> dict:
     """``run.json`` of a run about to start (``complete: false``); ``given``: the corpus as the call named it;
     ``backend``: the statistics backend requested and chosen (the run's end adds what ran)."""
@@ -111,7 +112,7 @@ def new_meta(model: dict, corp: Corpus, given: object, count: CorpusCount, spec:
         "complete": False, "engine": engine,
     }
     if not isinstance(given, Corpus):
-        meta["corpus"]["spec"] = str(given)  # what --resume passes again
+        meta["corpus"]["spec"] = [str(g) for g in given] if isinstance(given, (list, tuple)) else str(given)  # what --resume passes again
     if shard is not None:
         meta["shard"] = {"index": shard[0], "count": shard[1], "first_window": spec.first_window}
     return meta
@@ -168,7 +169,7 @@ class StatsRecipe:
 class Plan:
     """What :func:`plan` settled before the first window."""
 
-    corpus: Corpus
+    corpus: Corpus | CountedCorpus
     spec: RunSpec
     meta: dict  # run.json to start with
     stats: StatsRecipe
@@ -181,9 +182,9 @@ class Plan:
         return self.spec.first_window + self.spec.windows
 
 
-def plan(options: RunOptions, corp: Corpus, given: object, model: ModelFacts, count_tokens: TokenCounter, *, seq_len: int,
+def plan(options: RunOptions, corp: Corpus | CountedCorpus, given: object, model: ModelFacts, count_tokens: TokenCounter, *, seq_len: int,
          batch_size: int, backend: str | Choice, backend_record: dict, shares: bool = False,
-         tile_bytes: int | None = None) -> Plan:
+         tile_bytes: int | None = None, counts: np.ndarray | None = None) -> Plan:
     """Count the corpus, settle the windows to analyse, and make the run's spec, ``run.json`` and statistics.
 
     ``given``: the corpus as the call named it (run.json keeps a spec for ``--resume``). ``options`` are checked (:meth:`RunOptions.check`) and settled (:func:`settle_output`); ``seq_len``,
@@ -192,11 +193,13 @@ def plan(options: RunOptions, corp: Corpus, given: object, model: ModelFacts, co
     engine cuts shares) or for a ``--shard`` (which starts inside the corpus); otherwise the whole corpus
     is counted only where the number matters before the run (to analyse all of it, or to refuse too
     large a ``windows`` up front): else the windowing itself tells, and counting stops at one window.
+    ``counts``: every text's tokens counted already (a corpus in parts, counted where its parts were
+    read: ``corp`` is then a :class:`~headsim.corpus.parts.CountedCorpus`, which holds no text).
     """
     specials, content = model.specials, seq_len - model.specials
-    counts = share = None
-    if shares or options.shard is not None:
-        counts = np.asarray(count_tokens([d.text for d in corp]), dtype=np.int64)
+    share = None
+    if shares or options.shard is not None or counts is not None:
+        counts = np.asarray(count_tokens([d.text for d in corp]) if counts is None else counts, dtype=np.int64)
         count = CorpusCount(-(-int(counts.sum()) // content), int(counts.sum()), True)
     else:
         count = count_windows(corp, count_tokens, content,

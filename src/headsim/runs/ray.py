@@ -2,13 +2,18 @@
 
 Plan → shares → exact merge:
 
-1. The driver reads the corpus (:func:`headsim.corpus.load_corpus`: local specs and URLs)
-   and starts the workers, Ray actors (:class:`Worker`) that each hold one copy of the model.
-2. The workers count every text's tokens (blocks of texts, in parallel). From the counts the driver
+1. The driver starts the workers, Ray actors (:class:`~headsim.runs.ray_worker.Worker`,
+   :class:`~headsim.runs.ray_cluster.Cluster`) that each hold one copy of the model. A corpus of files
+   (:mod:`headsim.corpus.parts`: a file, directory, glob or list, local or at URLs) is only listed here;
+   a :class:`~headsim.corpus.Corpus` object (or ``default``) is held here.
+2. The workers count every text's tokens: each reads the parts it is given and returns their documents'
+   token counts and digests (a :class:`~headsim.corpus.parts.CountedCorpus` here, no text), or counts
+   blocks of the texts held here. From the counts the driver
    plans the run with the single process's own step (:func:`headsim.runs.plan.plan`): the packed
    windows numbered once, as the single process cuts them, and ``[0, windows)`` split into shares:
    ranges of whole batches (:func:`headsim.runs.shares.plan_shares`).
-3. A worker windows its share itself (:func:`headsim.runs.shares.share_batches`: tokenises and splits the sentences of
+3. A worker windows its share itself, from its texts or from the parts that hold them, read there
+   (:func:`headsim.runs.shares.share_batches`: tokenises and splits the sentences of
    only the texts the share touches, packing from the share's first token), feeds the same batches
    as the single process through :class:`headsim.runs.engine.Engine` into a zeroed
    :class:`~headsim.stats.CorpusStats` and returns its state and the share's ``windows.parquet`` rows.
@@ -24,357 +29,56 @@ The workers asked for are checked against the cluster's resources before any act
 (:meth:`headsim.runs.options.RayOptions.count`: refused in one line when the cluster cannot hold them), and every wait on
 the actors has a deadline (:func:`timeout`): the start-up, the token count, and any stretch of the
 run in which no worker reports progress. An actor that dies is restarted by Ray and its share runs
-again (``max_restarts`` and ``max_task_retries``: :data:`RESTARTS`); an exception inside a worker, or
+again (``max_restarts`` and ``max_task_retries``: :data:`RESTARTS`); a worker Ray gives up on (its node
+lost) hands its share to another (:class:`_Pool`); an exception inside a worker, or
 the deadline, stops the run with one line after checkpointing the finished shares (resumable).
 ``--shard I/N`` (:func:`headsim.runs.plan.shard_range`) cuts shares from the part's first window.
 """
 
 from __future__ import annotations
 
-import logging
-import os
 import time
-import uuid
 from collections.abc import Callable, Iterator
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
-import psutil
 import torch
 
 from ..corpus import Corpus, load_corpus
+from ..corpus.parts import CountedCorpus, Fields, Slice, list_files, spec_name
 from ..errors import HeadsimError, require
-from ..interrupts import Deferred, StopRequests
+from ..interrupts import StopRequests
 from ..memory import peak_memory
 from ..stats import CorpusStats
-from ..model.load import as_loaded
-from ..stats.backends import choose_backend
-from ..windows import check_seq_len, token_counts, windows_table
-from .engine import Engine, default_batch_size, prefetch
+from ..windows import check_seq_len
 from .lifecycle import CHECKPOINT_SECONDS, finish_run, start_run, stopped
 from .run import Run
-from .options import RayOptions, RunOptions
-from .plan import ModelFacts, StatsRecipe, plan
-from .progress import ProgressBar, ShareProgress
+from .options import RunOptions
+from .plan import ModelFacts, plan
+from .progress import ProgressBar
+from .ray_cluster import (INSTALL, POLL_SECONDS, RESTARTS, TIMEOUT_ENV, Cluster, _check_reachable, _worker_error,  # noqa: F401
+                          import_ray, timeout)
+from .ray_worker import ShareSettings, Worker  # noqa: F401
 from .rundir import RunDir
-from .shares import Share, plan_shares, share_batches
+from .shares import Share, plan_shares
 
-INSTALL = 'pip install "headsim[ray]"'
-RESTARTS = 3  # restarts of a dead actor (and retries of its share) before the run stops
-COUNT_CHARS = 1 << 20  # characters of text per token-counting call
 MAX_SHARE_BATCHES = 64  # a share's state and windows travel to the driver once per share
-POLL_SECONDS = 0.5
-TIMEOUT_ENV = "HEADSIM_RAY_TIMEOUT"
-TIMEOUT_SECONDS = 600.0  # start-up, the token count, and any stretch of a run in which no worker reports progress
-
-
-def timeout() -> float:
-    """Seconds the driver waits on the workers without any progress before it stops the run:
-    ``$HEADSIM_RAY_TIMEOUT``, else :data:`TIMEOUT_SECONDS`."""
-    value = os.environ.get(TIMEOUT_ENV, "").strip()
-    if not value:
-        return TIMEOUT_SECONDS
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    require(seconds > 0, f"{TIMEOUT_ENV}={value!r} is not a positive number of seconds",
-            f"set {TIMEOUT_ENV} to the seconds to wait, e.g. 600, or unset it")
-    return seconds
-
-
-def import_ray():
-    """The ``ray`` module, or a one-line error naming the install command."""
-    try:
-        import ray
-    except ImportError:
-        raise HeadsimError("the Ray engine needs Ray, which is not installed", f"install it: {INSTALL}") from None
-    return ray
-
-
-# ------------------------------------------------------------------ the actors
-
-
-@dataclass(frozen=True)
-class ShareSettings:
-    """What a worker needs to accumulate a share (all of it decides the numbers): the run's statistics
-    (:class:`~headsim.runs.plan.StatsRecipe`) and how its windows are cut."""
-
-    stats: StatsRecipe
-    batch_size: int
-    sentence_splitter: str
-    first_window: int = 0  # the run's first window of the corpus (a --shard): its windows.parquet counts from there
-
-
-class Worker:
-    """One model copy on the cluster (a Ray actor): counts tokens, accumulates shares.
-
-    Args:
-        model: a model name or path for :func:`~headsim.load_model` (must resolve on the worker's
-            node), or a :class:`~headsim.model.load.LoadedModel` shipped by value.
-        progress: the name of the run's :class:`~headsim.runs.progress.ShareProgress` actor; every batch reports the windows done
-            in its share there.
-    """
-
-    def __init__(self, model, device: str | None, dtype: str | None, threads: int, progress: str) -> None:
-        torch.set_num_threads(max(1, threads))
-        self.progress = progress
-        self.engine = None
-        self.settings: ShareSettings | None = None
-        try:  # a failure here would kill the actor with its traceback as the message: keep it for describe()
-            self.loaded = as_loaded(model, device=device, dtype=dtype)
-        except Exception as exc:
-            self.failure: Exception | None = exc
-        else:
-            self.failure = None
-
-    def describe(self, seq_len: int, backend: str = "auto") -> dict:
-        """The model as the run records it, the statistics ``backend`` chosen for its device and the
-        batch size it would pick at ``seq_len``; raises what loading the model raised, or the refusal
-        of a named backend that cannot run here."""
-        if self.failure is not None:
-            raise self.failure
-        m = self.loaded
-        choice = choose_backend(backend, m.device)
-        return {"backend": choice.record(), "model": m.describe(), "name": m.name, "source": m.source, "max_seq_len": m.max_seq_len,
-                "extrapolates": m.extrapolates, "dtype": str(m.dtype).replace("torch.", ""), "device": str(m.device), "specials": m.framing.specials,
-                "commit": m.commit, "batch_size": default_batch_size(m, min(seq_len, m.max_seq_len), choice.chosen)}
-
-    def count(self, texts: list[str]) -> np.ndarray:
-        """Tokens of each text, without special tokens."""
-        return np.asarray(token_counts(self.loaded.tokenizer, texts), dtype=np.int64)
-
-    def _engine(self, s: ShareSettings) -> Engine:
-        if self.engine is None or self.settings != s:
-            def fresh() -> CorpusStats:
-                return s.stats.build(self.loaded.device)
-
-            self.engine, self.settings = Engine(self.loaded, fresh(), fresh), s
-        self.engine.stats.reset()
-        return self.engine
-
-    def run(self, share: Share, texts: list[str], settings: ShareSettings) -> dict:
-        """Accumulate ``share`` from zero; returns its ``index``, the ``state`` (state_dict), its
-        ``windows`` table and the engine's ``attention`` and ``backend`` records (as run.json has them)."""
-        import pyarrow as pa
-        import ray
-
-        engine = self._engine(settings)
-        tracker = ray.get_actor(self.progress)
-        attempt, done, tables = uuid.uuid4().hex, 0, []
-        # the attempt is registered before any work (and waited for): an actor killed mid-share may drop
-        # its later, unawaited reports, but its attempt is already counted (run.json: shares_redone)
-        ray.get(tracker.report.remote(share.index, attempt, 0))
-        source = share_batches(texts, share, self.loaded.tokenizer, settings.stats.seq_len, settings.batch_size,
-                               settings.sentence_splitter, self.loaded.framing)
-        with closing(prefetch(source)) as batches:
-            for w in batches:
-                engine.process_safely(w)
-                tables.append(windows_table(share.start - settings.first_window + done, w.input_ids, w.attention_mask,
-                                            w.sentence_ids))
-                done += len(w)
-                tracker.report.remote(share.index, attempt, done)
-        return {"index": share.index, "state": engine.stats.state_dict(), "windows": pa.concat_tables(tables),
-                "attention": engine.attention_source(), "backend": engine.backend_record()}
-
-
-# ------------------------------------------------------------------ the driver
-
-
-def _worker_error(exc: BaseException) -> HeadsimError:
-    """One line from a failed worker: its own HeadsimError, or the exception's type and first line."""
-    cause = getattr(exc, "cause", None) or exc
-    if isinstance(cause, HeadsimError):
-        return HeadsimError(f"a Ray worker stopped: {cause.problem}", cause.fix)
-    line = (str(cause).strip().splitlines() or [""])[0]
-    return HeadsimError(f"a Ray worker stopped: {type(cause).__name__}: {line}",
-                        "fix the cause and run again; with --resume a run directory keeps its finished shares")
-
-
-class Cluster:
-    """The run's workers and progress actor on a Ray cluster (joined, or started for the run), all
-    ended on exit; :attr:`startup_seconds`: joining, spawning the workers and loading the model."""
-
-    def __init__(self, address: str | None, model, device: str | None, dtype: str | None, resources: RayOptions,
-                 seq_len: int, backend: str = "auto") -> None:
-        self.ray = import_ray()
-        self.address, self.model, self.device, self.dtype = address, model, device, dtype
-        self.resources, self.seq_len, self.backend = resources, seq_len, backend
-        self.actors: list = []
-        self.tracker = None
-        self.started_here = False
-        self.earlier: set[int] = set()
-
-    def __enter__(self) -> "Cluster":
-        try:
-            return self._start()
-        except BaseException:
-            self.__exit__(None, None, None)
-            raise
-
-    def _start(self) -> "Cluster":
-        ray, r = self.ray, self.resources
-        t0 = time.perf_counter()
-        self.started_here = not ray.is_initialized()  # set first: a failed ray.init is shut down too
-        self.earlier = {p.pid for p in _descendants()}
-        _connect(ray, self.address)
-        run_id = uuid.uuid4().hex[:8]
-        progress = f"headsim-progress-{run_id}"
-        self.tracker = ray.remote(num_cpus=0)(ShareProgress).options(name=progress).remote()
-        # an object is put once and referenced here for the whole run: a restarted actor reads it again
-        self.model_ref = self.model if self.model is None or isinstance(self.model, str) else ray.put(self.model)
-        count = r.count(ray.cluster_resources())  # refused here, before any actor, if the cluster cannot hold them
-        worker = ray.remote(Worker)
-        self.actors = [worker.options(num_cpus=r.cpus_per_actor, num_gpus=r.gpus_per_actor, max_restarts=RESTARTS, max_task_retries=RESTARTS,
-                                      name=f"headsim-worker-{i}-{run_id}")
-                       .remote(self.model_ref, self.device, self.dtype, max(1, int(r.cpus_per_actor)), progress)
-                       for i in range(count)]
-        refs = [a.describe.remote(self.seq_len, self.backend) for a in self.actors]
-        self.info = self.get(refs, "start", lambda ready: f"{ready} of {len(refs)} Ray workers started (each loads the model)")[0]
-        self.startup_seconds = time.perf_counter() - t0
-        return self
-
-    def get(self, refs, doing: str, progress: Callable[[int], str] | None = None, seconds: float | None = None):
-        """``ray.get`` of ``refs`` within :func:`timeout` seconds (waiting in short steps, so SIGINT and
-        SIGTERM are handled at once); a worker's failure, or the deadline, as one line naming what was
-        being done (``doing``; ``progress(ready)`` says how far it got)."""
-        ray = self.ray
-        seconds = timeout() if seconds is None else seconds
-        deadline, pending = time.monotonic() + seconds, list(refs)
-        try:
-            while pending:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    got = f" ({progress(len(refs) - len(pending))})" if progress is not None else ""
-                    raise HeadsimError(f"the Ray workers did not {doing} within {seconds:g} s{got}",
-                                       f"check the cluster (ray status: resources, pending actors, dead nodes); "
-                                       f"a slow cluster may take longer: set {TIMEOUT_ENV} to more seconds")
-                _, pending = ray.wait(pending, num_returns=len(pending), timeout=min(POLL_SECONDS, left))
-            return ray.get(list(refs))
-        except ray.exceptions.RayError as exc:
-            raise _worker_error(exc) from None
-
-    def count_tokens(self, texts: list[str]) -> np.ndarray:
-        """Tokens of every text, counted by the workers in blocks of about :data:`COUNT_CHARS` characters
-        (block ``i`` on worker ``i mod workers``; each worker's calls queue on it)."""
-        blocks = list(_blocks(texts))
-        refs = [self.actors[i % len(self.actors)].count.remote(b) for i, b in enumerate(blocks)]
-        return np.concatenate(self.get(refs, "count the corpus's tokens",
-                                       lambda ready: f"{ready} of {len(refs)} blocks counted"))
-
-    def __exit__(self, *exc) -> bool:
-        """End every actor this run started and, when this run started the connection, the connection
-        (a local cluster started here with it, and every process it started), however the run ends (an
-        interrupted start-up too); a signal meanwhile waits until this is done."""
-        ray = self.ray
-        with Deferred():
-            for a in [*self.actors, *([self.tracker] if self.tracker is not None else [])]:
-                try:
-                    ray.kill(a)
-                except Exception:  # noqa: BLE001 - an actor already gone
-                    pass
-            self.actors, self.tracker = [], None
-            if self.started_here:
-                # ray.shutdown ends the processes ray.init started, not the agents its raylet started (on their
-                # own they notice the raylet's end only after a minute)
-                started = [p for p in _descendants() if p.pid not in self.earlier and _is_ray(p)]
-                ray.shutdown()
-                _end(started)
-        return False
-
-
-def _descendants() -> list[psutil.Process]:
-    """The processes below this one."""
-    return psutil.Process().children(recursive=True)
-
-
-def _is_ray(process: psutil.Process) -> bool:
-    """Whether ``process`` is one of Ray's (its name or command line names Ray)."""
-    try:
-        return "ray" in process.name().lower() or any("ray" in part.lower() for part in process.cmdline())
-    except psutil.Error:
-        return False
-
-
-def _end(processes: list[psutil.Process], grace: float = 3.0) -> None:
-    """End ``processes``: SIGTERM, then SIGKILL for any still running after ``grace`` seconds (psutil checks
-    that a pid still names the same process before signalling it)."""
-    running = [p for p in processes if p.is_running()]
-    for p in running:
-        try:
-            p.terminate()
-        except psutil.Error:
-            pass
-    _, left = psutil.wait_procs(running, timeout=grace)
-    for p in left:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(left, timeout=grace)
-
-
-def _connect(ray, address: str | None) -> bool:
-    """Join the cluster at ``address`` (``None``: a local one started here); whether this call made
-    the connection (and so ends it)."""
-    if ray.is_initialized():
-        return False
-    _check_reachable(address)
-    try:
-        with Deferred():
-            _init(ray, address)
-    except (ImportError, ConnectionError, RuntimeError, ValueError) as exc:
-        client = isinstance(exc, ImportError) or "ray[client]" in str(exc)  # ray:// needs the client's gRPC
-        raise HeadsimError(f"cannot reach a Ray cluster at {address!r}: {str(exc).splitlines()[0]}",
-                           'install the Ray client: pip install "ray[client]"' if client else
-                           "start one (ray start --head, ray up, KubeRay) or pass --address auto / ray://HOST:10001") from None
-    return True
-
-
-def _init(ray, address: str | None) -> None:
-    """``ray.init`` quietly: a local cluster without a dashboard (``address`` ``None``) or the one at ``address``."""
-    if address is None:
-        ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
-    else:
-        ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
-
-
-def _check_reachable(address: str | None, seconds: float = 5.0) -> None:
-    """A ``HOST:PORT`` or ``ray://HOST:PORT`` address must accept a connection (Ray itself waits minutes)."""
-    import re
-    import socket
-
-    m = re.fullmatch(r"(?:ray://)?\[?([^\[\]/]+?)\]?:(\d+)", address or "")
-    if m is None:
-        return
-    try:
-        socket.create_connection((m.group(1), int(m.group(2))), timeout=seconds).close()
-    except OSError as exc:
-        raise HeadsimError(f"cannot reach a Ray cluster at {address!r}: {exc.strerror or exc}",
-                           "check the address (the head's GCS port, 6379 by default, or ray://HOST:10001) and that the cluster is up") from None
+T = TypeVar("T")
 
 
 def _share_size(requested: int | None, target: int, batch: int, workers: int) -> int:
     """Windows per share: a whole number of batches; by default about four shares per worker, at most
-    :data:`MAX_SHARE_BATCHES` batches."""
-    if requested is None:
-        batches = -(-target // batch)
-        return batch * min(MAX_SHARE_BATCHES, max(1, -(-batches // (4 * workers))))
-    return batch * max(1, -(-int(requested) // batch))
-
-
-def _blocks(texts: list[str], chars: int = COUNT_CHARS) -> Iterator[list[str]]:
-    block, size = [], 0
-    for t in texts:
-        block.append(t)
-        size += len(t)
-        if size >= chars:
-            yield block
-            block, size = [], 0
-    if block:
-        yield block
+    :data:`MAX_SHARE_BATCHES` batches, and where a size down to half that gives a number of shares
+    that is a multiple of the workers, that size (no worker idles through another's last share)."""
+    if requested is not None:
+        return batch * max(1, -(-int(requested) // batch))
+    batches = -(-target // batch)
+    size = min(MAX_SHARE_BATCHES, max(1, -(-batches // (4 * workers))))
+    even = [s for s in range(size, max(1, size // 2) - 1, -1) if -(-batches // s) % workers == 0]
+    return batch * (even[0] if even else size)
 
 
 def _finished_shares(parts: list[tuple[int, int]], shares: list[Share], out: Path, first: int = 0) -> set[int]:
@@ -407,9 +111,10 @@ def analyze_ray(model, corpus: Corpus | str, options: RunOptions) -> Run:
     import_ray()
     ray_options = options.ray
     out_path = Path(options.out) if options.out is not None else None
-    corp = corpus if isinstance(corpus, Corpus) else load_corpus(corpus, text_field=options.text_field,
-                                                                 text_column=options.text_column)
-    texts = [d.text for d in corp]
+    # a corpus of files is only listed here: the workers read its parts (each share those it touches)
+    fields = Fields(options.text_field, options.text_column)
+    files = None if isinstance(corpus, Corpus) or corpus == "default" else list_files(corpus)
+    corp = corpus if isinstance(corpus, Corpus) or files is not None else load_corpus(corpus)
     # the run directory is checked and held before the cluster starts; a signal during the start-up stops it at
     # once (the cluster's exit ends every actor); from then on a first SIGINT/SIGTERM stops the run after the
     # share in hand, with a checkpoint
@@ -422,8 +127,14 @@ def analyze_ray(model, corpus: Corpus | str, options: RunOptions) -> Run:
                            info["model"]["n_layers"], info["model"]["n_heads"], info.get("commit"))
         bs = int(options.batch_size) if options.batch_size else int(info["batch_size"])
         counting = _Timed(cluster.count_tokens)
+        if files is not None:
+            corp = counting.timed(lambda: CountedCorpus(spec_name(corpus), cluster.count_parts(files, fields), fields))
+            source: Callable[[int, int], list[str] | Slice] = corp.slice
+        else:
+            texts = [d.text for d in corp]
+            source = lambda first, last: texts[first:last]  # noqa: E731
         settled = plan(options, corp, corpus, facts, counting, seq_len=seq_len, batch_size=bs, backend=options.backend,
-                       backend_record=info["backend"], shares=True)
+                       backend_record=info["backend"], shares=True, counts=getattr(corp, "counts", None))
         first, end, target = settled.spec.first_window, settled.stop, settled.spec.windows
         share = _share_size(ray_options.share_windows, target, bs, n)
         meta = settled.meta
@@ -446,14 +157,15 @@ def analyze_ray(model, corpus: Corpus | str, options: RunOptions) -> Run:
         settings = ShareSettings(settled.stats, bs, options.sentence_splitter, first)
         resumed = sum(s.windows for s in shares if s.index in done)
         started = time.perf_counter()
-        driven = _drive(cluster, shares, texts, settings, total, done, run_dir, options.checkpoint_every, options.progress,
+        driven = _drive(cluster, shares, source, settings, total, done, run_dir, options.checkpoint_every, options.progress,
                         target, resumed, stop)
         elapsed = time.perf_counter() - started
         meta["ray"].update({"address": ray_options.address, "workers": n, "cpus_per_worker": ray_options.cpus_per_actor,
                             "gpus_per_worker": ray_options.gpus_per_actor, "ray_version": cluster.ray.__version__,
                             "shares": len(shares), "startup_seconds": round(cluster.startup_seconds, 3),
-                            "count_seconds": round(counting.seconds, 3), "shares_redone": driven.redone,
-                            "resumed_windows": resumed})
+                            "count_seconds": round(counting.seconds, 3), "shares_redone": len(driven.redone),
+                            "redone": driven.redone, "workers_lost": driven.lost, "resumed_windows": resumed,
+                            "worker_seconds": {k: round(v, 3) for k, v in sorted(driven.seconds.items())}})
         if driven.attention is not None:
             meta.setdefault("attention", driven.attention)
         meta["statistics_backend"] = driven.backend()
@@ -468,22 +180,29 @@ class _Timed:
         self.count, self.seconds = count, 0.0
 
     def __call__(self, texts: list[str]) -> np.ndarray:
+        return self.timed(lambda: self.count(texts))
+
+    def timed(self, call: Callable[[], T]) -> T:
+        """``call()``, its seconds added."""
         t = time.perf_counter()
         try:
-            return self.count(texts)
+            return call()
         finally:
             self.seconds += time.perf_counter() - t
 
 
 @dataclass
 class _Driven:
-    """What :func:`_drive` leaves: shares run more than once, window tables not yet checkpointed, and
-    the workers' attention and statistics-backend records."""
+    """What :func:`_drive` leaves: the shares run more than once (``{"share", "windows", "attempts"}``),
+    window tables not yet checkpointed, the workers' attention and statistics-backend records, and
+    their seconds per step of a share summed (:class:`headsim.runs.ray_worker.Worker.run`)."""
 
-    redone: int
+    redone: list[dict]
+    lost: int  # workers given up on (their restarts spent, e.g. their node gone): their shares ran elsewhere
     parts: list
     attention: str | None
     backends: list[dict]
+    seconds: dict[str, float]
 
     def backend(self) -> dict:
         """The workers' records as one, as :meth:`headsim.runs.engine.Engine.backend_record` has it (a key
@@ -495,20 +214,20 @@ class _Driven:
         return {**record, "fallbacks": [f for b in self.backends for f in b["fallbacks"]]}
 
 
-def _drive(cluster: Cluster, shares: list[Share], texts: list[str], settings: ShareSettings, total, done: set[int],
+def _drive(cluster: Cluster, shares: list[Share], source: Callable[[int, int], list[str] | Slice], settings: ShareSettings,
+           total, done: set[int],
            run_dir: RunDir | None, checkpoint_every: int | None, progress, target: int, resumed: int,
            stop) -> _Driven:
     """Run every share not in ``done`` on the workers, adding each state into ``total`` as it arrives
     and checkpointing into ``run_dir`` when due, or when ``stop`` (:class:`~headsim.interrupts.StopRequests`)
-    records a signal: then it raises :class:`~headsim.interrupts.Interrupted`. Shows one progress bar."""
+    records a signal: then it raises :class:`~headsim.interrupts.Interrupted`. A share goes out with
+    ``source(first_text, last_text)``: its texts, or the corpus parts holding them. Shows one progress bar."""
     ray = cluster.ray
-    pool = ray.util.ActorPool(cluster.actors)
-    for s in shares:
-        if s.index not in done:  # texts are sliced when an idle worker takes the share
-            pool.submit(lambda actor, s: actor.run.remote(s, texts[s.first_text:s.last_text], settings), s)
+    pool = _Pool(cluster.actors, [s for s in shares if s.index not in done],
+                 lambda actor, s: actor.run.remote(s, source(s.first_text, s.last_text), settings))
     finished, shown, since_save, last_save = resumed, resumed, 0, time.perf_counter()
     attempts: dict[int, int] = {}
-    driven = _Driven(0, [], None, [])
+    driven = _Driven([], 0, [], None, [], {})
     patience, seen, moved = timeout(), None, time.monotonic()
 
     def save() -> None:
@@ -532,15 +251,14 @@ def _drive(cluster: Cluster, shares: list[Share], texts: list[str], settings: Sh
 
         while pool.has_next():
             try:
-                got = pool.get_next_unordered(timeout=POLL_SECONDS)
-            except TimeoutError:
-                got = None
-                refresh()
+                got = pool.next(ray, POLL_SECONDS)
             except ray.exceptions.RayError as exc:
                 failure = _worker_error(exc)
                 if run_dir is not None and driven.parts:  # keep what finished: --resume runs only the rest
                     save()
                 raise failure from None
+            if got is None:
+                refresh()
             if got is None and time.monotonic() - moved > patience:
                 if run_dir is not None and driven.parts:
                     save()
@@ -556,6 +274,8 @@ def _drive(cluster: Cluster, shares: list[Share], texts: list[str], settings: Sh
                 since_save += shares[got["index"]].windows
                 driven.attention = driven.attention or got["attention"]
                 driven.backends.append(got["backend"])
+                for step, seconds in got["seconds"].items():
+                    driven.seconds[step] = driven.seconds.get(step, 0.0) + seconds
                 if run_dir is not None:  # in memory a run keeps no windows (as the single process)
                     driven.parts.append(got["windows"])
                 refresh()
@@ -565,5 +285,54 @@ def _drive(cluster: Cluster, shares: list[Share], texts: list[str], settings: Sh
                 save()
             if stop.signum is not None and pool.has_next():
                 raise stopped(stop.signum, finished, target, run_dir, "ray")
-    driven.redone = sum(1 for n in attempts.values() if n > 1)
+    driven.lost = pool.lost
+    driven.redone = [{"share": i, "windows": [shares[i].start, shares[i].stop], "attempts": n}
+                     for i, n in sorted(attempts.items()) if n > 1]
     return driven
+
+
+class _Pool:
+    """Shares handed to idle workers one at a time (a slow worker simply gets fewer), ``submit(actor, share)``
+    starting one. A worker that Ray gives up on (:class:`ray.exceptions.RayActorError`: its restarts spent,
+    its node gone) costs no share: the share goes to the next idle worker, and the worker gets more shares
+    only while it has failed no more than :data:`~headsim.runs.ray_cluster.RESTARTS` times (a restarted
+    actor serves again); the run stops only when no worker is left."""
+
+    def __init__(self, actors: list, shares: list[Share], submit: Callable) -> None:
+        self.idle, self.todo, self.submit = list(actors), list(shares), submit
+        self.running: dict = {}  # object ref -> (share, actor)
+        self.failures: dict[int, int] = {}
+        self.lost = 0
+
+    def has_next(self) -> bool:
+        return bool(self.running or self.todo)
+
+    def _feed(self) -> None:
+        while self.idle and self.todo:
+            actor, share = self.idle.pop(0), self.todo.pop(0)
+            self.running[self.submit(actor, share)] = (share, actor)
+
+    def next(self, ray, seconds: float) -> dict | None:
+        """The next finished share's result, or ``None`` after ``seconds`` without one; a worker's own
+        error (:class:`ray.exceptions.RayTaskError`) is raised."""
+        self._feed()
+        require(bool(self.running), "every Ray worker was lost", "check the cluster (ray status: dead nodes) and run again with --resume")
+        ready, _ = ray.wait(list(self.running), num_returns=1, timeout=seconds)
+        if not ready:
+            return None
+        share, actor = self.running.pop(ready[0])
+        try:
+            got = ray.get(ready[0])
+        except ray.exceptions.RayActorError:
+            self.todo.insert(0, share)
+            key = id(actor)
+            self.failures[key] = self.failures.get(key, 0) + 1
+            if self.failures[key] <= RESTARTS:
+                self.idle.append(actor)
+            else:
+                self.lost += 1
+            if not self.idle and not self.running:
+                raise
+            return None
+        self.idle.append(actor)
+        return got
