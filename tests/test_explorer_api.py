@@ -193,6 +193,8 @@ def test_explorer_shows_what_inspect_shows(any_model):
     assert d["tokens"] == h["tokens"] == ins.tokens and d["n_windows"] == ins.meta["windows"] and d["n_tokens"] == n
     assert d["special"] == ins.view.special.tolist() and d["special"][0] and not any(d["special"][1:-1])
     assert d["special"][-1] == (not any_model.arch.causal)  # [SEP] closes an encoder's window, nothing a decoder's
+    zero = f"({any_model.tokenizer.convert_ids_to_tokens(int(any_model.framing.open))} = 0)"  # the model's own opener, not [CLS] by rule
+    assert d["numbering"].endswith(zero) and h["numbering"].endswith(zero)
     np.testing.assert_array_equal(d["heads"]["n_high"], np.triu(ins.mask, 1).sum(axis=(-1, -2)))
     pairs = ins.pairs.groupby(["layer", "head"]).size()
     assert all(d["heads"]["n_high"][li - 1][hi - 1] == k for (li, hi), k in pairs.items())

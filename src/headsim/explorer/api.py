@@ -6,7 +6,7 @@ response contains is built here from the core: one window of a text is a
 shows: attention, normalised similarity, separator columns, blocks, and each head's attention
 focus by the corpus statistics' own function), block averages come from :mod:`headsim.views`.
 Layers and heads are 1-based in every payload (as in every figure and table); token positions are
-0-based ([CLS] = 0).
+0-based (position 0 named by the model's own opening token: :func:`numbering`).
 
 A run directory is read-only input, read through :meth:`headsim.runs.rundir.RunDir.load` (only a
 finished run): its head table once, one head's distance histogram and the first few windows (for the
@@ -29,6 +29,7 @@ from ..inspection import EXAMPLES, check_index, example_text
 from ..model.load import LoadedModel
 from ..report.html import provenance_rows
 from ..runs.rundir import RunDir
+from ..tokens import first_position_note
 from ..stats.tables import same_sentence_excess
 from ..context_similarity import check_threshold
 from ..views import TextView, cut_text, separators_from_scores, window_view
@@ -42,7 +43,13 @@ THUMB_SIZE = 32  # thumbnails are max-pooled to at most THUMB_SIZE × THUMB_SIZE
 DECIMALS = 4  # attention and similarity are rounded to this many decimals in payloads
 COUNT_STEPS = 100  # high_counts[k] = pairs above k / COUNT_STEPS
 RUN_WINDOWS = 4  # windows of a run offered as examples
-NUMBERING = "layers and heads numbered from 1; token positions from 0 ([CLS] = 0)"
+NUMBERING = "layers and heads numbered from 1; token positions from 0"
+
+
+def numbering(loaded: LoadedModel) -> str:
+    """:data:`NUMBERING` with what position 0 is for ``loaded``: its own opening token (``<s> = 0`` for a
+    decoder, ``[CLS] = 0`` for BERT), or the first text token where its windows open with none."""
+    return f"{NUMBERING} ({first_position_note(loaded.tokenizer, loaded.framing.open)})"
 
 EXAMPLE_TITLES = {
     "gerstenslager": "Gerstenslager (paper Fig 4)",
@@ -220,7 +227,7 @@ def analyze_payload(prepared: Prepared, wd: TextView, loaded: LoadedModel,
         "n_windows": prepared.n_windows,
         "n_tokens": wd.n,
         "model": model_info(loaded),
-        "numbering": NUMBERING,
+        "numbering": numbering(loaded),
         "text": text,
         "tokens": wd.tokens,
         "offsets": offsets.tolist(),
@@ -299,7 +306,7 @@ def head_payload(prepared: Prepared, wd: TextView, loaded: LoadedModel, layer: i
         "layer": l + 1,
         "head": h + 1,
         "n_tokens": wd.n,
-        "numbering": NUMBERING,
+        "numbering": numbering(loaded),
         "tokens": wd.tokens,
         "attention": rounded(wd.attention[l, h]),
         "similarity": rounded(sim),
@@ -406,7 +413,7 @@ def info_payload(loaded: LoadedModel, run: ExplorerRun | None, max_text_bytes: i
     return {
         "model": model_info(loaded),
         "run": run.describe() if run is not None else None,
-        "numbering": NUMBERING,
+        "numbering": numbering(loaded),
         "limits": {"max_text_bytes": max_text_bytes, "max_seq_len": loaded.max_seq_len},
         "defaults": {"threshold": DEFAULT_THRESHOLD, "sep_threshold": DEFAULT_SEP_THRESHOLD,
                      "seq_len": DEFAULT_SEQ_LEN, "sep_layer": loaded.n_layers},

@@ -165,7 +165,7 @@ def build_report(run_dir: str | os.PathLike | Run, out_dir: str | os.PathLike | 
                     files.append((f"{EXAMPLE_DIR}/{name}", what))
         html = render("report.html.j2", model_name=run.label, model_note=model_note(run.model), run_rows=run_rows(run),
                       claims=[c.to_dict() for c in claims], figures=figures, windows=f"{run.n_windows:,}",
-                      example=example_ctx, no_example=NO_EXAMPLE, ablation=ablation_ctx, window=window_ctx, files=files, headsim_version=__version__,
+                      example=example_ctx, no_example=NO_EXAMPLE, position_zero=run.position_zero, ablation=ablation_ctx, window=window_ctx, files=files, headsim_version=__version__,
                       generated=datetime.now(timezone.utc).isoformat(timespec="seconds"))
         (tmp / "index.html").write_text(html, encoding="utf-8")
         done(steps)

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field
 
 from ..model.load import load_tokenizer
+from ..tokens import first_position_note
 from ..runs.run import Run
 from ..runs.rundir import RunDir
 from .claims import token_shares
@@ -18,6 +19,7 @@ class ReportRun(Run):
     tokens each kind of token takes (:func:`~headsim.report.claims.token_shares`) and a display label."""
 
     shares: dict = field(default_factory=dict)
+    position_zero: str = ""  # what position 0 of a window is, in words ("" where the run does not say)
 
     @property
     def label(self) -> str:
@@ -35,5 +37,8 @@ def load_report_run(run_dir: str | os.PathLike | Run, *, tokenizer=None, use_tok
         tokenizer = load_tokenizer(model["source"], model.get("commit"))
     data = ReportRun(run.path, run.meta, run.heads, run.layers)
     data.__dict__.update({k: v for k, v in run.__dict__.items() if k in ("dataset", "windows", "_window_arrow")})
-    data.shares = token_shares(data.windows, tokenizer, data.dataset, framing=data.model.get("framing"))
+    framing = data.model.get("framing")
+    data.shares = token_shares(data.windows, tokenizer, data.dataset, framing=framing)
+    if tokenizer is not None and framing is not None:
+        data.position_zero = first_position_note(tokenizer, framing.get("open"))
     return data

@@ -30,7 +30,7 @@ async function init() {
   const provenance = (rows) => (rows || []).map(([k, v]) => `\n${k}: ${v}`).join('');
   $('model-line').title = `${m.source}` + (m.commit ? ` at commit ${m.commit}` : '') +
     ` (${m.model_type}, ${m.dtype}, max ${m.max_seq_len} tokens)` + provenance(m.provenance);
-  $('numbering').textContent = 'Layers and heads numbered from 1 · tokens from 0 ([CLS] = 0)';
+  $('numbering').textContent = info.numbering.charAt(0).toUpperCase() + info.numbering.slice(1);
   $('n-layers').textContent = m.n_layers;
   $('n-heads').textContent = m.n_heads;
   $('layer-input').max = m.n_layers;
