@@ -9,7 +9,8 @@
 
 from .documents import Corpus, Document, Section
 from .embedded import gensim_test_data
-from .readers import convert_hint, default_corpus, lee_documents, load_corpus, load_url, not_utf8, read_text_file
+from .formats import convert_hint, not_utf8, read_text_file
+from .readers import default_corpus, lee_documents, load_corpus, load_url
 from .wikipedia import WIKI_FORMAT_VERSION, wikipedia_documents
 
 __all__ = [

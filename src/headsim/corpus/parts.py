@@ -145,17 +145,17 @@ def units_of(file: str, fields: Fields = Fields()) -> list[Unit]:
 def read_unit(unit: Unit, fields: Fields = Fields()) -> list[Document]:
     """The non-empty documents of ``unit``, as :func:`headsim.corpus.load_corpus` reads them; a URL's
     documents have the URL as their ``source``."""
-    from . import readers
+    from . import formats
 
     kind = _kind(unit.path)
     if kind == ".parquet":
         with _parquet(unit.path, fields) as parquet:
             table = (parquet.read(columns=[fields.text_column]) if unit.row_group is None
                      else parquet.read_row_group(unit.row_group, columns=[fields.text_column]))
-        docs = readers.parquet_records(table.column(0).to_pylist(), Path(unit.path), fields.text_column, unit.first_record)
+        docs = formats.parquet_records(table.column(0).to_pylist(), Path(unit.path), fields.text_column, unit.first_record)
     else:
         with _local(unit.path) as local:
-            docs = (readers.txt_documents(local) if kind == ".txt" else readers.jsonl_documents(local, fields.text_field))
+            docs = (formats.txt_documents(local) if kind == ".txt" else formats.jsonl_documents(local, fields.text_field))
     return [replace(d, source=unit.path) for d in docs] if is_url(unit.path) else docs
 
 
