@@ -311,7 +311,7 @@ def test_6_merge_refuses_duplicates_and_other_settings(env, halves, tmp_path, ca
         marker.write_text(json.dumps({**json.loads(marker.read_text()), "run_id": uuid.uuid4().hex}))
     else:  # runs without a marker are told apart by their statistics
         pytest.fail("analyze wrote no marker")
-    for other, word in ((punkt, "sentence_splitter"), (bf16, "dtype")):
+    for other, word in ((punkt, "--sentences"), (bf16, "--dtype")):  # named by the option that sets them
         code, err = cli(capsys, "merge", a, other, "--out", tmp_path / "x")
         one_line_error(code, err)
         assert word in err and not (tmp_path / "x").exists()
