@@ -25,10 +25,9 @@ import torch
 from ..corpus import Corpus, load_corpus
 from ..errors import HeadsimError
 from ..interrupts import StopRequests
-from ..memory import (accumulator_bytes, choose_resolution, default_max_memory, format_bytes, held_bytes, parse_memory,
-                      peak_memory, plan_memory)
+from ..memory import choose_resolution, default_max_memory, held_bytes, parse_memory, peak_memory, plan_memory
 from ..model.load import LoadedModel, as_loaded
-from ..stats import CorpusStats, schema
+from ..stats import CorpusStats
 from ..stats.backends import choose_backend
 from ..windows import Windows, check_seq_len, iter_windows, token_counts, windows_table
 from ..workpool import available_cpus
@@ -36,9 +35,8 @@ from .engine import Engine, default_batch_size, mask_agreement, prefetch
 from .lifecycle import finish_run, start_run, stopped, CHECKPOINT_SECONDS
 from .run import Run
 from .options import RunOptions
-from .plan import ModelFacts, Plan, plan, warn_fewer
-from .layout import estimated_bytes
-from .progress import ProgressBar, announce
+from .plan import ModelFacts, Plan, announce_size, plan, warn_fewer
+from .progress import ProgressBar
 from .rundir import RunDir
 from .shares import share_batches
 
@@ -82,26 +80,12 @@ def analyze_local(model: LoadedModel | str | None, corpus: Corpus | str, options
                    tile_bytes=memory.tile_bytes)
     settled.meta["memory"] = {**memory.record(), "resolution": options.resolution,
                               "resolution_from": "budget" if chosen else "option"}
-    settled.meta["size"] = announce_size(options, loaded, settled.spec.windows, seq_len)
+    settled.meta["size"] = announce_size(options, loaded.describe(), settled.spec.windows, seq_len)
     if options.out is None:
         return run(Job(loaded, settled, options), None)
     with RunDir(options.out).writer(resume=options.resume, overwrite=options.overwrite) as run_dir:
         meta = start_run(run_dir, settled.meta, resume=options.resume)
         return meta if isinstance(meta, Run) else run(Job(loaded, replace(settled, meta=meta), options), run_dir)
-
-
-def announce_size(options: RunOptions, loaded: LoadedModel, windows: int, seq_len: int) -> dict:
-    """run.json's ``size`` entry (the estimate before the run: the directory on disk, the statistics in
-    memory), printed as one line where progress is shown."""
-    layout = schema.Layout(loaded.n_layers, loaded.n_heads, seq_len, resolution=options.resolution)
-    disk = estimated_bytes(layout, windows, loaded.arch.causal)
-    held = accumulator_bytes(loaded.n_layers, loaded.n_heads, seq_len, options.resolution)
-    where = f"in {options.out}" if options.out is not None else "if written (no --out: kept in memory)"
-    bins = (f"on {options.resolution} position bins" if layout.binned
-            else f"per position (resolution {options.resolution})")
-    announce(options.progress, f"run size: about {format_bytes(disk)} on disk {where}; statistics "
-             f"{format_bytes(held)} in memory, {bins}")
-    return {"estimated_bytes": disk, "statistics_bytes": held}
 
 
 class Pass(NamedTuple):

@@ -21,10 +21,13 @@ from ..corpus import Corpus
 from ..corpus.parts import CountedCorpus
 from ..errors import require
 from ..io import check_writable
-from ..stats import CorpusStats
+from ..memory import accumulator_bytes, format_bytes
+from ..stats import CorpusStats, schema
 from ..stats.backends import Choice
+from .layout import estimated_bytes
 from .lifecycle import check_engine
 from .options import RunOptions
+from .progress import announce
 from .provenance import git_commit, package_versions
 from .rundir import RunDir
 from .shares import Share, plan_shares
@@ -216,3 +219,19 @@ def plan(options: RunOptions, corp: Corpus | CountedCorpus, given: object, model
     recipe = StatsRecipe(model.n_layers, model.n_heads, seq_len, options.threshold, options.top_k_columns,
                          options.resolution, backend, tile_bytes)
     return Plan(corp, spec, meta, recipe, counts, share)
+
+
+def announce_size(options: RunOptions, model: dict, windows: int, seq_len: int) -> dict:
+    """run.json's ``size`` entry (the estimate before the run: the directory on disk, the statistics in
+    memory) for the model described by ``model`` (run.json's ``model``: layers, heads, causal), printed as
+    one line where progress is shown; both engines record it."""
+    n_layers, n_heads = int(model["n_layers"]), int(model["n_heads"])
+    layout = schema.Layout(n_layers, n_heads, seq_len, resolution=options.resolution)
+    disk = estimated_bytes(layout, windows, bool(model.get("causal")))
+    held = accumulator_bytes(n_layers, n_heads, seq_len, options.resolution)
+    where = f"in {options.out}" if options.out is not None else "if written (no --out: kept in memory)"
+    bins = (f"on {options.resolution} position bins" if layout.binned
+            else f"per position (resolution {options.resolution})")
+    announce(options.progress, f"run size: about {format_bytes(disk)} on disk {where}; statistics "
+             f"{format_bytes(held)} in memory, {bins}")
+    return {"estimated_bytes": disk, "statistics_bytes": held}

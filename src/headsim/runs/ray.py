@@ -57,7 +57,7 @@ from ..windows import check_seq_len
 from .lifecycle import CHECKPOINT_SECONDS, finish_run, start_run, stopped
 from .run import Run
 from .options import RunOptions
-from .plan import ModelFacts, plan
+from .plan import ModelFacts, announce_size, plan
 from .progress import ProgressBar
 from .ray_cluster import (INSTALL, POLL_SECONDS, RESTARTS, TIMEOUT_ENV, Cluster, _check_reachable, _worker_error,  # noqa: F401
                           import_ray, timeout)
@@ -138,6 +138,7 @@ def analyze_ray(model, corpus: Corpus | str, options: RunOptions) -> Run:
         first, end, target = settled.spec.first_window, settled.stop, settled.spec.windows
         share = _share_size(ray_options.share_windows, target, bs, n)
         meta = settled.meta
+        meta["size"] = announce_size(options, info["model"], target, seq_len)
         meta["ray"] = {"share_windows": share}
         total = settled.stats.build("cpu", backend="auto")
         done: set[int] = set()
