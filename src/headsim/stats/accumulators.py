@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -300,14 +301,7 @@ class CorpusStats:
             tiles = self._tiles.get(layer)
             if tiles is None:
                 tiles = self._tiles[layer] = self._attention_tiles(chunks[0][1])
-            try:
-                tiles.add(rows, probs, keys)
-            except Exception as exc:  # noqa: BLE001 (a kernel's failure: an error or a recorded fallback)
-                if not tiles.kernel:
-                    raise
-                self._fall_back(self.impl.failure(exc))  # a failed launch wrote nothing: torch redoes the block
-                tiles.kernel = False
-                tiles.add(rows, probs, keys)
+            self._reduced(tiles, lambda: tiles.add(rows, probs, keys))
             return
         whole = self._tiles.get(layer)
         if whole is None:
@@ -330,17 +324,21 @@ class CorpusStats:
                 "hand blocks of probabilities (add_attention_block)")
         dev = self.device
         if scores.query.device != dev:  # a model spread over devices hands each layer over from its own
-            scores = type(scores)(scores.query.to(dev), scores.key.to(dev), scores.scale, scores.causal, scores.window,
-                                  scores.valid.to(dev))
+            scores = replace(scores, query=scores.query.to(dev), key=scores.key.to(dev), valid=scores.valid.to(dev))
         tiles = self._tiles[layer] = self._attention_tiles(chunks[0][1])
+        self._reduced(tiles, lambda: tiles.add_scores(scores, self.rows_per_block(info.n_windows)))
+
+    def _reduced(self, tiles: tiled.AttentionTiles, add) -> None:
+        """``add()`` into ``tiles``; where their GPU kernel fails (a failed launch wrote nothing), the failure
+        is the backend's (an error, or a recorded fallback) and torch does the same again."""
         try:
-            tiles.add_scores(scores, self.rows_per_block(info.n_windows))
+            add()
         except Exception as exc:  # noqa: BLE001 (a kernel's failure: an error or a recorded fallback)
             if not tiles.kernel:
                 raise
-            self._fall_back(self.impl.failure(exc))  # a failed launch wrote nothing: torch redoes the layer
-            tiles = self._tiles[layer] = self._attention_tiles(chunks[0][1])
-            tiles.add_scores(scores, self.rows_per_block(info.n_windows))
+            self._fall_back(self.impl.failure(exc))
+            tiles.kernel = False
+            add()
 
     def _attention_tiles(self, bt: BatchTensors) -> tiled.AttentionTiles:
         """A binned layer's attention, reduced block by block as the backend says."""
