@@ -25,6 +25,7 @@ shared machine; ``--threads`` sets torch's threads in each process.
     python benchmarks/long_windows.py --one decoder 8192 > d8192.json   # one size, printed as JSON
     python benchmarks/long_windows.py --one decoder 8192 --device cuda   # on a GPU, its peak allocations too
     python benchmarks/long_windows.py --rows d*.json e*.json --json ... --plot ...   # table and plot of such rows
+    python benchmarks/long_windows.py --one mistral 8192 --analyze --windows 2   # headsim analyze of the default corpus
 """
 
 from __future__ import annotations
@@ -226,6 +227,58 @@ def one(kind: str, t: int, n: int, repeats: int, resolution: int, max_memory: st
             "load_average": os.getloadavg(), "device": torch.cuda.get_device_name() if cuda else "cpu", **gpu}
 
 
+def through_analyze(kind: str, t: int, n: int, repeats: int, max_memory: str | None, loaded, corpus: str = "default",
+                    workers: int | None = None) -> dict:
+    """``headsim.analyze`` of the first ``n`` windows of ``corpus`` at ``t`` tokens (the whole run: windowing,
+    statistics, the run directory written), beside the bare forward of the very windows it analysed
+    (read back from its ``windows.parquet``), alternating in this process after one warm-up of each."""
+    import tempfile
+
+    import headsim
+
+    stack = loaded.arch.stack_of(loaded.model)
+    times = {"bare": [], "analyze": []}
+    cpu = {"bare": [], "analyze": []}
+    ran: dict = {}
+
+    def full():
+        with tempfile.TemporaryDirectory() as d:
+            run = headsim.analyze(loaded, corpus, windows=n, seq_len=t, out=Path(d) / "run", max_memory=max_memory,
+                                  progress=False, workers=workers)
+            ran.update(meta=run.meta, windows=run.windows)
+
+    def bare():
+        w = ran["windows"]
+        with torch.inference_mode():
+            for ids, mask in zip(w["input_ids"], w["attention_mask"]):
+                stack(input_ids=torch.as_tensor(np.asarray(ids, np.int64))[None],
+                      attention_mask=torch.as_tensor(np.asarray(mask, np.int64))[None])
+
+    full()  # warm-up (and the windows for the bare forward)
+    bare()
+    reset_peak()
+    peak = None
+    for _ in range(repeats):
+        for name, fn in (("analyze", full), ("bare", bare)):
+            start, start_cpu = time.perf_counter(), time.process_time()
+            fn()
+            times[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - start_cpu)
+            peak = rss() if peak is None else peak  # the analyze pass's peak (the warm-up's when it cannot be reset)
+    best = {k: min(v) for k, v in times.items()}
+    best_cpu = {k: min(v) for k, v in cpu.items()}
+    meta = ran["meta"]
+    return {"model": kind, "model_name": loaded.name, "seq_len": t, "windows": len(ran["windows"]), "repeats": repeats,
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "dtype": str(loaded.model.dtype),
+            "through": "headsim.analyze", "corpus": corpus, "corpus_bytes": meta.get("corpus", {}).get("bytes"),
+            "backend": meta.get("statistics_backend"), "resolution": meta.get("resolution"),
+            "batch_size": meta.get("batch_size"), "peak_rss": peak, "peak_rss_run": meta.get("peak_memory"),
+            "bare_windows_per_s": n / best["bare"], "stats_windows_per_s": n / best["analyze"],
+            "ratio": best["bare"] / best["analyze"], "seconds": times, "cpu_seconds": cpu,
+            "cpu_ratio": best_cpu["bare"] / best_cpu["analyze"], "threads": torch.get_num_threads(),
+            "load_average": os.getloadavg(), "device": "cpu"}
+
+
 def _pairs_launch() -> str | None:
     """The long windows' GPU pairs kernel's launch (tile side, warps), where Triton is there."""
     try:
@@ -289,6 +342,10 @@ def main() -> int:
     p.add_argument("--device", default="cpu", help="cpu or cuda (the GPU's peak allocations are reported too)")
     p.add_argument("--launch", type=Path, help="a long_kernel_sweep.py JSON: the long windows' pairs kernel takes its fastest launch")
     p.add_argument("--threads", type=int, default=0, help="torch threads in each size's process (default: torch's own)")
+    p.add_argument("--analyze", nargs="?", const="default", metavar="CORPUS",
+                   help="with --one: time headsim.analyze of the corpus's first windows (default corpus: several MB) "
+                        "beside the bare forward of the same windows, instead of the statistics alone")
+    p.add_argument("--workers", type=int, default=None, help="with --analyze: windowing processes (default: analyze's own)")
     p.add_argument("--rows", nargs="+", type=Path, help="rows printed by --one (one file each): tabulate and plot them")
     p.add_argument("--json", type=Path)
     p.add_argument("--plot", type=Path)
@@ -305,8 +362,12 @@ def main() -> int:
         kind = a.one[0]
         loaded = build(kind, a.device)  # once for every size and backend of this process
         for t in (int(x) for x in a.one[1].split(",")):
+            n = a.windows or (8 if t <= 512 else 2 if t <= 8192 else 1)
+            if a.analyze:
+                print(json.dumps(through_analyze(kind, t, n, a.repeats, a.max_memory, loaded, a.analyze, a.workers)),
+                      flush=True)
+                continue
             for backend in a.backend.split(","):
-                n = a.windows or (8 if t <= 512 else 2 if t <= 8192 else 1)
                 print(json.dumps(one(kind, t, n, a.repeats, a.resolution, a.max_memory, a.device, backend, loaded)),
                       flush=True)
                 if loaded.device.type == "cuda":

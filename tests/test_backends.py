@@ -89,6 +89,50 @@ def check(stats: CorpusStats, log: list, windows) -> None:
         assert_matches_reference(ds, ref)
 
 
+def test_numba_float32_sums_moved_to_float64_mid_batch_match_the_reference(windows, monkeypatch):
+    """The Numba backend's per-position sums (similarity, attention) held in float32 for a few windows
+    and moved to float64 in the middle of a batch (a step of 4 windows, then one of 2) agree with the
+    reference as the unmoved ones do."""
+    from headsim.stats import sums
+
+    _available("numba")
+    moved = []
+    spill = sums.WindowSum.adding
+
+    def adding(self, n):
+        wide = self._wide is not None
+        out = spill(self, n)
+        moved.append(not wide and self._wide is not None)
+        return out
+
+    monkeypatch.setattr(sums, "SPILL_WINDOWS", 3)
+    monkeypatch.setattr(sums.WindowSum, "adding", adding)
+    log: list = []
+    stats = run(windows[0], "numba", log)
+    assert any(moved)
+    check(stats, log, windows)
+
+
+def test_window_sum_moves_to_float64_before_it_holds_too_many_windows(monkeypatch):
+    """A WindowSum is float32 for at most SPILL_WINDOWS windows at a time (one larger step alone), its
+    total the float64 sum of what was added."""
+    from headsim.stats import sums
+
+    monkeypatch.setattr(sums, "SPILL_WINDOWS", 4)
+    total, want = sums.WindowSum((3,)), np.zeros(3)
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 1, 5, 1, 3):
+        x = rng.random((n, 3)).astype(np.float32)
+        total.adding(n)
+        assert total._held <= max(4, n)
+        total.narrow += x.sum(axis=0)
+        want += x.astype(np.float64).sum(axis=0)
+    assert total.total().dtype == torch.float64
+    np.testing.assert_allclose(total.total().numpy(), want, rtol=1e-6)
+    assert sums.WindowSum((3,)).total().dtype == torch.float32
+    assert sums.WindowSum((3,), wide=True).adding(100).dtype == np.float64
+
+
 @pytest.mark.parametrize("name", list(BACKENDS))
 def test_backend_matches_the_reference(windows, name):
     _available(name)
@@ -222,9 +266,10 @@ def test_resume_keeps_the_backend_the_run_asked_for(tiny_bert, tmp_path):
 @pytest.mark.parametrize("parallel", [False, True])
 @pytest.mark.parametrize("k", [0, 3, 9])
 def test_the_numba_attention_pass_equals_torchs(k, parallel, monkeypatch):
-    """The Numba backend's pass over a step's attention once its top columns are chosen gives what the
-    torch steps give: the same top-column attention, diagonal sums and (to float32 rounding of a
-    different addition order) zeroed sum; exact zeros where every window's column was zeroed."""
+    """The Numba backend's pass over a step's attention once its top columns are chosen adds what the
+    torch steps give: the zeroed sum (to float32 rounding of a different addition order; exact zeros
+    where every window's column was zeroed), the top columns' attention summed at their positions, and
+    the diagonal sums; a second call adds to the first."""
     from headsim.stats import cpu_kernels
     from headsim.stats.attention import zero_top_columns
 
@@ -237,10 +282,17 @@ def test_the_numba_attention_pass_equals_torchs(k, parallel, monkeypatch):
     a[1, :, :, 6:] = 0
     top = torch.stack([torch.randperm(t, generator=g)[:k] for _ in range(b * h)]).view(b, h, k)
     top[:, 0] = torch.arange(k)  # head 0: the same columns in every window
-    want, got = zero_top_columns(a.clone(), top), cpu_kernels.zero_top_columns(a.clone(), top)
-    assert torch.equal(got[0], want[0])
-    torch.testing.assert_close(got[1], want[1], rtol=1e-6, atol=1e-6)
-    assert torch.equal(got[1][0, :, :k], torch.zeros(t, k))
-    for mine, theirs in zip(got[2], want[2]):
+    columns, want_zeroed, want_diagonals = zero_top_columns(a.clone(), top)
+    want_removed = torch.zeros(h, t, t)
+    for w in range(b):
+        for head in range(h):
+            want_removed[head][:, top[w, head]] += columns[w, head]
+    zeroed, removed = np.zeros((h, t, t), np.float32), np.zeros((h, t, t), np.float32)
+    first = cpu_kernels.zero_top_columns(a[:2].clone(), top[:2], zeroed, removed)
+    rest = cpu_kernels.zero_top_columns(a[2:].clone(), top[2:], zeroed, removed)
+    torch.testing.assert_close(torch.from_numpy(zeroed), want_zeroed, rtol=1e-6, atol=1e-6)
+    assert torch.equal(torch.from_numpy(zeroed)[0, :, :k], torch.zeros(t, k))
+    torch.testing.assert_close(torch.from_numpy(removed), want_removed, rtol=1e-6, atol=1e-6)
+    for mine, other, theirs in zip(first, rest, want_diagonals):
         assert mine.dtype == torch.float64
-        torch.testing.assert_close(mine, theirs, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(mine + other, theirs, rtol=1e-12, atol=1e-12)

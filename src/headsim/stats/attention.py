@@ -151,30 +151,38 @@ class ReducedAttention:
     ``top`` ``[B, H, k]`` the columns the top-zeroed sum leaves out and ``columns`` ``[B, H, T, k]`` their
     attention; ``zeroed_sum`` ``[H, T, T]`` the masked attention with each window's top columns zeroed,
     summed over the windows (float32 for one step, float64 once joined): exact zeros where every
-    window's column was zeroed, never below 0.
+    window's column was zeroed, never below 0. A kernel that sums the windows itself leaves ``columns``
+    and ``zeroed_sum`` ``None`` per step and hands the joined sums (:meth:`join`), the removed columns'
+    attention as ``removed`` ``[H, T(query), T(key)]``.
     """
 
     column_sums: torch.Tensor
     diagonals: tuple[torch.Tensor, torch.Tensor]
     top: torch.Tensor
-    columns: torch.Tensor
-    zeroed_sum: torch.Tensor
+    columns: torch.Tensor | None
+    zeroed_sum: torch.Tensor | None
+    removed: torch.Tensor | None = None
 
     @classmethod
-    def join(cls, parts: list[ReducedAttention]) -> ReducedAttention:
-        """Consecutive steps' reductions as one (windows in order), the zeroed sum in float64."""
-        zeroed = parts[0].zeroed_sum.to(torch.float64, copy=True)
-        for p in parts[1:]:
-            zeroed += p.zeroed_sum
+    def join(cls, parts: list[ReducedAttention], zeroed: torch.Tensor | None = None,
+             removed: torch.Tensor | None = None) -> ReducedAttention:
+        """Consecutive steps' reductions as one (windows in order), the zeroed sum in float64; ``zeroed`` and
+        ``removed``: the steps' sums where a kernel summed them (the steps hold none)."""
+        if zeroed is None:
+            zeroed = parts[0].zeroed_sum.to(torch.float64, copy=True)
+            for p in parts[1:]:
+                zeroed += p.zeroed_sum
         if len(parts) == 1:
-            return cls(parts[0].column_sums, parts[0].diagonals, parts[0].top, parts[0].columns, zeroed)
+            return cls(parts[0].column_sums, parts[0].diagonals, parts[0].top, parts[0].columns, zeroed, removed)
+        columns = None if removed is not None else torch.cat([p.columns for p in parts])
         return cls(torch.cat([p.column_sums for p in parts]),
                    tuple(sum(p.diagonals[i] for p in parts) for i in (0, 1)),
-                   torch.cat([p.top for p in parts]), torch.cat([p.columns for p in parts]), zeroed)
+                   torch.cat([p.top for p in parts]), columns, zeroed, removed)
 
     def add_to(self, bt: BatchTensors, into: dict[str, torch.Tensor]) -> None:
         """Add to one layer's accumulators ``into``; ``bt`` the windows' tensors, in the same order."""
-        add_reduced_attention(self.column_sums, self.diagonals, self.top, self.columns, bt, into, zeroed=self.zeroed_sum)
+        add_reduced_attention(self.column_sums, self.diagonals, self.top, self.columns, bt, into, zeroed=self.zeroed_sum,
+                              removed=self.removed)
 
 
 def zero_top_columns(a: torch.Tensor, top: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
@@ -212,26 +220,29 @@ def add_attention(a: torch.Tensor, column_sums: torch.Tensor, bt: BatchTensors, 
 
 
 def add_reduced_attention(column_sums: torch.Tensor, diagonals: tuple[torch.Tensor, torch.Tensor], top: torch.Tensor,
-                          columns: torch.Tensor, bt: BatchTensors, into: dict[str, torch.Tensor], *,
-                          plain_sum: torch.Tensor | None = None, zeroed: torch.Tensor | None = None) -> None:
+                          columns: torch.Tensor | None, bt: BatchTensors, into: dict[str, torch.Tensor], *,
+                          plain_sum: torch.Tensor | None = None, zeroed: torch.Tensor | None = None,
+                          removed: torch.Tensor | None = None) -> None:
     """Add one step's attention, given as reductions, to ``into``.
 
     ``column_sums`` ``[B, H, T]``; ``diagonals`` the ``−1``/``+1`` diagonal mass per head; ``top``
     ``[B, H, k]`` the zeroed key columns and ``columns`` ``[B, H, T(query), k]`` their attention;
     either ``plain_sum`` (the masked attention summed over windows; the top-zeroed sum is it less the
     zeroed columns, up to float rounding, with the residues below 0 that rounding leaves set to 0) or ``zeroed`` (the same with each window's top columns zeroed:
-    exact zeros where every window's column was) ``[H, T, T]``.
+    exact zeros where every window's column was) ``[H, T, T]``. ``removed``: the zeroed columns' attention
+    summed over the windows ``[H, T(query), T(key)]``, where the caller has it (``columns`` is then unused).
     """
     b, h, t = column_sums.shape
     into["attn_focus"] += attention_focus(column_sums, diagonals, bt.key_targets)
-    # the removed columns summed at (head, key) in a [H·T(key), T(query)] view
-    back = torch.zeros(h * t, t, dtype=columns.dtype, device=columns.device)
-    slot = (torch.arange(h, device=columns.device)[None, :, None] * t + top).reshape(-1)
-    back.index_add_(0, slot, columns.permute(0, 1, 3, 2).reshape(-1, t))
-    removed = back.view(h, t, t).transpose(-1, -2)
+    if removed is None:  # the removed columns summed at (head, key) in a [H·T(key), T(query)] view
+        back = torch.zeros(h * t, t, dtype=columns.dtype, device=columns.device)
+        slot = (torch.arange(h, device=columns.device)[None, :, None] * t + top).reshape(-1)
+        back.index_add_(0, slot, columns.permute(0, 1, 3, 2).reshape(-1, t))
+        removed = back.view(h, t, t).transpose(-1, -2)
     if zeroed is not None:
         into["attn_sum_top_zeroed"] += zeroed
-        into["attn_sum"] += zeroed + removed
+        into["attn_sum"] += zeroed
+        into["attn_sum"] += removed
     else:
         into["attn_sum_top_zeroed"] += (plain_sum - removed).clamp_(min=0)  # a sum of attention: never below 0
         into["attn_sum"] += plain_sum

@@ -183,11 +183,12 @@ def _reduce_tile(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, po
         same[h] += inside
 
 
-def _zero_top(a, top, columns, zeroed, below, above):  # pragma: no cover - compiled
+def _zero_top(a, top, zeroed, removed, below, above):  # pragma: no cover - compiled
     n_windows, n_heads, t, _ = a.shape
     k = top.shape[2]
     for h in numba.prange(n_heads):
         z = zeroed[h]
+        back = removed[h]
         lo = 0.0
         hi = 0.0
         for b in range(n_windows):
@@ -199,10 +200,11 @@ def _zero_top(a, top, columns, zeroed, below, above):  # pragma: no cover - comp
                     lo += row[i - 1]
                 if i + 1 < t:
                     hi += row[i + 1]
+                taken = back[i]
                 for m in range(k):
-                    columns[b, h, i, m] = row[cols[m]]
-                for m in range(k):
-                    row[cols[m]] = 0
+                    c = cols[m]
+                    taken[c] += row[c]
+                    row[c] = 0
                 zi = z[i]
                 for j in range(t):
                     zi[j] += row[j]
@@ -266,23 +268,25 @@ def reduce_tile(s: np.ndarray, a: int, c0: int, diagonal: bool, divisor: np.ndar
             out["row_count"], out["col_count"], out["same"], bool(find_peak))
 
 
-def zero_top_columns(a, top):
-    """:func:`headsim.stats.attention.zero_top_columns` in one pass over ``a`` (CPU float32, contiguous):
-    each window's and head's block is read once, in cache, for the top columns' attention, the diagonal
-    sums (float64) and the zeroed sum (float32, windows added in order)."""
+def zero_top_columns(a: "torch.Tensor", top: "torch.Tensor", zeroed: np.ndarray,
+                     removed: np.ndarray) -> tuple["torch.Tensor", "torch.Tensor"]:
+    """The second half of :func:`headsim.stats.attention.reduce_attention` in one pass over masked float32
+    attention ``a`` ``[B, H, T, T]`` (CPU, contiguous; overwritten), each window's and head's block read
+    once, in cache: ``a`` with the ``top`` columns ``[B, H, k]`` zeroed is added to ``zeroed`` ``[H, T, T]``
+    and those columns' attention to ``removed`` ``[H, T, T]`` (float arrays, windows added in
+    order); returns the diagonal sums of ``a`` as it was (float64 ``[H]``, as
+    :func:`headsim.stats.attention.diagonal_sums`)."""
     import torch
 
     _compiled()
-    b, h, t, _ = a.shape
+    h = a.shape[1]
     a = a.contiguous()
     top = top.contiguous()
-    columns = torch.empty(b, h, t, top.shape[-1], dtype=a.dtype)
-    zeroed = torch.zeros(h, t, t, dtype=a.dtype)
     below, above = torch.zeros(h, dtype=torch.float64), torch.zeros(h, dtype=torch.float64)
     parallel, serial = _zero_top_kernels
     kernel = parallel if a.numel() >= PARALLEL_ENTRIES else serial
-    kernel(a.numpy(), top.numpy(), columns.numpy(), zeroed.numpy(), below.numpy(), above.numpy())
-    return columns, zeroed, (below, above)
+    kernel(a.numpy(), top.numpy(), zeroed, removed, below.numpy(), above.numpy())
+    return below, above
 
 
 def set_threads(n: int) -> None:

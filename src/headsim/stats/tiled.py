@@ -23,6 +23,7 @@ from ..model.plain import attention_probs, head_matmul
 from .attention import attention_focus, top_columns
 from .batch import BatchTensors, distance_bins, position_bins
 from .pairs import PairReductions, SimBins
+from .sums import WindowSum
 
 
 @dataclass
@@ -315,9 +316,14 @@ class FusedPairs:
         self.side = _tile_size(rows, t, t // bins.r if t % bins.r == 0 else None, FUSED_SIDE)
         self.tiles = _tiles(t, self.side)
         r_bins, nb, h = bins.r, sim_bins.bins, heads
-        self.out = {"hist": np.zeros((h, nb), np.int64), "upper_sum": np.zeros((h, r_bins, r_bins)),
-                    "location": np.zeros((h, r_bins, r_bins)), "distance": np.zeros((h, r_bins)),
-                    "distance_sum": np.zeros(h, np.int64), "row_count": np.zeros((windows, h, t), np.float32),
+        # a bin per position: every pair adds to its own sum, in float32 for a few windows (WindowSum);
+        # counts in float32 are exact
+        per_position = r_bins == t
+        self._upper = WindowSum((h, r_bins, r_bins), wide=not per_position)
+        self.out = {"hist": np.zeros((h, nb), np.int64), "upper_sum": None,
+                    "location": np.zeros((h, r_bins, r_bins), np.float32 if per_position else np.float64),
+                    "distance": np.zeros((h, r_bins)), "distance_sum": np.zeros(h, np.int64),
+                    "row_count": np.zeros((windows, h, t), np.float32),
                     "col_count": np.zeros((windows, h, t), np.float32), "same": np.zeros(h, np.int64)}
         self._bins = (bins.index.numpy(), bins.ends(), bins.distance.numpy())
         self._rep: list[torch.Tensor] = []
@@ -337,7 +343,8 @@ class FusedPairs:
         else:
             divisor, positive = _normaliser(_peak(zf, tiles, side))
             keep = positive.float()
-        out = dict(self.out, row_count=self.out["row_count"][start:start + b], col_count=self.out["col_count"][start:start + b])
+        out = dict(self.out, upper_sum=self._upper.adding(b), row_count=self.out["row_count"][start:start + b],
+                   col_count=self.out["col_count"][start:start + b])
         sim_bins = self.sim_bins
         constants = (divisor.numpy(), keep.numpy(), np.float32(self.threshold), np.float32(sim_bins.scale),
                      np.float32(sim_bins.offset), *self._bins, bt.valid.numpy(), bt.sentences.numpy())
@@ -367,8 +374,9 @@ class FusedPairs:
     def result(self, bt: BatchTensors) -> tuple[PairReductions, torch.Tensor, torch.Tensor]:
         """What :func:`pair_reductions_tiled` returns, for every window added (``bt``: all of them)."""
         out = self.out
-        upper = torch.from_numpy(out["upper_sum"])
-        red = (upper + upper.transpose(1, 2), torch.from_numpy(out["hist"]), torch.from_numpy(out["location"]),
+        upper = self._upper.total()
+        sim_sum = torch.add(upper, upper.transpose(1, 2), out=torch.empty(upper.shape, dtype=torch.float64))
+        red = (sim_sum, torch.from_numpy(out["hist"]), torch.from_numpy(out["location"]),
                torch.from_numpy(out["row_count"]), torch.from_numpy(out["col_count"]),
                torch.from_numpy(out["same"]).float())
         rep = self._rep[0] if len(self._rep) == 1 else torch.cat(self._rep)

@@ -11,6 +11,7 @@ import torch
 from .. import cpu_kernels
 from ..attention import ReducedAttention, reduce_attention
 from ..pairs import PairReductions, add_pairs
+from ..sums import WindowSum
 from .eager import Eager
 
 
@@ -59,19 +60,27 @@ class Numba(Eager):
     def layer_step(self, batch, steps, head_outputs, qk, attention, value, scale, pairs, attn) -> None:
         s = self.settings
         computed, reduced = [], []
+        zeroed = removed = None  # the layer's attention sums, which the kernel adds each step's windows to
         for index, bt in steps:
             probs, z = self.probabilities(index, bt, head_outputs, qk, value, scale)
             computed.append((index, bt, z))
             if probs is None and attention is not None:
                 probs = attention[index]
             if probs is not None:
+                if zeroed is None:
+                    h, t = probs.shape[1], probs.shape[-1]
+                    zeroed, removed = WindowSum((h, t, t)), WindowSum((h, t, t))
+
+                def zero_top(a, top):
+                    n = a.shape[0]
+                    return None, None, cpu_kernels.zero_top_columns(a, top, zeroed.adding(n), removed.adding(n))
+
                 try:
-                    reduced.append(reduce_attention(probs, bt, s.top_k_columns, owned=qk is not None,
-                                                    zero_top=cpu_kernels.zero_top_columns))
+                    reduced.append(reduce_attention(probs, bt, s.top_k_columns, owned=qk is not None, zero_top=zero_top))
                 except Exception as exc:  # noqa: BLE001 (nothing is added before the pair step either)
                     raise self.failure(exc) from exc
             del probs
         red = self._pair_reductions(computed, batch)  # the step that may fail: nothing is added before it
         if reduced:
-            ReducedAttention.join(reduced).add_to(batch, attn)
+            ReducedAttention.join(reduced, zeroed.total(), removed.total()).add_to(batch, attn)
         add_pairs(red, batch, pairs)
