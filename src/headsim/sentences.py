@@ -5,12 +5,14 @@ quotations); NLTK's Punkt algorithm with untrained parameters is offered as a fa
 very large corpora (about 20× faster, splits after most abbreviations). pySBD's time grows faster
 than linearly with the length of what it is given, so paragraphs longer than :data:`MAX_BLOCK`
 characters are first cut at the last sentence-final punctuation (else whitespace) before the
-limit: time stays linear in the text. This module is the one pySBD wrapper of the package.
+limit: time stays linear in the text. This module (with :mod:`headsim.pysbd_patterns`) is the one pySBD
+wrapper of the package.
 
 pySBD runs here exactly as ``Segmenter(language="en", clean=False).segment`` does, with two
 changes that leave every sentence as it was and only save time: its regular expressions are
-compiled once each (:class:`_CachedRe`), and its sentences are located in the text by search
-rather than by one freshly compiled pattern each (:func:`_segment`).
+compiled once each, two kinds in faster equivalent forms (:mod:`headsim.pysbd_patterns`), and its
+sentences are located in the text by search rather than by one freshly compiled pattern each
+(:func:`_segment`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import re
 import sys
 from collections.abc import Iterator
 from functools import lru_cache
-from types import ModuleType
 
 import numpy as np
 
@@ -30,63 +31,15 @@ MAX_BLOCK = 2000
 _PARAGRAPH = re.compile(r"\n+")
 _SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s+")
 _TRAILING_SPACE = re.compile(r"\s*")
-PATTERN_CACHE = 4096  # compiled patterns pySBD's modules keep (the embedded corpus uses about 730)
-
-
-class _CachedRe:
-    """Stands in for :mod:`re` in pySBD's modules: the same functions with the same results, each
-    compiling its pattern through one LRU cache of :data:`PATTERN_CACHE` patterns.
-
-    pySBD passes pattern strings to ``re.sub``, ``re.findall``, … and builds some per abbreviation
-    found; ``re`` keeps 512 compiled patterns (Python 3.11 drops the oldest first), fewer than pySBD
-    cycles through, so it compiled them again and again. ``re.sub(p, r, s, count, flags)`` is
-    ``re.compile(p, flags).sub(r, s, count)`` by its definition, and so for the others.
-    """
-
-    def __init__(self, size: int) -> None:
-        self._compiled = lru_cache(maxsize=size)(re.compile)
-
-    def __getattr__(self, name: str):
-        return getattr(re, name)  # escape, flags, Pattern, …: re's own
-
-    def sub(self, pattern, repl, string, count=0, flags=0):
-        return self._compiled(pattern, flags).sub(repl, string, count)
-
-    def subn(self, pattern, repl, string, count=0, flags=0):
-        return self._compiled(pattern, flags).subn(repl, string, count)
-
-    def search(self, pattern, string, flags=0):
-        return self._compiled(pattern, flags).search(string)
-
-    def match(self, pattern, string, flags=0):
-        return self._compiled(pattern, flags).match(string)
-
-    def fullmatch(self, pattern, string, flags=0):
-        return self._compiled(pattern, flags).fullmatch(string)
-
-    def findall(self, pattern, string, flags=0):
-        return self._compiled(pattern, flags).findall(string)
-
-    def finditer(self, pattern, string, flags=0):
-        return self._compiled(pattern, flags).finditer(string)
-
-    def split(self, pattern, string, maxsplit=0, flags=0):
-        return self._compiled(pattern, flags).split(string, maxsplit)
-
-
-def _cache_patterns(modules: list[ModuleType]) -> None:
-    """Give every pySBD module among ``modules`` that uses :mod:`re` one shared :class:`_CachedRe`."""
-    shim = _CachedRe(PATTERN_CACHE)
-    for module in modules:
-        if module.__name__.split(".")[0] == "pysbd" and getattr(module, "re", None) is re:
-            module.re = shim
 
 
 @lru_cache(maxsize=1)
 def _pysbd():
     import pysbd
 
-    _cache_patterns(list(sys.modules.values()))
+    from . import pysbd_patterns
+
+    pysbd_patterns.install()
     return pysbd.Segmenter(language="en", clean=False, char_span=False)
 
 
