@@ -76,7 +76,8 @@ class _AfterBraces:
 
 
 def compile_pattern(pattern, flags=0):
-    """``re.compile(pattern, flags)``, or an object whose methods give the same results faster.
+    """``re.compile(pattern, flags)``, or an object whose methods give the same results faster
+    (:class:`_Occurrences`, :class:`_AfterBraces`, or the rewritten pattern below).
 
     ``(?<=\\sATOMS)\\.REST`` (``REST`` starting with a lookahead ``(?=``) becomes
     ``\\.(?<=\\sATOMS\\.)REST``: the first matches a period at p when ``\\sATOMS`` ends at p; the second

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 
 import numpy as np
@@ -44,17 +45,20 @@ def _pysbd():
 
 
 def _segment(block: str) -> list[str]:
-    """``_pysbd().segment(block)``: the same sentences (each with its trailing whitespace).
+    """``_pysbd().segment(block)``: the same sentences (each with its trailing whitespace)."""
+    return _locate(block, _pysbd().processor(block).process()) if block else []
 
-    pySBD's ``segment`` locates each processed sentence ``s`` as the first match of
-    ``re.escape(s) + r"\s*"`` in ``block`` (matches taken left to right without overlap) that ends
-    after the previous sentence, and drops it if none does. Here the matches are found with
-    ``str.find`` in the same order, instead of a new pattern compiled for every sentence.
+
+def _locate(block: str, processed: list[str]) -> list[str]:
+    """pySBD's processed sentences as they stand in ``block`` (``Segmenter.sentences_with_char_spans``).
+
+    pySBD locates each processed sentence ``s`` as the first match of ``re.escape(s) + r"\\s*"`` in
+    ``block`` (matches taken left to right without overlap) that ends after the previous sentence,
+    and drops it if none does. Here the matches are found with ``str.find`` in the same order,
+    instead of a new pattern compiled for every sentence.
     """
-    if not block:
-        return []
     found, prior = [], 0
-    for sentence in _pysbd().processor(block).process():
+    for sentence in processed:
         if not sentence:  # the empty pattern: pySBD's own search (never seen on real text)
             match = next((m for m in _TRAILING_SPACE.finditer(block) if m.end() > prior), None)
             if match is not None:
@@ -126,6 +130,30 @@ def pieces(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
         yield start, start + cut
         start += cut
     yield start, end
+
+
+@contextmanager
+def pysbd_as_released() -> Iterator[None]:
+    """Within it, pySBD runs exactly as released (its own ``Segmenter.segment``, its modules' own
+    :mod:`re`): the reference that tests and ``benchmarks/pysbd_speed.py`` hold this module's path to.
+    Not thread-safe (it swaps module attributes)."""
+    from .pysbd_patterns import CachedRe
+
+    global _segment
+    fast_segment = _segment
+    _pysbd()
+    swapped = [m for n, m in list(sys.modules.items())
+               if n.split(".")[0] == "pysbd" and isinstance(getattr(m, "re", None), CachedRe)]
+    shims = [m.re for m in swapped]
+    try:
+        for m in swapped:
+            m.re = re
+        _segment = _pysbd().segment
+        yield
+    finally:
+        _segment = fast_segment
+        for m, shim in zip(swapped, shims):
+            m.re = shim
 
 
 def pysbd_starts(block: str) -> Iterator[int]:
