@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from conftest import lee_texts
 from headsim import sentences
-from headsim.pysbd_patterns import CachedRe
+from headsim import pysbd_patterns
+from headsim.pysbd_patterns import CachedRe, compile_pattern
 
 #: edge cases of the rewritten patterns and of locating sentences: an abbreviation first in the text
 #: and after every kind of whitespace, repeated sentences, braces, regex characters in sentences
@@ -52,7 +53,7 @@ def _comparable(result):
 
 def test_every_rewritten_pattern_call_is_res_own_on_real_text(monkeypatch):
     """Each call pySBD makes to a pattern :func:`compile_pattern` rewrote returns what ``re`` returns,
-    for each of the three kinds, on real text."""
+    for every kind, on real text."""
     seen, wrong = Counter(), []
 
     def checked(name):
@@ -67,7 +68,7 @@ def test_every_rewritten_pattern_call_is_res_own_on_real_text(monkeypatch):
                 return got
             if name == "finditer":
                 got = list(got)
-            seen[type(compiled).__name__] += 1
+            seen["list" if pattern in pysbd_patterns._EQUIVALENT else type(compiled).__name__] += 1
             if _comparable(got) != _comparable(getattr(re, name)(pattern, *args, **kwargs)):
                 wrong.append((name, pattern))
             return iter(got) if name == "finditer" else got
@@ -78,7 +79,7 @@ def test_every_rewritten_pattern_call_is_res_own_on_real_text(monkeypatch):
         monkeypatch.setattr(CachedRe, name, checked(name))
     _starts(lee_texts(40) + list(TRICKY))
     assert not wrong
-    assert min(seen["_Occurrences"], seen["_AfterBraces"], seen["Pattern"]) > 500, seen
+    assert min(seen["_Occurrences"], seen["_Gated"], seen["Pattern"]) > 500 and seen["list"] > 50, seen
 
 
 def _abbreviation():
@@ -129,3 +130,18 @@ def test_sentences_are_located_as_pysbd_locates_them(block, processed):
     with sentences.pysbd_as_released():
         expected = [span.sent for span in segmenter.sentences_with_char_spans(processed)]
     assert sentences._locate(block, processed) == expected
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(st.lists(st.sampled_from(["a", "b", "ab", "Z", "1", "12", "123", ".", ")", "(", " ", "\t", "\n", "-", "\u2043",
+                                 "s", "\u0661", "{", "}", "\u00a0", "\u212a", "i.v", "I "]), max_size=24).map("".join))
+@example("12.) x (ab) c (d)e f) g.h a. z.")  # a number list marker closed by ")", letters in parentheses
+def test_rewritten_fixed_patterns_find_what_re_finds(text):
+    """pySBD's list-item patterns and the braces pattern, as rewritten, on texts of list markers,
+    digits of other scripts, dashes, parentheses and whitespace of every kind."""
+    patterns = [pysbd_patterns._LETTER_PERIOD, pysbd_patterns._LETTERS_PAREN, pysbd_patterns._NUMBERED,
+                r"(?<={i\.v} ).{1}", r"(?<={ab} ).{1}"]
+    for pattern in patterns:
+        fast = compile_pattern(pattern)
+        assert not (isinstance(fast, re.Pattern) and fast.pattern == pattern)  # rewritten
+        assert fast.findall(text) == re.findall(pattern, text), pattern

@@ -1,4 +1,4 @@
-"""pySBD's regular expressions compiled once each, three of its kinds in faster forms that match the same.
+"""pySBD's regular expressions compiled once each, its slowest kinds in faster forms that match the same.
 
 pySBD calls ``re.sub(pattern, …)``, ``re.findall(pattern, …)``, … with pattern strings, some built per
 abbreviation it meets; Python's ``re`` keeps 512 compiled patterns (3.11 drops the oldest first), fewer
@@ -6,15 +6,17 @@ than pySBD cycles through on real text, so it compiled the same patterns again a
 :func:`install` gives pySBD's modules a stand-in for ``re`` (:class:`CachedRe`) with the same functions,
 each compiling its pattern once through one LRU cache. ``re.sub(p, r, s, count, flags)`` is
 ``re.compile(p, flags).sub(r, s, count)`` by its definition, and so for the others: every result is
-``re``'s own, except for three pattern kinds that :func:`compile_pattern` writes in an equivalent form
-(each argued there, and checked against ``re`` on real text by the tests):
+``re``'s own, except that :func:`compile_pattern` gives these kinds in an equivalent form (each argued
+where it is written, and checked against ``re`` on real and generated text by the tests), as each was
+tried at every position of the text:
 
-* an abbreviation's occurrences ``(?:^|\\s|\\r|\\n)ABBR`` (ignoring case): no literal start for the
-  regex engine to skip ahead with, so it tried every position of the text;
-* a period after an abbreviation ``(?<=\\sABBR)\\.(?=…)``: a lookbehind first, tried at every position;
-  the equivalent ``\\.(?<=\\sABBR\\.)(?=…)`` starts with the period, found by a fast scan;
+* an abbreviation's occurrences ``(?:^|\\s|\\r|\\n)ABBR`` (ignoring case): the engine scans for whitespace;
+* a period after an abbreviation ``(?<=\\sABBR)\\.(?=…)``: written ``\\.(?<=\\sABBR\\.)(?=…)``, it starts
+  with the period;
 * the character after ``{ABBR} `` (``(?<={ABBR} ).{1}``: pySBD means the abbreviation, but the braces
-  are literal), tried at every position of a text that mostly has no ``{`` at all.
+  are literal): no match in a text without ``{``;
+* three list-item patterns, their lookbehinds tried one by one: one lookbehind instead, or no match
+  in a text without a digit, a period and whitespace or ``)`` in a row.
 """
 
 from __future__ import annotations
@@ -60,24 +62,40 @@ class _Occurrences:
         return getattr(self._full, name)
 
 
-class _AfterBraces:
-    """``re.compile("(?<={ABBR} ).{1}")`` (ABBR as :data:`_AFTER_BRACES` allows) whose ``findall`` gives
-    ``[]`` at once for a string without ``{``: every match needs the lookbehind's literal ``{`` in it.
-    Every other method is the pattern's own."""
+class _Gated:
+    """``re.compile(pattern)`` whose ``findall`` gives ``[]`` at once where ``needed(string)`` is false,
+    ``needed`` being true of every string the pattern matches anywhere in. Every other method is the
+    pattern's own."""
 
-    def __init__(self, pattern: str) -> None:
+    def __init__(self, pattern: str, needed) -> None:
         self._full = re.compile(pattern)
+        self._needed = needed
 
     def findall(self, string: str) -> list[str]:
-        return self._full.findall(string) if "{" in string else []
+        return self._full.findall(string) if self._needed(string) else []
 
     def __getattr__(self, name: str):
         return getattr(self._full, name)
 
 
+# pySBD's list-item patterns (pysbd.lists_item_replacer.ListItemReplacer) as pySBD 0.3.4 writes them
+_LETTER_PERIOD = r"(?<=^)[a-z](?=\.)|(?<=\A)[a-z](?=\.)|(?<=\s)[a-z](?=\.)"
+_LETTERS_PAREN = r"(?<=\()[a-z]+(?=\))|(?<=^)[a-z]+(?=\))|(?<=\A)[a-z]+(?=\))|(?<=\s)[a-z]+(?=\))"
+_NUMBERED = (r"\s\d{1,2}(?=\.\s)|^\d{1,2}(?=\.\s)|\s\d{1,2}(?=\.\))|^\d{1,2}(?=\.\))|(?<=\s\-)\d{1,2}(?=\.\s)|"
+             r"(?<=^\-)\d{1,2}(?=\.\s)|(?<=\s\⁃)\d{1,2}(?=\.\s)|(?<=^\⁃)\d{1,2}(?=\.\s)|(?<=s\-)\d{1,2}(?=\.\))|"
+             r"(?<=^\-)\d{1,2}(?=\.\))|(?<=\s\⁃)\d{1,2}(?=\.\))|(?<=^\⁃)\d{1,2}(?=\.\))")
+#: each alternative of these matches the same span when the text before it passes its lookbehind (the
+#: one letter before a period; the whole run of letters before a ")": a shorter run is followed by a
+#: letter); the lookbehinds together say "at the start, or after whitespace" (and "or after (" for
+#: the second), which one negative lookbehind says without trying each at every position
+_EQUIVALENT = {_LETTER_PERIOD: r"(?<!\S)[a-z](?=\.)", _LETTERS_PAREN: r"(?<![^\s(])[a-z]+(?=\))"}
+#: every alternative of _NUMBERED ends with digits followed by a period and whitespace or ")"
+_DIGIT_PERIOD = re.compile(r"\d\.[\s)]")
+
+
 def compile_pattern(pattern, flags=0):
     """``re.compile(pattern, flags)``, or an object whose methods give the same results faster
-    (:class:`_Occurrences`, :class:`_AfterBraces`, or the rewritten pattern below).
+    (:class:`_Occurrences`, :class:`_Gated`, :data:`_EQUIVALENT`, or the rewritten pattern below).
 
     ``(?<=\\sATOMS)\\.REST`` (``REST`` starting with a lookahead ``(?=``) becomes
     ``\\.(?<=\\sATOMS\\.)REST``: the first matches a period at p when ``\\sATOMS`` ends at p; the second
@@ -90,8 +108,12 @@ def compile_pattern(pattern, flags=0):
             and _ATOMS.fullmatch(pattern, len(_LEAD)):
         return _Occurrences(pattern[len(_LEAD):])
     if isinstance(pattern, str) and flags == 0:
-        if _AFTER_BRACES.fullmatch(pattern):
-            return _AfterBraces(pattern)
+        if pattern in _EQUIVALENT:
+            return re.compile(_EQUIVALENT[pattern])
+        if pattern == _NUMBERED:
+            return _Gated(pattern, lambda string: _DIGIT_PERIOD.search(string) is not None)
+        if _AFTER_BRACES.fullmatch(pattern):  # every match needs the lookbehind's literal "{"
+            return _Gated(pattern, lambda string: "{" in string)
         period = _PERIOD_AFTER.fullmatch(pattern)
         if period is not None:
             return re.compile("\\.(?<=\\s" + period.group(1) + "\\.)" + period.group(2))
