@@ -10,7 +10,7 @@ wrapper of the package.
 
 pySBD runs here exactly as ``Segmenter(language="en", clean=False).segment`` does, with two
 changes that leave every sentence as it was and only save time: its regular expressions are
-compiled once each, two kinds in faster equivalent forms (:mod:`headsim.pysbd_patterns`), and its
+compiled once each, its slowest kinds in faster equivalent forms (:mod:`headsim.pysbd_patterns`), and its
 sentences are located in the text by search rather than by one freshly compiled pattern each
 (:func:`_segment`).
 """
