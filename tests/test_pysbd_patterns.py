@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import inspect
 import re
+import sys
 from collections import Counter
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import lee_texts
-from headsim import sentences
-from headsim import pysbd_patterns
+from headsim import pysbd_patterns, sentences
 from headsim.pysbd_patterns import CachedRe, compile_pattern
 
 #: edge cases of the rewritten patterns and of locating sentences: an abbreviation first in the text
@@ -36,11 +36,14 @@ def test_sentence_starts_are_those_of_pysbd_as_released_on_real_text():
     """Lee news stories: every start the same as with pySBD's own segment and its own ``re``."""
     texts = lee_texts(80) + list(TRICKY)
     fast = _starts(texts)
+    processor = sys.modules["pysbd.processor"]
+    assert isinstance(processor.re, CachedRe)
     with sentences.pysbd_as_released():
+        assert processor.re is re  # pySBD's own
         released = _starts(texts)
     assert fast == released
     assert sum(map(len, fast)) > 500  # many boundaries compared, not a few
-    assert _starts(texts) == fast  # and the fast path is back after the context
+    assert isinstance(processor.re, CachedRe) and _starts(texts) == fast  # the fast path is back
 
 
 def _comparable(result):
