@@ -5,7 +5,14 @@ quotations); NLTK's Punkt algorithm with untrained parameters is offered as a fa
 very large corpora (about 20× faster, splits after most abbreviations). pySBD's time grows faster
 than linearly with the length of what it is given, so paragraphs longer than :data:`MAX_BLOCK`
 characters are first cut at the last sentence-final punctuation (else whitespace) before the
-limit: time stays linear in the text. This module is the one pySBD wrapper of the package.
+limit: time stays linear in the text. This module (with :mod:`headsim.pysbd_patterns`) is the one pySBD
+wrapper of the package.
+
+pySBD runs here exactly as ``Segmenter(language="en", clean=False).segment`` does, with two
+changes that leave every sentence as it was and only save time: its regular expressions are
+compiled once each, its slowest kinds in faster equivalent forms (:mod:`headsim.pysbd_patterns`), and its
+sentences are located in the text by search rather than by one freshly compiled pattern each
+(:func:`_segment`).
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 
 import numpy as np
@@ -23,13 +31,49 @@ SPLITTERS = ("pysbd", "punkt", "newline")
 MAX_BLOCK = 2000
 _PARAGRAPH = re.compile(r"\n+")
 _SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s+")
+_TRAILING_SPACE = re.compile(r"\s*")
 
 
 @lru_cache(maxsize=1)
 def _pysbd():
     import pysbd
 
+    from . import pysbd_patterns
+
+    pysbd_patterns.install()
     return pysbd.Segmenter(language="en", clean=False, char_span=False)
+
+
+def _segment(block: str) -> list[str]:
+    """``_pysbd().segment(block)``: the same sentences (each with its trailing whitespace)."""
+    return _locate(block, _pysbd().processor(block).process()) if block else []
+
+
+def _locate(block: str, processed: list[str]) -> list[str]:
+    """pySBD's processed sentences as they stand in ``block`` (``Segmenter.sentences_with_char_spans``).
+
+    pySBD locates each processed sentence ``s`` as the first match of ``re.escape(s) + r"\\s*"`` in
+    ``block`` (matches taken left to right without overlap) that ends after the previous sentence,
+    and drops it if none does. Here the matches are found with ``str.find`` in the same order,
+    instead of a new pattern compiled for every sentence.
+    """
+    found, prior = [], 0
+    for sentence in processed:
+        if not sentence:  # the empty pattern: pySBD's own search (never seen on real text)
+            match = next((m for m in _TRAILING_SPACE.finditer(block) if m.end() > prior), None)
+            if match is not None:
+                found.append(match.group())
+                prior = match.end()
+            continue
+        at = block.find(sentence)
+        while at >= 0:
+            end = _TRAILING_SPACE.match(block, at + len(sentence)).end()
+            if end > prior:
+                found.append(block[at:end])
+                prior = end
+                break
+            at = block.find(sentence, end)
+    return found
 
 
 @lru_cache(maxsize=1)
@@ -88,6 +132,30 @@ def pieces(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
     yield start, end
 
 
+@contextmanager
+def pysbd_as_released() -> Iterator[None]:
+    """Within it, pySBD runs exactly as released (its own ``Segmenter.segment``, its modules' own
+    :mod:`re`): the reference that tests and ``benchmarks/pysbd_speed.py`` hold this module's path to.
+    Not thread-safe (it swaps module attributes)."""
+    from .pysbd_patterns import CachedRe
+
+    global _segment
+    fast_segment = _segment
+    _pysbd()
+    swapped = [m for n, m in list(sys.modules.items())
+               if n.split(".")[0] == "pysbd" and isinstance(getattr(m, "re", None), CachedRe)]
+    shims = [m.re for m in swapped]
+    try:
+        for m in swapped:
+            m.re = re
+        _segment = _pysbd().segment
+        yield
+    finally:
+        _segment = fast_segment
+        for m, shim in zip(swapped, shims):
+            m.re = shim
+
+
 def pysbd_starts(block: str) -> Iterator[int]:
     """Start offsets of pySBD's sentences in ``block``, located by search so they are exact.
 
@@ -95,7 +163,7 @@ def pysbd_starts(block: str) -> Iterator[int]:
     would mean it did) is skipped and the search cursor kept.
     """
     cursor = 0
-    for sentence in _pysbd().segment(block):
+    for sentence in _segment(block):
         piece = sentence.strip()
         if not piece:
             continue
