@@ -140,6 +140,37 @@ def test_the_scores_kernels_recompute_the_softmax_of_each_mask():
                                        msg=f"{name} causal={causal} window={window}")
 
 
+def test_scores_probabilities_of_a_block_of_rows_and_its_keys_are_the_dense_softmax():
+    """:meth:`Scores.probabilities` of a block of rows, over the keys :meth:`Scores.keys` says it may attend,
+    equals a float64 softmax of the whole masked score matrix (grouped key heads, a padded window; causal,
+    sliding and full); every column outside those keys is 0 there."""
+    from headsim.model.scores import Scores
+
+    gen = torch.Generator().manual_seed(2)
+    b, h, kv, t, d = 2, 6, 2, 40, 8
+    q, k = torch.randn(b, h, t, d, generator=gen), torch.randn(b, kv, t, d, generator=gen)
+    valid = torch.ones(b, t, dtype=torch.bool)
+    valid[1, 31:] = False
+    pos = torch.arange(t)
+    for causal, window in [(True, None), (True, 9), (False, None)]:
+        scores = Scores(q, k, d ** -0.5, causal, window, valid)
+        ok = valid[:, None, None, :].expand(b, 1, t, t).clone()
+        if causal:
+            ok &= pos[None, :] <= pos[:, None]
+        if window:
+            ok &= pos[:, None] - pos[None, :] < window
+        dense = (q.double() @ k.double().repeat_interleave(h // kv, dim=1).transpose(-1, -2)) * d ** -0.5
+        dense = dense.masked_fill(~ok, float("-inf")).softmax(dim=-1).nan_to_num(0.0)
+        for rows in (slice(0, 7), slice(7, 23), slice(23, 40)):
+            keys = scores.keys(rows)
+            outside = torch.ones(t, dtype=torch.bool)
+            outside[keys] = False
+            assert not bool(dense[:, :, rows][..., outside].any()), (causal, window, rows)
+            torch.testing.assert_close(scores.probabilities(rows, keys).double(), dense[:, :, rows, keys],
+                                       rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(scores.probabilities(slice(0, t)).double(), dense, rtol=1e-5, atol=1e-6)
+
+
 def _engine_run(family: str, backend, **config):
     """Two windows (one padded) of a tiny 2-layer ``family`` model through the engine, 32 tokens on 8 bins:
     the statistics and the layers whose attention arrived as scores."""
@@ -168,7 +199,7 @@ def _engine_run(family: str, backend, **config):
                                 device=DEVICE)
     stats, layers = fresh(), []
     add = stats.add_attention_scores
-    stats.add_attention_scores = lambda layer, scores, info: (layers.append(layer), add(layer, scores, info))
+    stats.add_attention_scores = lambda layer, scores, info: (layers.append(layer), add(layer, scores, info))[1]
     Engine(loaded, stats, fresh, tile_bytes=1 << 13, backoff=False).process(w)
     return stats, layers
 
@@ -182,12 +213,18 @@ def _assert_same_statistics(got: CorpusStats, want: CorpusStats) -> None:
             assert torch.equal(got.acc[name], value), name
 
 
+@pytest.mark.parametrize("backend", ["triton", "numba"])
 @pytest.mark.parametrize("family,config", [("llama", {}), ("mistral", {"sliding_window": 12})])
-def test_a_decoders_attention_arrives_as_scores_and_equals_its_eager_blocks(family, config):
+def test_a_decoders_attention_arrives_as_scores_and_equals_its_eager_blocks(family, config, backend):
     """Through the model tap: every layer of a Llama (causal) and a Mistral (a sliding window shorter than
     the window) hands its queries and keys, the model goes on with its own sdpa attention, and every
-    statistic equals the eager probabilities' taken block by block."""
-    stats, layers = _engine_run(family, Choice("auto", "triton"), **config)
+    statistic equals the eager probabilities' taken block by block (GPU kernels; on the CPU, torch's
+    probabilities of each block's attended keys)."""
+    if backend == "numba":
+        pytest.importorskip("numba")
+        if DEVICE != "cpu":
+            pytest.skip("the Numba backend runs on the CPU")
+    stats, layers = _engine_run(family, Choice("auto", backend), **config)
     assert layers == [0, 1] and stats.backend_record()["fallbacks"] == []
     eager, none = _engine_run(family, "eager", **config)
     assert none == []

@@ -18,6 +18,11 @@ import torch
 
 from .errors import require
 
+#: the most bytes of float32 probabilities one block of attention rows holds on a CPU whatever the budget:
+#: a block that stays in the processor's cache runs several times faster than a larger one (an accelerator
+#: takes its whole budget: fewer, larger blocks launch fewer kernels)
+BLOCK_CACHE_BYTES = 8 << 20
+
 #: the share of the free memory a run takes when no budget is named
 DEFAULT_SHARE = 0.5
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "M": 1 << 20, "MB": 1 << 20, "G": 1 << 30, "GB": 1 << 30,

@@ -60,6 +60,7 @@ import torch
 from torch import nn
 
 from ..errors import HeadsimError, require
+from ..memory import BLOCK_CACHE_BYTES
 from .arch import Arch, eager_function_of
 from .masks import RowMask, block_kwargs
 from .scores import Scores, scores_of
@@ -69,10 +70,6 @@ _PLAIN = "headsim_plain"  # attention computed by a consumer (plain families); n
 _ACTIVE = threading.local()
 #: default block budget: float32 attention probabilities of one block of query rows
 TILE_BYTES = 64 << 20
-#: the most bytes of float32 probabilities one block holds on a CPU whatever the budget: a block that
-#: stays in the processor's cache runs the eager attention several times faster than a larger one (an
-#: accelerator takes its whole budget: fewer, larger blocks launch fewer kernels)
-BLOCK_CACHE_BYTES = 8 << 20
 
 
 def tile_rows_for(budget: int, batch: int, heads: int, keys: int) -> int:
@@ -204,17 +201,18 @@ def _tap_attention(module, query, key, value, attention_mask, scaling=None, drop
     impl = run.original.get(id(module.config), "sdpa")
     scores = None
     if wanted and tap.attention and run.on_scores is not None and impl != "eager":  # the model's own attention, not eager
-        scores = scores_of(module, query, key, attention_mask, scaling, dropout, kwargs, run.valid,
+        scores = scores_of(module, query, key, value, attention_mask, scaling, dropout, kwargs, run.valid,
                            tap.rows_per_tile(query.shape[0], 1, key.shape[2]), run.checked)
-    if scores is not None or (not (wanted and tap.attention) and impl != "eager"):
+    computed = None if scores is None else run.on_scores(layer, scores)  # [B, H, T, d], where the consumer made them
+    if computed is not None:
+        out, probs = computed.to(value.device, value.dtype).transpose(1, 2).contiguous(), None  # as eager returns them
+    elif scores is not None or (not (wanted and tap.attention) and impl != "eager"):
         from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
         mask = attention_mask.for_sdpa() if isinstance(attention_mask, RowMask) else attention_mask
         fn = ALL_ATTENTION_FUNCTIONS.get_interface(impl, eager)
         out, probs = fn(module, query, key, value, mask, scaling=scaling, dropout=dropout, **kwargs)
-        if scores is not None:
-            run.on_scores(layer, scores)
-            probs = None
+        probs = None if scores is not None else probs
     else:
         t, n = query.shape[2], key.shape[2]
         step = t if run.shift is not None else tap.rows_per_tile(query.shape[0], query.shape[1], n)
@@ -369,7 +367,7 @@ class Tap:
     def run(self, input_ids, attention_mask, on_layer: Callable[[LayerCapture], None] | None = None, *,
             grad: bool = False, right_padded: bool = False,
             on_tile: Callable[[int, slice, torch.Tensor, slice], None] | None = None,
-            on_scores: Callable[[int, Scores], None] | None = None) -> TapOutput:
+            on_scores: Callable[[int, Scores], torch.Tensor | None] | None = None) -> TapOutput:
         """One forward pass; each captured layer goes to ``on_layer`` as soon as it is complete (or
         into the returned :class:`TapOutput`). ``grad=True`` keeps the autograd graph (ablation).
         ``right_padded=True`` (the caller built the rows so) skips the padding check, which would make
@@ -384,9 +382,11 @@ class Tap:
 
         ``on_scores(layer, scores)``, where given, receives instead a layer's queries, keys and mask as
         :class:`~headsim.model.scores.Scores` wherever they are its attention (``recomputable`` families,
-        right-aligned rows, the family's mask as described: :func:`~headsim.model.scores.scores_of`); the
-        model then goes on with its own attention function and no probabilities are computed for that
-        layer. Other layers come through ``on_tile``, which must be given with it."""
+        right-aligned rows, the family's mask as described: :func:`~headsim.model.scores.scores_of`). Where it
+        returns the layer's head outputs ``[B, H, T, d]`` (computed from the same probabilities,
+        :meth:`~headsim.model.scores.Scores.outputs`) the model goes on with them; where it returns ``None`` the
+        model goes on with its own attention function. No eager attention runs for that layer. Other layers
+        come through ``on_tile``, which must be given with it."""
         require(on_tile is None or self.arch.interface, f"{self.arch.family} attention is not computed through the tap",
                 "capture whole attention matrices (no on_tile)")
         require(on_scores is None or on_tile is not None, "on_scores was given without on_tile",

@@ -24,6 +24,7 @@ import torch
 import xarray as xr
 
 from ..errors import HeadsimError, require
+from ..memory import BLOCK_CACHE_BYTES
 from ..context_similarity import check_threshold
 from . import schema
 from .attention import attention_batch
@@ -311,34 +312,40 @@ class CorpusStats:
     @property
     def takes_scores(self) -> bool:
         """Whether a layer's attention may arrive as its scaled scores (:meth:`add_attention_scores`): binned
-        windows on the GPU kernels."""
-        return self.binned and self.impl.tile_kernel == "triton"
+        windows on the GPU or CPU kernels (the torch tiles take the family's own blocks)."""
+        return self.binned and self.impl.tile_kernel in ("triton", "numba")
 
-    def add_attention_scores(self, layer: int, scores, info: BatchInfo) -> None:
+    def add_attention_scores(self, layer: int, scores, info: BatchInfo) -> torch.Tensor | None:
         """Add one layer's attention given as its scaled scores (:class:`headsim.model.scores.Scores`,
         the model tap's ``on_scores``) instead of blocks of probabilities; the layer's :meth:`update_layer`
-        (with ``attention=None``) then finishes its attention statistics."""
+        (with ``attention=None``) then finishes its attention statistics. Returns the layer's head outputs
+        ``[B, H, T, d]`` where they were computed from the same probabilities (the torch tiles, given the
+        values), else ``None`` (:meth:`headsim.stats.tiled.AttentionTiles.add_scores`)."""
         layer = self._check_layer(layer)
         chunks = self._current(info)
         require(self.binned, "attention scores are reduced only for windows above the resolution",
                 "hand blocks of probabilities (add_attention_block)")
         dev = self.device
         if scores.query.device != dev:  # a model spread over devices hands each layer over from its own
-            scores = replace(scores, query=scores.query.to(dev), key=scores.key.to(dev), valid=scores.valid.to(dev))
+            scores = replace(scores, query=scores.query.to(dev), key=scores.key.to(dev), valid=scores.valid.to(dev),
+                             value=None if scores.value is None else scores.value.to(dev))
         tiles = self._tiles[layer] = self._attention_tiles(chunks[0][1])
-        self._reduced(tiles, lambda: tiles.add_scores(scores, self.rows_per_block(info.n_windows)))
+        rows = self.rows_per_block(info.n_windows)
+        if dev.type == "cpu":  # blocks that stay in cache (the tap's own, BLOCK_CACHE_BYTES)
+            rows = min(rows, tiled.block_rows(BLOCK_CACHE_BYTES, info.n_windows, self.n_heads, self.seq_len, copies=1))
+        return self._reduced(tiles, lambda: tiles.add_scores(scores, rows))
 
-    def _reduced(self, tiles: tiled.AttentionTiles, add) -> None:
-        """``add()`` into ``tiles``; where their GPU kernel fails (a failed launch wrote nothing), the failure
-        is the backend's (an error, or a recorded fallback) and torch does the same again."""
+    def _reduced(self, tiles: tiled.AttentionTiles, add):
+        """``add()`` into ``tiles`` (its result returned); where their GPU kernel fails (a failed launch wrote
+        nothing), the failure is the backend's (an error, or a recorded fallback) and torch does the same again."""
         try:
-            add()
+            return add()
         except Exception as exc:  # noqa: BLE001 (a kernel's failure: an error or a recorded fallback)
             if not tiles.kernel:
                 raise
             self._fall_back(self.impl.failure(exc))
             tiles.kernel = False
-            add()
+            return add()
 
     def _attention_tiles(self, bt: BatchTensors) -> tiled.AttentionTiles:
         """A binned layer's attention, reduced block by block as the backend says."""

@@ -113,10 +113,13 @@ class AttentionTiles:
             self.near[:, :, rows.start + first:rows.start + first + got.shape[-1], slot] = got
         self.rows_done = rows.stop
 
-    def add_scores(self, scores, rows: int) -> None:
+    def add_scores(self, scores, rows: int) -> torch.Tensor | None:
         """Add a whole layer's attention given as its scaled scores (:class:`headsim.model.scores.Scores`):
-        recomputed by the GPU kernel (:func:`headsim.stats.triton_long.attention_scores`), else a block of
-        ``rows`` query rows at a time by torch (:meth:`~headsim.model.scores.Scores.probabilities`)."""
+        recomputed by the GPU kernel (:func:`headsim.stats.triton_long.attention_scores`; returns ``None``),
+        else a block of ``rows`` query rows at a time by torch over the keys each block may attend
+        (:meth:`~headsim.model.scores.Scores.probabilities`), returning the layer's head outputs ``[B, H, T, d]``
+        from the same probabilities where ``scores`` has the values (a view of ``[B, T, H, d]`` memory, the
+        layout the model goes on with)."""
         from ..errors import require
 
         t = self.bins.t
@@ -127,10 +130,19 @@ class AttentionTiles:
             triton_long.attention_scores(scores.query, scores.key, scores.scale, scores.causal, scores.window,
                                          self.bt.valid, t // self.bins.r, self.column_sums, self.per_query_bin, self.near)
             self.rows_done = t
-            return
+            return None
+        out = None
+        if scores.value is not None:
+            b, h, _, d = scores.query.shape
+            out = torch.empty(b, t, h, scores.value.shape[-1], device=scores.value.device).transpose(1, 2)
         for start in range(0, t, rows):
             block = slice(start, min(start + rows, t))
-            self.add(block, scores.probabilities(block))
+            keys = scores.keys(block)
+            probs = scores.probabilities(block, keys)
+            if out is not None:
+                out[:, :, block] = scores.outputs(probs, keys)
+            self.add(block, probs, keys)
+        return out
 
     def finish(self, top_k: int, into: dict[str, torch.Tensor]) -> None:
         """Add the layer's attention statistics to its accumulator slices ``into`` (binned)."""
