@@ -270,9 +270,9 @@ def through_analyze(kind: str, t: int, n: int, repeats: int, max_memory: str | N
     meta = ran["meta"]
     return {"model": kind, "model_name": loaded.name, "seq_len": t, "windows": len(ran["windows"]), "repeats": repeats,
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "dtype": str(loaded.model.dtype),
-            "through": "headsim.analyze", "corpus": corpus, "corpus_bytes": meta.get("corpus", {}).get("bytes"),
-            "backend": meta.get("statistics_backend"), "resolution": meta.get("resolution"),
-            "batch_size": meta.get("batch_size"), "peak_rss": peak, "peak_rss_run": meta.get("peak_memory"),
+            "through": "headsim.analyze", "corpus": corpus, "corpus_documents": meta["corpus"].get("documents"),
+            "backend": meta.get("statistics_backend"), "resolution": meta["memory"].get("resolution"),
+            "batch_size": meta.get("batch_size"), "peak_rss": peak, "peak_rss_run": meta["memory"].get("peak_rss"),
             "bare_windows_per_s": n / best["bare"], "stats_windows_per_s": n / best["analyze"],
             "ratio": best["bare"] / best["analyze"], "seconds": times, "cpu_seconds": cpu,
             "cpu_ratio": best_cpu["bare"] / best_cpu["analyze"], "threads": torch.get_num_threads(),
