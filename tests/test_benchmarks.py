@@ -66,3 +66,21 @@ def test_sass_loop_reads_the_largest_loop_of_a_listing(monkeypatch):
     assert loop["instructions"] == 7  # 0x20 … 0x80, the outer loop
     assert loop["opcodes"] == {"LDG": 1, "VOTE": 1, "LOP3": 1, "POPC": 1, "BRA": 2, "IADD3": 1}
     assert sass_loop("\n".join(f"        /*{16 * i:04x}*/  {t} ;" for i, t in enumerate(["MOV R1, R2", "EXIT"]))) is None
+
+
+def test_layer_ab_runs_two_checkouts_in_one_process_and_compares_their_statistics(tmp_path):
+    """``benchmarks/layer_ab.py`` with this checkout as its own base: both sides run, their statistics equal
+    (the script stops on differing counts), the JSON's times per window and layer follow from its seconds."""
+    src = Path(__file__).resolve().parents[1] / "src"
+    out = tmp_path / "ab.json"
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "layer_ab.py"
+    proc = subprocess.run([sys.executable, str(script), "--base", str(src), "--seq-len", "16", "--windows", "3",
+                           "--layers", "1", "--repeats", "2", "--threads", "1", "--json", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    row = json.loads(out.read_text())
+    assert set(row["ms_per_window_layer"]) == {"headsim", "headsim_base"}
+    for name, seconds in row["seconds"].items():
+        assert len(seconds) == 2
+        assert math.isclose(row["ms_per_window_layer"][name], min(seconds) / 3 * 1e3)
+    assert row["sums_max_relative_difference"] == {}  # the same code: every statistic identical
