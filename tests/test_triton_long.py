@@ -231,6 +231,26 @@ def test_a_decoders_attention_arrives_as_scores_and_equals_its_eager_blocks(fami
     _assert_same_statistics(stats, eager)
 
 
+def test_run_json_names_the_scores_route_where_the_statistics_take_it():
+    """The engine's record of where the attention comes from (run.json's ``attention``) names the scores
+    route where the statistics take a recomputable family's scores, and the eager function where not."""
+    import copy
+
+    from headsim.model.load import from_pretrained_objects, load_model
+    from headsim.model.verify import tiny_model
+    from headsim.runs.engine import Engine
+
+    pytest.importorskip("numba")
+    tok = copy.deepcopy(load_model().tokenizer)
+    model, _ = tiny_model("llama", vocab_size=len(tok), max_position_embeddings=1024, num_hidden_layers=1)
+    loaded = from_pretrained_objects(model, tok, name="tiny llama")
+    for backend, resolution, route in [("numba", 8, "recomputed from each layer's queries and keys"),
+                                       ("eager", 8, None), ("numba", 32, None)]:
+        fresh = lambda: CorpusStats(loaded.n_layers, loaded.n_heads, 32, resolution=resolution, backend=backend)  # noqa: B023
+        source = Engine(loaded, fresh(), fresh, backoff=False).attention_source()
+        assert (route or "the model's own eager attention function") in source.split("; elsewhere")[0], (backend, resolution)
+
+
 def test_a_mask_other_than_the_described_one_sends_blocks(monkeypatch):
     """Where the family's own mask is not the one the scores would assume, the layer's probabilities come in
     blocks as before (the check is the model's mask, block by block)."""

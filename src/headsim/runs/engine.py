@@ -96,8 +96,13 @@ class Engine:
             how = ("computed once for the statistics and the model" if self.stats.impl.computes_head_outputs
                    else "queries and keys as the model passes them")
             return f"headsim: softmax(QK^T*scale) over valid keys ({how}); equal to the family's eager attention"
-        return ("the model's own eager attention function (transformers AttentionInterface)" if self.loaded.arch.interface
-                else "the model's output_attentions")
+        if not self.loaded.arch.interface:
+            return "the model's output_attentions"
+        eager = "the model's own eager attention function (transformers AttentionInterface)"
+        if self.loaded.arch.recomputable and self.stats.takes_scores:
+            return ("softmax(QK^T*scaling + mask) recomputed from each layer's queries and keys wherever the family's "
+                    f"mask is the one checked each pass (valid keys, causal, sliding window); elsewhere {eager}")
+        return eager
 
     def backend_record(self) -> dict:
         """The statistics backend requested and chosen, the one running now and every fallback it made
