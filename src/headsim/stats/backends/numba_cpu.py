@@ -60,21 +60,21 @@ class Numba(Eager):
     def layer_step(self, batch, steps, head_outputs, qk, attention, value, scale, pairs, attn) -> None:
         s = self.settings
         computed, reduced = [], []
-        zeroed = removed = None  # the layer's attention sums, which the kernel adds each step's windows to
+        sums: list[WindowSum] = []  # the layer's top-zeroed and removed attention, each step's windows added by the kernel
+
+        def zero_top(a, top):
+            n, h, t = a.shape[0], a.shape[1], a.shape[-1]
+            if not sums:
+                sums.extend(WindowSum((h, t, t)) for _ in range(2))
+            zeroed, removed = (w.adding(n) for w in sums)
+            return None, None, cpu_kernels.zero_top_columns(a, top, zeroed, removed)
+
         for index, bt in steps:
             probs, z = self.probabilities(index, bt, head_outputs, qk, value, scale)
             computed.append((index, bt, z))
             if probs is None and attention is not None:
                 probs = attention[index]
             if probs is not None:
-                if zeroed is None:
-                    h, t = probs.shape[1], probs.shape[-1]
-                    zeroed, removed = WindowSum((h, t, t)), WindowSum((h, t, t))
-
-                def zero_top(a, top):
-                    n = a.shape[0]
-                    return None, None, cpu_kernels.zero_top_columns(a, top, zeroed.adding(n), removed.adding(n))
-
                 try:
                     reduced.append(reduce_attention(probs, bt, s.top_k_columns, owned=qk is not None, zero_top=zero_top))
                 except Exception as exc:  # noqa: BLE001 (nothing is added before the pair step either)
@@ -82,5 +82,5 @@ class Numba(Eager):
             del probs
         red = self._pair_reductions(computed, batch)  # the step that may fail: nothing is added before it
         if reduced:
-            ReducedAttention.join(reduced, zeroed.total(), removed.total()).add_to(batch, attn)
+            ReducedAttention.join(reduced, *(w.total() for w in sums)).add_to(batch, attn)
         add_pairs(red, batch, pairs)
