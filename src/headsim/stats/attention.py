@@ -201,7 +201,8 @@ def reduce_attention(attention: torch.Tensor, bt: BatchTensors, top_k: int, *, o
     """One step's attention ``[B, H, T, T]`` reduced to what the accumulators need (nothing ``[B, H, T, T]``
     kept), so that steps can also be added at once (:meth:`ReducedAttention.join`). ``owned`` as
     :func:`attention_batch`; ``zero_top`` does the part after the top columns are chosen
-    (:func:`zero_top_columns`, or a kernel with its contract)."""
+    (:func:`zero_top_columns`, or a kernel with its contract; one that adds the zeroed and removed
+    attention to sums of its own returns ``None`` for both, and the caller joins with those sums)."""
     a = _masked(attention, bt, owned)
     column_sums = a.sum(dim=-2)
     top = _top(a, column_sums, bt, top_k)

@@ -133,7 +133,7 @@ class AttentionTiles:
             return None
         out = None
         if scores.value is not None:
-            b, h, _, d = scores.query.shape
+            b, h = scores.query.shape[:2]
             out = torch.empty(b, t, h, scores.value.shape[-1], device=scores.value.device).transpose(1, 2)
         for start in range(0, t, rows):
             block = slice(start, min(start + rows, t))
@@ -332,7 +332,7 @@ class FusedPairs:
         # counts in float32 are exact
         per_position = r_bins == t
         self._upper = WindowSum((h, r_bins, r_bins), wide=not per_position)
-        self.out = {"hist": np.zeros((h, nb), np.int64), "upper_sum": None,
+        self.out = {"hist": np.zeros((h, nb), np.int64),  # "upper_sum": self._upper's, per step (add)
                     "location": np.zeros((h, r_bins, r_bins), np.float32 if per_position else np.float64),
                     "distance": np.zeros((h, r_bins)), "distance_sum": np.zeros(h, np.int64),
                     "row_count": np.zeros((windows, h, t), np.float32),
