@@ -396,6 +396,39 @@ def test_a_step_of_a_batch_selects_the_tensors_its_windows_would_build(positions
     assert whole.select(slice(0, 7)) is whole
 
 
+@pytest.mark.parametrize("rows", [1024, 5])
+def test_batch_tensors_relations_equal_a_dense_pair_by_pair_count(rows):
+    """First positions, equal-id pairs (in window-major order, whatever the rows per block), valid pairs per
+    position pair and same-sentence pairs equal counts taken pair by pair; padding (anywhere) relates to nothing."""
+    from headsim.stats.batch import batch_tensors
+
+    rng = np.random.default_rng(11)
+    b, t = 5, 13
+    batch = random_batch(rng, b, 1, 2, t, min_len=4)
+    batch["input_ids"] = rng.integers(5, 9, size=(b, t))  # few ids: many repeats
+    batch["valid"][1, 2] = False  # padding inside a window too
+    info = to_info(batch)
+    bt = batch_tensors(info, rows=rows)
+    ids, valid, sent = (np.asarray(x) for x in (info.input_ids, info.valid.bool(), bt.sentences))
+    pairs, first = [], np.full((b, t), t - 1)
+    count, same_sentence = np.zeros((t, t), np.int64), 0
+    for w in range(b):
+        for i in range(t):
+            if valid[w, i]:
+                first[w, i] = min(j for j in range(t) if valid[w, j] and ids[w, j] == ids[w, i])
+            for j in range(t):
+                count[i, j] += valid[w, i] and valid[w, j]
+                if i < j and valid[w, i] and valid[w, j]:
+                    same_sentence += sent[w, i] == sent[w, j] and sent[w, i] >= 0
+                    if ids[w, i] == ids[w, j]:
+                        pairs.append((w, i, j))
+    assert np.array_equal(bt.first.numpy(), first)
+    assert [tuple(map(int, x)) for x in zip(*bt.repeat_index)] == pairs
+    assert np.array_equal(bt.counts["pair_count_valid"].numpy(), count)
+    assert int(bt.counts["valid_pairs_same_sentence"]) == same_sentence
+    assert torch.equal(bt.pair_valid[:, 0], torch.as_tensor(valid[:, :, None] & valid[:, None, :]))
+
+
 def test_the_cpu_kernel_finds_each_windows_maximum_as_the_whole_matrix_does():
     """Windows of one similarity tile: the CPU kernel's own maximum (the diagonal skipped; no positive
     entry, or a NaN, and the window's S is not kept) gives the torch reduction's numbers exactly."""

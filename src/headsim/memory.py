@@ -10,6 +10,7 @@ cannot hold one window with one row per block is refused at once, naming the set
 from __future__ import annotations
 
 import functools
+import math
 import re
 import resource
 from dataclasses import dataclass
@@ -149,6 +150,31 @@ def plan_memory(loaded, seq_len: int, resolution: int, max_memory: int, *, batch
     require(left >= batch_size * need, f"--max-memory {format_bytes(max_memory)} cannot hold a batch of {batch_size} windows "
             f"of {t} tokens (about {format_bytes(fixed + batch_size * need)} needed)", "raise --max-memory or lower --batch-size")
     return MemoryPlan(int(max_memory), int(batch_size), max(1, tile_bytes), int(fixed), int(per_window))
+
+
+class Scratch:
+    """Large CPU temporaries kept from step to step and layer to layer, one tensor per role.
+
+    A fresh tensor of several MB costs page faults on its first write every time it is allocated (the C
+    library hands large blocks back to the system when they are freed); one reused costs nothing. A
+    role's tensor is overwritten when the role is asked for again: a caller uses it before that.
+    """
+
+    def __init__(self) -> None:
+        self._held: dict[str, torch.Tensor] = {}
+
+    def empty(self, role: str, shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """A contiguous CPU tensor of ``shape`` and ``dtype``, uninitialised: the role's, grown as needed."""
+        n = math.prod(shape)
+        have = self._held.get(role)
+        if have is None or have.dtype != dtype or have.numel() < n:
+            self._held.pop(role, None)  # the old one is freed before the new one is allocated
+            have = self._held[role] = torch.empty(n, dtype=dtype)
+        return have[:n].view(shape)
+
+    def zeros(self, role: str, shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """As :meth:`empty`, filled with zeros."""
+        return self.empty(role, shape, dtype).zero_()
 
 
 def release_free_memory() -> bool:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import torch
 
 
-def head_matmul(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
-    """``alpha · (a @ b)`` of ``[B, H, m, k]`` and ``[B, H, k, n]``: a new contiguous ``[B, H, m, n]``.
+def head_matmul(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``alpha · (a @ b)`` of ``[B, H, m, k]`` and ``[B, H, k, n]``: a contiguous ``[B, H, m, n]``, new or
+    ``out`` where given (contiguous, of that shape and the operands' dtype; used on a CPU, ignored elsewhere).
 
     On a CPU the product runs one window at a time: a window's heads as the model lays them out side by
     side (its ``[B, T, H, d]`` memory seen as ``[B, H, T, d]``, and the transpose of that) are read in
@@ -23,15 +24,17 @@ def head_matmul(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0) -> torch.T
     if a.device.type != "cpu" or torch.compiler.is_compiling():
         out = torch.matmul(a, b)
         return out if alpha == 1.0 else out.mul_(alpha)
-    out = torch.empty(*a.shape[:-1], b.shape[-1], dtype=torch.result_type(a, b), device=a.device)
+    if out is None:
+        out = torch.empty(*a.shape[:-1], b.shape[-1], dtype=torch.result_type(a, b), device=a.device)
     for i in range(a.shape[0]):
         torch.baddbmm(out[i], a[i], b[i], beta=0, alpha=alpha, out=out[i])
     return out
 
 
 def attention_probs(query: torch.Tensor, key: torch.Tensor, attention_mask: torch.Tensor,
-                    padded: bool | None = None, scale: float | None = None) -> torch.Tensor:
-    """softmax(QKᵀ·scale) over valid keys, in float32: ``[batch, head, seq, seq]``.
+                    padded: bool | None = None, scale: float | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+    """softmax(QKᵀ·scale) over valid keys, in float32: ``[batch, head, seq, seq]`` (into ``out`` where given,
+    as :func:`head_matmul`).
 
     Rows of padded queries are computed like the model does (they attend to the valid keys). The
     scale multiplies the product, as the families' eager attention applies it (:func:`head_matmul`),
@@ -39,7 +42,7 @@ def attention_probs(query: torch.Tensor, key: torch.Tensor, attention_mask: torc
     knows it, spares a device synchronisation). ``scale`` defaults to 1/√d.
     """
     scale = query.shape[-1] ** -0.5 if scale is None else float(scale)
-    scores = head_matmul(query.float(), key.float().transpose(-1, -2), scale)
+    scores = head_matmul(query.float(), key.float().transpose(-1, -2), scale, out)
     valid = attention_mask.bool()
     if (not bool(valid.all())) if padded is None else padded:
         bias = torch.zeros(valid.shape, dtype=scores.dtype, device=scores.device)

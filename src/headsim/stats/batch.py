@@ -9,6 +9,7 @@ used for the anchor statistics (Fig 11).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -157,9 +158,7 @@ class BatchTensors:
         info: the :class:`BatchInfo` they were built from (``update_layer`` checks identity).
         valid: ``[B, T]`` bool.
         padded: whether any position of the batch is padding (full windows skip every mask pass).
-        pair_valid: ``[B, 1, T, T]`` bool, both positions valid (diagonal included).
-        pair_invalid: its negation (padding on either side).
-        same_sentence: ``[B, 1, T*T]`` float32, 1 where both positions are in one sentence (ids ≥ 0, equal).
+        binned: the batch is binned (:func:`batch_tensors` with ``positions < T``): nothing ``T×T`` is built.
         repeat_index: ``(window, i, j)`` int64 ``[N]`` each: every pair ``i < j`` of valid positions
             with equal token ids (few per window, so repeated-token statistics read ``N`` elements
             instead of a ``T×T`` pass).
@@ -174,16 +173,14 @@ class BatchTensors:
             ``valid_pairs_same_sentence``, ``pair_count_valid``; binned also ``valid_pairs_distance``
             ``[R]`` (valid pairs ``i < j`` by distance bin, :func:`distance_bins`).
 
-    In a binned batch (:func:`batch_tensors` with ``positions < T``) nothing ``T×T`` is built:
-    ``pair_valid``, ``pair_invalid`` and ``same_sentence`` are ``None`` and ``pair_count_valid`` is binned.
+    The ``T×T`` masks :attr:`pair_valid`, :attr:`pair_invalid` and :attr:`same_sentence` are built on first
+    use (the backends that read them), once per object; ``None`` in a binned batch.
     """
 
     info: BatchInfo
     valid: torch.Tensor
     padded: bool
-    pair_valid: torch.Tensor | None
-    pair_invalid: torch.Tensor | None
-    same_sentence: torch.Tensor | None
+    binned: bool
     repeat_index: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
     repeat_same_sentence: torch.Tensor
     first: torch.Tensor
@@ -191,6 +188,26 @@ class BatchTensors:
     categories: torch.Tensor
     counts: dict[str, torch.Tensor]
     sentences: torch.Tensor
+
+    @functools.cached_property
+    def pair_valid(self) -> torch.Tensor | None:
+        """``[B, 1, T, T]`` bool, both positions valid (diagonal included)."""
+        return None if self.binned else (self.valid[:, :, None] & self.valid[:, None, :])[:, None]
+
+    @functools.cached_property
+    def pair_invalid(self) -> torch.Tensor | None:
+        """The negation of :attr:`pair_valid` (padding on either side)."""
+        return None if self.binned else ~self.pair_valid
+
+    @functools.cached_property
+    def same_sentence(self) -> torch.Tensor | None:
+        """``[B, 1, T*T]`` float32, 1 where both positions are in one sentence (ids ≥ 0, equal)."""
+        if self.binned:
+            return None
+        sent = self.sentences
+        b, t = sent.shape
+        same = (sent[:, :, None] == sent[:, None, :]) & (sent[:, :, None] >= 0)
+        return same.to(torch.float32).reshape(b, 1, t * t)
 
     def select(self, index: slice) -> BatchTensors:
         """The tensors of the windows at ``index`` (a step of this batch; views where they can be); of the
@@ -200,14 +217,10 @@ class BatchTensors:
         rb, ri, rj = self.repeat_index
         keep = (rb >= index.start) & (rb < index.stop)
         valid = self.valid[index]
-
-        def part(x: torch.Tensor | None) -> torch.Tensor | None:
-            return None if x is None else x[index]
-
-        return BatchTensors(self.info.select(index), valid, not bool(valid.all()), part(self.pair_valid),
-                            part(self.pair_invalid), part(self.same_sentence), (rb[keep] - index.start, ri[keep], rj[keep]),
-                            self.repeat_same_sentence[keep], self.first[index], self.key_targets[index],
-                            self.categories[index], _window_counts(valid), self.sentences[index])
+        return BatchTensors(self.info.select(index), valid, not bool(valid.all()), self.binned,
+                            (rb[keep] - index.start, ri[keep], rj[keep]), self.repeat_same_sentence[keep],
+                            self.first[index], self.key_targets[index], self.categories[index], _window_counts(valid),
+                            self.sentences[index])
 
 
 def check_info(info: BatchInfo, seq_len: int, device: torch.device) -> None:
@@ -230,7 +243,7 @@ def batch_tensors(info: BatchInfo, positions: int | None = None, rows: int = 102
     """Derive the per-batch tensors and the window-level counts of one batch.
 
     ``positions`` below ``T``: a binned batch (see :class:`BatchTensors`; position ``p`` in bin
-    ``p · positions // T``), its pair relations found ``rows`` query rows at a time."""
+    ``p · positions // T``). Pairs of equal token ids are found ``rows`` query rows at a time."""
     valid = info.valid.bool()
     b, t = valid.shape
     dev = valid.device
@@ -245,42 +258,26 @@ def batch_tensors(info: BatchInfo, positions: int | None = None, rows: int = 102
     categories = torch.where(sep, torch.full_like(ids, 1), categories)
     categories = torch.where(cls, torch.full_like(ids, 0), categories)
     counts = _window_counts(valid)
-    if not binned:
-        upper = torch.ones(t, t, dtype=torch.bool, device=dev).triu(1)
-        pv = valid[:, :, None] & valid[:, None, :]  # [B, T, T]
-        same_id = (ids[:, :, None] == ids[:, None, :]) & pv
-        same_sent = (sent[:, :, None] == sent[:, None, :]) & (sent[:, :, None] >= 0)
-        # first position with the same id; padding rows → T, then weighed 0
-        positions_t = torch.arange(t, device=dev)
-        first = torch.where(same_id, positions_t, t).amin(dim=-1).clamp_max(t - 1)
-        rb, ri, rj = (same_id & upper).nonzero(as_tuple=True)
-        counts["valid_pairs_same_sentence"] = (same_sent & upper).sum()
-        counts["pair_count_valid"] = pv.sum(dim=0)
-        pair_valid = pv[:, None]
-        return BatchTensors(info, valid, not bool(valid.all()), pair_valid, ~pair_valid,
-                            same_sent.to(torch.float32).reshape(b, 1, t * t), (rb, ri, rj), same_sent[rb, ri, rj],
-                            first, targets, categories, counts, sent)
-    first = _first_positions(ids, valid)
-    found = []
-    for start in range(0, t, rows):  # pairs i < j with equal ids, a block of rows i at a time
-        stop = min(start + rows, t)
-        same = (ids[:, start:stop, None] == ids[:, None, :]) & valid[:, start:stop, None] & valid[:, None, :]
-        same &= torch.arange(start, stop, device=dev)[:, None] < torch.arange(t, device=dev)[None, :]
-        wb, wi, wj = same.nonzero(as_tuple=True)
-        found.append((wb, wi + start, wj))
-    rb, ri, rj = (torch.cat(x) for x in zip(*found))
+    # padding as ids of its own (below every token id, one per position): it equals nothing
+    key = torch.where(valid, ids, -1 - torch.arange(t, device=dev))
+    first = _first_positions(key, valid)
+    rb, ri, rj = _repeat_pairs(key, rows)
+    repeat_same = (sent[rb, ri] == sent[rb, rj]) & (sent[rb, ri] >= 0)
     per_sentence = torch.zeros(b, t + 1, dtype=torch.int64, device=dev)  # sentence ids < T: bins 1..T, -1 → 0
     per_sentence.scatter_add_(1, (sent + 1).clamp(0, t), torch.ones_like(sent))
     per_sentence[:, 0] = 0
     counts["valid_pairs_same_sentence"] = (per_sentence * (per_sentence - 1) // 2).sum()
-    bins = torch.as_tensor(position_bins(t, positions), device=dev)
-    per_bin = torch.zeros(b, positions, dtype=torch.int64, device=dev).index_add_(1, bins, valid.long())
-    counts["pair_count_valid"] = (per_bin[:, :, None] * per_bin[:, None, :]).sum(dim=0)  # int64: no integer matmul on CUDA
-    counts["valid_pairs_distance"] = valid_pairs_by_distance(
-        valid, torch.as_tensor(distance_bins(t, positions), device=dev), positions)
-    repeat_same = (sent[rb, ri] == sent[rb, rj]) & (sent[rb, ri] >= 0)
-    return BatchTensors(info, valid, not bool(valid.all()), None, None, None, (rb, ri, rj), repeat_same, first,
-                        targets, categories, counts, sent)
+    if binned:
+        bins = torch.as_tensor(position_bins(t, positions), device=dev)
+        per_bin = torch.zeros(b, positions, dtype=torch.int64, device=dev).index_add_(1, bins, valid.long())
+        counts["pair_count_valid"] = (per_bin[:, :, None] * per_bin[:, None, :]).sum(dim=0)  # int64: no integer matmul on CUDA
+        counts["valid_pairs_distance"] = valid_pairs_by_distance(
+            valid, torch.as_tensor(distance_bins(t, positions), device=dev), positions)
+    else:  # windows with both positions valid, per position pair: a product of 0/1 values, exact in float64
+        v = valid.to(torch.float64)
+        counts["pair_count_valid"] = (v.T @ v).round().to(torch.int64)
+    return BatchTensors(info, valid, not bool(valid.all()), binned, (rb, ri, rj), repeat_same, first, targets, categories,
+                        counts, sent)
 
 
 def _window_counts(valid: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -290,18 +287,36 @@ def _window_counts(valid: torch.Tensor) -> dict[str, torch.Tensor]:
             "valid_pairs": (n * (n - 1) // 2).sum()}
 
 
-def _first_positions(ids: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """``[B, T]``: the first valid position of each position's token id in its window (padding: ``T − 1``)."""
-    b, t = ids.shape
-    big = torch.full_like(ids, t - 1)
-    out = torch.empty_like(ids)
-    positions = torch.arange(t, device=ids.device)
-    for w in range(b):
-        uniq, inverse = torch.unique(ids[w], return_inverse=True)
-        at = torch.full((uniq.numel(),), t, dtype=torch.int64, device=ids.device)
-        at.scatter_reduce_(0, inverse[valid[w]], positions[valid[w]], reduce="amin")
-        out[w] = torch.where(valid[w], at[inverse].clamp_max(t - 1), big[w])
-    return out
+def _first_positions(key: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """``[B, T]``: the first position of each position's ``key`` in its window (keys: token ids, padding
+    with keys of its own; padding points at ``T − 1``): each window's keys sorted, the smallest position
+    of each run of equal keys handed back to the run's members."""
+    b, t = key.shape
+    ordered, order = key.sort(dim=-1)
+    starts = torch.ones_like(ordered, dtype=torch.bool)
+    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    run = starts.cumsum(dim=-1) - 1  # [B, T] the run of each sorted entry
+    least = torch.full_like(key, t).scatter_reduce_(1, run, order, reduce="amin")  # [B, runs] padded with T
+    out = torch.empty_like(key).scatter_(1, order, least.gather(1, run))
+    return torch.where(valid, out, torch.full_like(out, t - 1))
+
+
+def _repeat_pairs(key: torch.Tensor, rows: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(window, i, j)`` int64 of every pair ``i < j`` with equal ``key`` ``[B, T]`` (padding has keys of its
+    own), in that order, found ``rows`` query rows at a time."""
+    b, t = key.shape
+    found = []
+    for start in range(0, t, rows):
+        stop = min(start + rows, t)
+        same = key[:, start:stop, None] == key[:, None, :]
+        same.triu_(start + 1)  # j > i
+        wb, wi, wj = same.nonzero(as_tuple=True)
+        found.append((wb, wi + start, wj))
+    if len(found) == 1:
+        return found[0]
+    rb, ri, rj = (torch.cat(x) for x in zip(*found))
+    order = torch.argsort(rb * (t * t) + ri * t + rj)  # window-major, as one block finds them
+    return rb[order], ri[order], rj[order]
 
 
 def dense_repeats(bt: BatchTensors) -> tuple[torch.Tensor, torch.Tensor]:

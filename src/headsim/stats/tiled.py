@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..memory import Scratch
 from ..model.plain import attention_probs, head_matmul
 from .attention import attention_focus, top_columns
 from .batch import BatchTensors, distance_bins, position_bins
@@ -320,26 +321,31 @@ class FusedPairs:
     :func:`pair_reductions_tiled`."""
 
     def __init__(self, windows: int, heads: int, t: int, threshold: float, sim_bins: SimBins, bins: Bins,
-                 rows: int) -> None:
+                 rows: int, scratch: Scratch | None = None) -> None:
         from . import cpu_kernels
 
         cpu_kernels.set_threads(torch.get_num_threads())
         self.threshold, self.sim_bins, self.bins = threshold, sim_bins, bins
         self.side = _tile_size(rows, t, t // bins.r if t % bins.r == 0 else None, FUSED_SIDE)
         self.tiles = _tiles(t, self.side)
+        # the tiles and sums the layer's steps share, reused by the next layer where ``scratch`` is the
+        # caller's: read by the caller (result) before the next layer starts
+        self.scratch = Scratch() if scratch is None else scratch
         r_bins, nb, h = bins.r, sim_bins.bins, heads
         # a bin per position: every pair adds to its own sum, in float32 for a few windows (WindowSum);
         # counts in float32 are exact
         per_position = r_bins == t
-        self._upper = WindowSum((h, r_bins, r_bins), wide=not per_position)
+        dtype = torch.float32 if per_position else torch.float64
+        zeros = self.scratch.zeros
+        self._upper = WindowSum((h, r_bins, r_bins), wide=not per_position,
+                                into=zeros("pairs: upper sum", (h, r_bins, r_bins), dtype).numpy())
         self.out = {"hist": np.zeros((h, nb), np.int64),  # "upper_sum": self._upper's, per step (add)
-                    "location": np.zeros((h, r_bins, r_bins), np.float32 if per_position else np.float64),
+                    "location": zeros("pairs: location", (h, r_bins, r_bins), dtype).numpy(),
                     "distance": np.zeros((h, r_bins)), "distance_sum": np.zeros(h, np.int64),
-                    "row_count": np.zeros((windows, h, t), np.float32),
-                    "col_count": np.zeros((windows, h, t), np.float32), "same": np.zeros(h, np.int64)}
+                    "row_count": zeros("pairs: row count", (windows, h, t)).numpy(),
+                    "col_count": zeros("pairs: column count", (windows, h, t)).numpy(), "same": np.zeros(h, np.int64)}
         self._bins = (bins.index.numpy(), bins.ends(), bins.distance.numpy())
         self._rep: list[torch.Tensor] = []
-        self._buffers: dict[tuple[int, int], torch.Tensor] = {}
 
     def add(self, z: torch.Tensor, bt: BatchTensors, start: int) -> None:
         """Add the head outputs ``z`` ``[b, H, T, d]`` of windows ``start..start+b`` (``bt`` theirs)."""
@@ -376,18 +382,16 @@ class FusedPairs:
         self._rep.append(rep)
 
     def _buffer(self, b: int, h: int, r: int, c: int) -> torch.Tensor:
-        """A tile ``[b, H, r, c]`` of the one buffer per tile shape the layer's steps share (a fresh large
-        tensor per step costs page faults)."""
-        have = self._buffers.get((r, c))
-        if have is None or have.shape[0] < b:
-            have = self._buffers[r, c] = torch.empty(b, h, r, c)
-        return have[:b]
+        """A tile ``[b, H, r, c]`` of the one buffer per tile shape that steps share (a fresh large tensor
+        per step costs page faults)."""
+        return self.scratch.empty(f"pairs: S tile {r}x{c}", (b, h, r, c))
 
     def result(self, bt: BatchTensors) -> tuple[PairReductions, torch.Tensor, torch.Tensor]:
         """What :func:`pair_reductions_tiled` returns, for every window added (``bt``: all of them)."""
         out = self.out
         upper = self._upper.total()
-        sim_sum = torch.add(upper, upper.transpose(1, 2), out=torch.empty(upper.shape, dtype=torch.float64))
+        sim_sum = torch.add(upper, upper.transpose(1, 2), out=self.scratch.empty("pairs: similarity sum", tuple(upper.shape),
+                                                                                  torch.float64))
         red = (sim_sum, torch.from_numpy(out["hist"]), torch.from_numpy(out["location"]),
                torch.from_numpy(out["row_count"]), torch.from_numpy(out["col_count"]),
                torch.from_numpy(out["same"]).float())

@@ -64,7 +64,11 @@ class Backend(ABC):
     whole_layer: ClassVar[bool] = False
 
     def __init__(self, settings: StepSettings) -> None:
+        from ...memory import Scratch
+
         self.settings = settings
+        #: the large CPU temporaries of a step, reused by the next step and layer
+        self.scratch = Scratch()
 
     @classmethod
     @abstractmethod

@@ -34,13 +34,16 @@ class Eager(Backend):
         add_pairs(self.pair_reductions(z, bt), bt, pairs)
 
     def probabilities(self, index, bt, head_outputs, qk, value, scale) -> tuple[torch.Tensor | None, torch.Tensor]:
-        """The step's attention probabilities from Q and K (``None`` without them) and its head outputs.
+        """The step's attention probabilities from Q and K (``None`` without them; on a CPU, valid until the
+        next step's) and its head outputs.
         With ``value`` the model's head outputs are computed from the probabilities and written into
         ``head_outputs``; the step's own copy (contiguous) is returned where it has their dtype."""
         z = head_outputs[index]
         if qk is None:
             return None, z
-        probs = attention_probs(qk[0][index], qk[1][index], bt.valid, bt.padded, scale)
+        q = qk[0][index]
+        out = self.scratch.empty("probabilities", (*q.shape[:-1], q.shape[2])) if q.device.type == "cpu" else None
+        probs = attention_probs(q, qk[1][index], bt.valid, bt.padded, scale, out)
         if value is not None:
             computed = head_matmul(probs, value[index].float())
             z.copy_(computed)

@@ -50,7 +50,7 @@ class Numba(Eager):
             self._positions = Bins.build(t, t, z.device)
         s = self.settings
         try:
-            pairs = FusedPairs(batch.info.n_windows, z.shape[1], t, s.threshold, s.bins, self._positions, t)
+            pairs = FusedPairs(batch.info.n_windows, z.shape[1], t, s.threshold, s.bins, self._positions, t, self.scratch)
             for index, bt, z in steps:
                 pairs.add(z, bt, index.start - steps[0][0].start)
             return pairs.result(batch)[0]
@@ -65,7 +65,8 @@ class Numba(Eager):
         def zero_top(a, top):
             n, h, t = a.shape[0], a.shape[1], a.shape[-1]
             if not sums:
-                sums.extend(WindowSum((h, t, t)) for _ in range(2))
+                sums.extend(WindowSum((h, t, t), into=self.scratch.zeros(f"attention: {role}", (h, t, t)).numpy())
+                            for role in ("zeroed sum", "removed sum"))
             zeroed, removed = (w.adding(n) for w in sums)
             return None, None, cpu_kernels.zero_top_columns(a, top, zeroed, removed)
 
