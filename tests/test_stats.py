@@ -430,7 +430,7 @@ def test_batch_tensors_relations_equal_a_dense_pair_by_pair_count(rows):
 
 
 def test_the_cpu_kernel_finds_each_windows_maximum_as_the_whole_matrix_does():
-    """Windows of one similarity tile: the CPU kernel's own maximum (the diagonal skipped; no positive
+    """Windows of one similarity tile: the maximum read from the one tile (the diagonal skipped; no positive
     entry, or a NaN, and the window's S is not kept) gives the torch reduction's numbers exactly."""
     pytest.importorskip("numba")
     from headsim.stats.batch import batch_tensors

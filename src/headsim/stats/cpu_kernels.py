@@ -55,27 +55,8 @@ def _flush(rows_sum, query_bin, pos_bin, bin_end, c0, c, out):  # pragma: no cov
     rows_sum[:] = 0
 
 
-def _peak_of(tile):  # pragma: no cover - compiled
-    """The maximum of a square tile off its diagonal, at least 0; NaN where the tile holds a NaN
-    (as ``torch.maximum(0, tile.amax())`` with the diagonal zeroed)."""
-    m = np.float32(0.0)
-    nan = False
-    n = tile.shape[0]
-    for i in range(n):
-        row = tile[i]
-        for j in range(i):
-            x = row[j]
-            nan |= x != x
-            m = x if x > m else m
-        for j in range(i + 1, n):
-            x = row[j]
-            nan |= x != x
-            m = x if x > m else m
-    return np.float32(np.nan) if nan else m
-
-
 def _reduce_tile(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, pos_bin, bin_end, dist_bin, valid, sent,
-                 hist, upper_sum, location, distance, distance_sum, row_count, col_count, same, find_peak):  # pragma: no cover - compiled
+                 hist, upper_sum, location, distance, distance_sum, row_count, col_count, same):  # pragma: no cover - compiled
     n_windows, n_heads, r, c = s.shape
     nb = hist.shape[1]
     top = np.float32(nb - 1)
@@ -95,10 +76,6 @@ def _reduce_tile(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, po
         pending = -1
         inside = 0
         for b in range(n_windows):
-            if find_peak:  # the window's whole S: its normaliser found here (written out for the caller)
-                m = _peak_of(s[b, h])
-                divisor[b, h] = m if m > zero else np.float32(1.0)
-                keep[b, h] = np.float32(1.0) if m > zero else zero
             d = divisor[b, h]
             k = keep[b, h]
             keys_valid = True
@@ -212,8 +189,21 @@ def _zero_top(a, top, zeroed, removed, below, above):  # pragma: no cover - comp
         above[h] += hi
 
 
+def _repeat_above(s, a, c0, rb, ri, rj, divisor, keep, threshold, out):  # pragma: no cover - compiled
+    r, c = s.shape[2], s.shape[3]
+    for n in range(rb.shape[0]):
+        i = ri[n] - a
+        j = rj[n] - c0
+        if 0 <= i < r and 0 <= j < c:
+            w = rb[n]
+            for h in range(s.shape[1]):
+                x = s[w, h, i, j] / divisor[w, h] * keep[w, h]
+                out[n, h] = np.float32(1.0) if x > threshold else np.float32(0.0)
+
+
 _kernel = None
 _zero_top_kernels = None
+_repeat_kernel = None
 #: tiles of fewer entries run on one thread: starting the thread pool costs more than it saves (and,
 #: on a busy machine, waits for descheduled threads)
 PARALLEL_ENTRIES = 1 << 20
@@ -222,7 +212,7 @@ PARALLEL_ENTRIES = 1 << 20
 def _compiled():
     """The compiled pair kernel, parallel over heads and serial; compiles the attention pass's pair too
     (:func:`zero_top_columns`). Compiled once per machine: Numba caches them on disk where it can write."""
-    global numba, _kernel, _zero_top_kernels, _segment_sum, _flush, _peak_of
+    global numba, _kernel, _zero_top_kernels, _repeat_kernel, _segment_sum, _flush
     if _kernel is None:
         import numba as nb
 
@@ -235,18 +225,17 @@ def _compiled():
                 return nb.njit(**options)(fn)
 
         _segment_sum = jit(_segment_sum, inline="always", fastmath={"reassoc"})
-        _peak_of = jit(_peak_of)
         _flush = jit(_flush)
         # (Numba's disk cache keys a function's versions by signature only: the serial one is not cached)
         _zero_top_kernels = (jit(_zero_top, parallel=True, nogil=True), jit(_zero_top, cache=False, nogil=True))
+        _repeat_kernel = jit(_repeat_above, nogil=True)
         _kernel = (jit(_reduce_tile, parallel=True, nogil=True), jit(_reduce_tile, cache=False, nogil=True))
     return _kernel
 
 
 def reduce_tile(s: np.ndarray, a: int, c0: int, diagonal: bool, divisor: np.ndarray, keep: np.ndarray,
                 threshold: np.float32, scale: np.float32, offset: np.float32, pos_bin: np.ndarray,
-                bin_end: np.ndarray, dist_bin: np.ndarray, valid: np.ndarray, sent: np.ndarray, out: dict[str, np.ndarray],
-                find_peak: bool = False) -> None:
+                bin_end: np.ndarray, dist_bin: np.ndarray, valid: np.ndarray, sent: np.ndarray, out: dict[str, np.ndarray]) -> None:
     """Add one tile to the outputs ``out`` (numpy views of the accumulators, in place).
 
     ``s`` ``[B, H, r, c]`` float32: raw ``Z·Zᵀ`` of query rows ``a..a+r`` and key columns ``c0..c0+c``
@@ -257,15 +246,23 @@ def reduce_tile(s: np.ndarray, a: int, c0: int, diagonal: bool, divisor: np.ndar
     bin; ``valid`` ``[B, T]`` bool; ``sent`` ``[B, T]`` int64 sentence ids (−1: none). Pairs ``i < j`` between valid positions are read. ``out``: ``hist`` ``[H, bins]``
     int64, ``upper_sum`` / ``location`` ``[H, R, R]`` float64 (pairs ``i < j`` only), ``distance``
     ``[H, R]`` float64, ``distance_sum`` / ``same`` ``[H]`` int64, ``row_count`` / ``col_count``
-    ``[B, H, T]`` float32. ``find_peak``: ``s`` is each window's whole ``S`` (one tile, square); the
-    kernel finds each maximum itself (the diagonal is skipped, need not be zeroed) and writes
-    ``divisor`` and ``keep``.
+    ``[B, H, T]`` float32.
     """
     parallel, serial = _compiled()
     kernel = parallel if s.size >= PARALLEL_ENTRIES else serial
     kernel(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, pos_bin, bin_end, dist_bin, valid, sent,
             out["hist"], out["upper_sum"], out["location"], out["distance"], out["distance_sum"],
-            out["row_count"], out["col_count"], out["same"], bool(find_peak))
+            out["row_count"], out["col_count"], out["same"])
+
+
+def repeat_pairs_above(s: np.ndarray, a: int, c0: int, repeat_index: tuple[np.ndarray, np.ndarray, np.ndarray],
+                       divisor: np.ndarray, keep: np.ndarray, threshold: np.float32, out: np.ndarray) -> None:
+    """For each pair ``(window, i, j)`` of ``repeat_index`` (int64 ``[N]`` each) inside the tile ``s``
+    (as :func:`reduce_tile`'s, rows from ``a``, keys from ``c0``): ``out[n, h]`` (float32 ``[N, H]``) is 1
+    where its normalised value ``s / divisor · keep`` is above ``threshold``, else 0, the float32
+    operations of :func:`reduce_tile`; pairs outside the tile are left as they are."""
+    _compiled()
+    _repeat_kernel(s, a, c0, *repeat_index, divisor, keep, threshold, out)
 
 
 def zero_top_columns(a: "torch.Tensor", top: "torch.Tensor", zeroed: np.ndarray,

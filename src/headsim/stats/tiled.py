@@ -354,31 +354,28 @@ class FusedPairs:
         zf = _similarity_input(z, bt)
         b, h, t, _ = zf.shape
         side, tiles = self.side, self.tiles
-        whole = len(tiles) == 1  # a window of one tile: built once, its maximum found by the kernel
+        whole = len(tiles) == 1  # a window of one tile: built once, its maximum read from it
         if whole:
             last = _similarity_tile(zf, 0, 0, t, t, self._buffer(b, h, t, t))
-            divisor, keep = torch.empty(b, h), torch.empty(b, h)
+            last.diagonal(dim1=-2, dim2=-1).zero_()  # as _peak does (the kernel reads no diagonal)
+            peak = last.amax(dim=(-1, -2))
         else:
-            divisor, positive = _normaliser(_peak(zf, tiles, side))
-            keep = positive.float()
+            peak = _peak(zf, tiles, side)
+        divisor, positive = _normaliser(peak)
+        keep = positive.float()
         out = dict(self.out, upper_sum=self._upper.adding(b), row_count=self.out["row_count"][start:start + b],
                    col_count=self.out["col_count"][start:start + b])
         sim_bins = self.sim_bins
-        constants = (divisor.numpy(), keep.numpy(), np.float32(self.threshold), np.float32(sim_bins.scale),
-                     np.float32(sim_bins.offset), *self._bins, bt.valid.numpy(), bt.sentences.numpy())
-        rb, ri, rj = bt.repeat_index
-        n_starts = len(range(0, t, side))
-        rep_tile = None if whole else _repeat_tiles(bt, side, n_starts)
-        rep = torch.zeros(rb.numel(), h, dtype=torch.float32)
+        normaliser = (divisor.numpy(), keep.numpy(), np.float32(self.threshold))
+        constants = (*normaliser, np.float32(sim_bins.scale), np.float32(sim_bins.offset), *self._bins, bt.valid.numpy(),
+                     bt.sentences.numpy())
+        rep = torch.zeros(bt.repeat_index[0].numel(), h, dtype=torch.float32)  # [N, H]: each pair set by its tile
+        repeats = tuple(x.numpy() for x in bt.repeat_index)
         for a, c0 in tiles:
             r, c = min(side, t - a), min(side, t - c0)
             s = last if whole else _similarity_tile(zf, a, c0, r, c, self._buffer(b, h, r, c))
-            cpu_kernels.reduce_tile(s.numpy(), a, c0, a == c0, *constants, out, find_peak=whole)
-            here = slice(None) if whole else (rep_tile == (a // side) * n_starts + c0 // side).nonzero()[:, 0]
-            if rb[here].numel():
-                w = rb[here]
-                v = s[w, :, ri[here] - a, rj[here] - c0] / divisor[w] * keep[w]
-                rep[here] = torch.gt(v, self.threshold).float()
+            cpu_kernels.reduce_tile(s.numpy(), a, c0, a == c0, *constants, out)
+            cpu_kernels.repeat_pairs_above(s.numpy(), a, c0, repeats, *normaliser, rep.numpy())
         self._rep.append(rep)
 
     def _buffer(self, b: int, h: int, r: int, c: int) -> torch.Tensor:
