@@ -162,7 +162,7 @@ def _break(monkeypatch, name: str) -> None:
         monkeypatch.setattr(triton_kernels, "similarity_pass", fail)
 
 
-@pytest.mark.parametrize("kernel", ["numba:reduce_tile", "numba:zero_top_columns", "compiled", "triton"])
+@pytest.mark.parametrize("kernel", ["numba:reduce_tile", "numba:reduce_attention", "compiled", "triton"])
 def test_a_named_backend_that_fails_is_an_error(windows, kernel, monkeypatch):
     name = kernel.partition(":")[0]
     _available(name)
@@ -172,7 +172,7 @@ def test_a_named_backend_that_fails_is_an_error(windows, kernel, monkeypatch):
     assert "--backend eager" in err.value.fix and "injected failure" in err.value.problem
 
 
-@pytest.mark.parametrize("kernel", ["numba:reduce_tile", "numba:zero_top_columns", "compiled", "triton"])
+@pytest.mark.parametrize("kernel", ["numba:reduce_tile", "numba:reduce_attention", "compiled", "triton"])
 def test_auto_falls_back_to_eager_and_records_it(windows, kernel, monkeypatch):
     """Under ``auto`` a failing backend hands the step to eager (the failed step added nothing):
     the numbers are the eager ones, and the switch is recorded with its reason."""
@@ -264,35 +264,46 @@ def test_resume_keeps_the_backend_the_run_asked_for(tiny_bert, tmp_path):
 
 
 @pytest.mark.parametrize("parallel", [False, True])
-@pytest.mark.parametrize("k", [0, 3, 9])
-def test_the_numba_attention_pass_equals_torchs(k, parallel, monkeypatch):
-    """The Numba backend's pass over a step's attention once its top columns are chosen adds what the
-    torch steps give: the zeroed sum (to float32 rounding of a different addition order; exact zeros
-    where every window's column was zeroed), the top columns' attention summed at their positions, and
+@pytest.mark.parametrize("k", [0, 3, 7, 9])
+def test_the_numba_attention_reduction_equals_torchs(k, parallel, monkeypatch):
+    """The Numba backend's reduction of a step's attention gives what the torch reduction gives: column
+    sums (to float32 rounding of another order), the same top columns among the valid keys (exact ties,
+    in uniform heads, to the smaller key; near-ties ranked from float64 sums), the zeroed sum (exact zeros
+    where every window's column was zeroed), the top columns' attention summed at their positions and
     the diagonal sums; a second call adds to the first."""
     from headsim.stats import cpu_kernels
-    from headsim.stats.attention import zero_top_columns
+    from headsim.stats.attention import reduce_attention
+    from headsim.stats.batch import batch_tensors
 
     _available("numba")
     monkeypatch.setattr(cpu_kernels, "PARALLEL_ENTRIES", 0 if parallel else 1 << 40)
     g = torch.Generator().manual_seed(k)
     b, h, t = 5, 3, 9
+    batch = random_batch(np.random.default_rng(k), b, 1, h, t, min_len=t)
+    batch["valid"][1, 6:] = False  # a padded window (k = 7 reaches past its valid keys)
+    bt = batch_tensors(to_info(batch))
     a = torch.softmax(torch.randn(b, h, t, t, generator=g), dim=-1)
-    a[1, :, 6:, :] = 0  # a padded window: rows and columns past 6 are zero
-    a[1, :, :, 6:] = 0
-    top = torch.stack([torch.randperm(t, generator=g)[:k] for _ in range(b * h)]).view(b, h, k)
-    top[:, 0] = torch.arange(k)  # head 0: the same columns in every window
-    columns, want_zeroed, want_diagonals = zero_top_columns(a.clone(), top)
+    a[:, 0] = 1.0 / t  # head 0 attends uniformly: every column sum tied
+    a[2, 1, :, 4] = a[2, 1, :, 5]  # two equal columns elsewhere
+    want = reduce_attention(a.clone(), bt, k)
+    zeroed, removed = np.zeros((h, t, t), np.float32), np.zeros((h, t, t), np.float32)
+    first, rest = (reduce_attention(a[w].clone(), bt.select(w), k, kernel=lambda x, valid, top_k: cpu_kernels.reduce_attention(
+        x, valid, top_k, zeroed, removed)) for w in (slice(0, 2), slice(2, b)))
+    got_sums, got_top = torch.cat([first.column_sums, rest.column_sums]), torch.cat([first.top, rest.top])
+    torch.testing.assert_close(got_sums, want.column_sums, rtol=1e-6, atol=1e-7)
+    valid = bt.valid[:, None, :].expand(b, h, t)
+    for w in range(b):
+        for head in range(h):
+            mine, theirs = (set(x[w, head].tolist()) & set(valid[w, head].nonzero()[:, 0].tolist()) for x in (got_top, want.top))
+            assert mine == theirs, (w, head)
+    assert set(got_top[0, 0].tolist()) == set(range(min(k, t)))  # exact ties: the smaller keys
     want_removed = torch.zeros(h, t, t)
     for w in range(b):
         for head in range(h):
-            want_removed[head][:, top[w, head]] += columns[w, head]
-    zeroed, removed = np.zeros((h, t, t), np.float32), np.zeros((h, t, t), np.float32)
-    first = cpu_kernels.zero_top_columns(a[:2].clone(), top[:2], zeroed, removed)
-    rest = cpu_kernels.zero_top_columns(a[2:].clone(), top[2:], zeroed, removed)
-    torch.testing.assert_close(torch.from_numpy(zeroed), want_zeroed, rtol=1e-6, atol=1e-6)
-    assert torch.equal(torch.from_numpy(zeroed)[0, :, :k], torch.zeros(t, k))
+            want_removed[head][:, want.top[w, head]] += want.columns[w, head]
+    torch.testing.assert_close(torch.from_numpy(zeroed), want.zeroed_sum, rtol=1e-6, atol=1e-6)
+    assert torch.equal(torch.from_numpy(zeroed)[0, :, :k], torch.zeros(t, min(k, t)))
     torch.testing.assert_close(torch.from_numpy(removed), want_removed, rtol=1e-6, atol=1e-6)
-    for mine, other, theirs in zip(first, rest, want_diagonals):
+    for mine, other, theirs in zip(first.diagonals, rest.diagonals, want.diagonals):
         assert mine.dtype == torch.float64
         torch.testing.assert_close(mine + other, theirs, rtol=1e-12, atol=1e-12)

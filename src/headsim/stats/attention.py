@@ -197,16 +197,20 @@ def zero_top_columns(a: torch.Tensor, top: torch.Tensor) -> tuple[torch.Tensor, 
 
 
 def reduce_attention(attention: torch.Tensor, bt: BatchTensors, top_k: int, *, owned: bool = False,
-                     zero_top: Callable = zero_top_columns) -> ReducedAttention:
+                     kernel: Callable | None = None) -> ReducedAttention:
     """One step's attention ``[B, H, T, T]`` reduced to what the accumulators need (nothing ``[B, H, T, T]``
     kept), so that steps can also be added at once (:meth:`ReducedAttention.join`). ``owned`` as
-    :func:`attention_batch`; ``zero_top`` does the part after the top columns are chosen
-    (:func:`zero_top_columns`, or a kernel with its contract; one that adds the zeroed and removed
-    attention to sums of its own returns ``None`` for both, and the caller joins with those sums)."""
+    :func:`attention_batch`. ``kernel(a, valid, top_k)``: the whole reduction of the masked attention by
+    a kernel that adds the zeroed and removed attention to sums of its own and returns the column sums,
+    top columns and diagonal sums (:func:`headsim.stats.cpu_kernels.reduce_attention`); the caller joins
+    with those sums."""
     a = _masked(attention, bt, owned)
+    if kernel is not None:
+        column_sums, top, diagonals = kernel(a, bt.valid, top_k)
+        return ReducedAttention(column_sums, diagonals, top, None, None)
     column_sums = a.sum(dim=-2)
     top = _top(a, column_sums, bt, top_k)
-    columns, zeroed, diagonals = zero_top(a, top)
+    columns, zeroed, diagonals = zero_top_columns(a, top)
     return ReducedAttention(column_sums, diagonals, top, columns, zeroed)
 
 

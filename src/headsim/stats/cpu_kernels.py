@@ -160,7 +160,28 @@ def _reduce_tile(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, po
         same[h] += inside
 
 
-def _zero_top(a, top, zeroed, removed, below, above):  # pragma: no cover - compiled
+def _top_keys(sums, valid_row, k, order):  # pragma: no cover - compiled
+    """The ``k + 1`` valid keys of largest ``sums`` (invalid ones rank as −inf), largest first, ties to the
+    smaller key, into ``order``; returns the k-th and (k+1)-th values (``k + 1 <= T``)."""
+    t = sums.shape[0]
+    best = np.full(k + 1, -np.inf, sums.dtype)
+    for m in range(k + 1):
+        order[m] = -1
+    for j in range(t):
+        x = sums[j] if valid_row[j] else -np.inf
+        if order[k] >= 0 and not x > best[k]:
+            continue
+        m = k  # insertion: past every kept value at least as large (ties stay in key order)
+        while m > 0 and (order[m - 1] < 0 or x > best[m - 1]):
+            best[m] = best[m - 1]
+            order[m] = order[m - 1]
+            m -= 1
+        best[m] = x
+        order[m] = j
+    return best[k - 1], best[k]
+
+
+def _reduce_attention(a, valid, margin, zeroed, removed, column_sums, top, below, above):  # pragma: no cover - compiled
     n_windows, n_heads, t, _ = a.shape
     k = top.shape[2]
     for h in numba.prange(n_heads):
@@ -168,15 +189,42 @@ def _zero_top(a, top, zeroed, removed, below, above):  # pragma: no cover - comp
         back = removed[h]
         lo = 0.0
         hi = 0.0
+        sums = np.zeros(t, np.float32)
+        exact = np.zeros(t, np.float64)
+        order = np.empty(k + 1, np.int64)
         for b in range(n_windows):
-            block = a[b, h]
-            cols = top[b, h]
+            block = a[b, h]  # read twice while it is in cache: its column sums, then its top columns zeroed
+            sums[:] = 0
             for i in range(t):
                 row = block[i]
                 if i > 0:
                     lo += row[i - 1]
                 if i + 1 < t:
                     hi += row[i + 1]
+                for j in range(t):
+                    sums[j] += row[j]
+            column_sums[b, h] = sums
+            if k == 0:
+                pass
+            elif k >= t:
+                for m in range(k):
+                    top[b, h, m] = m
+            else:
+                kth, nxt = _top_keys(sums, valid[b], k, order)
+                # as headsim.stats.attention.rank_columns: apart by more than float32 summation error, the
+                # set is settled; else ranked again from float64 sums (ties to the smaller key)
+                if kth - nxt <= margin * max(abs(kth), abs(nxt)):
+                    exact[:] = 0
+                    for i in range(t):
+                        row = block[i]
+                        for j in range(t):
+                            exact[j] += row[j]
+                    _top_keys(exact, valid[b], k, order)
+                for m in range(k):
+                    top[b, h, m] = order[m]
+            cols = top[b, h]
+            for i in range(t):
+                row = block[i]
                 taken = back[i]
                 for m in range(k):
                     c = cols[m]
@@ -202,7 +250,7 @@ def _repeat_above(s, a, c0, rb, ri, rj, divisor, keep, threshold, out):  # pragm
 
 
 _kernel = None
-_zero_top_kernels = None
+_attention_kernels = None
 _repeat_kernel = None
 #: tiles of fewer entries run on one thread: starting the thread pool costs more than it saves (and,
 #: on a busy machine, waits for descheduled threads)
@@ -211,8 +259,8 @@ PARALLEL_ENTRIES = 1 << 20
 
 def _compiled():
     """The compiled pair kernel, parallel over heads and serial; compiles the attention pass's pair too
-    (:func:`zero_top_columns`). Compiled once per machine: Numba caches them on disk where it can write."""
-    global numba, _kernel, _zero_top_kernels, _repeat_kernel, _segment_sum, _flush
+    (:func:`reduce_attention`). Compiled once per machine: Numba caches them on disk where it can write."""
+    global numba, _kernel, _attention_kernels, _repeat_kernel, _segment_sum, _flush, _top_keys
     if _kernel is None:
         import numba as nb
 
@@ -227,7 +275,9 @@ def _compiled():
         _segment_sum = jit(_segment_sum, inline="always", fastmath={"reassoc"})
         _flush = jit(_flush)
         # (Numba's disk cache keys a function's versions by signature only: the serial one is not cached)
-        _zero_top_kernels = (jit(_zero_top, parallel=True, nogil=True), jit(_zero_top, cache=False, nogil=True))
+        _top_keys = jit(_top_keys)
+        _attention_kernels = (jit(_reduce_attention, parallel=True, nogil=True),
+                              jit(_reduce_attention, cache=False, nogil=True))
         _repeat_kernel = jit(_repeat_above, nogil=True)
         _kernel = (jit(_reduce_tile, parallel=True, nogil=True), jit(_reduce_tile, cache=False, nogil=True))
     return _kernel
@@ -265,25 +315,31 @@ def repeat_pairs_above(s: np.ndarray, a: int, c0: int, repeat_index: tuple[np.nd
     _repeat_kernel(s, a, c0, *repeat_index, divisor, keep, threshold, out)
 
 
-def zero_top_columns(a: "torch.Tensor", top: "torch.Tensor", zeroed: np.ndarray,
-                     removed: np.ndarray) -> tuple["torch.Tensor", "torch.Tensor"]:
-    """The second half of :func:`headsim.stats.attention.reduce_attention` in one pass over masked float32
-    attention ``a`` ``[B, H, T, T]`` (CPU, contiguous; overwritten), each window's and head's block read
-    once, in cache: ``a`` with the ``top`` columns ``[B, H, k]`` zeroed is added to ``zeroed`` ``[H, T, T]``
-    and those columns' attention to ``removed`` ``[H, T, T]`` (float arrays, windows added in
-    order); returns the diagonal sums of ``a`` as it was (float64 ``[H]``, as
+def reduce_attention(a: "torch.Tensor", valid: "torch.Tensor", k: int, zeroed: np.ndarray,
+                     removed: np.ndarray) -> tuple["torch.Tensor", "torch.Tensor", tuple["torch.Tensor", "torch.Tensor"]]:
+    """:func:`headsim.stats.attention.reduce_attention` of masked float32 attention ``a`` ``[B, H, T, T]``
+    (CPU, contiguous; overwritten) in one kernel, each window's and head's block read while it is in
+    cache: its column sums (float32), diagonal sums, top ``k`` valid columns (as
+    :func:`~headsim.stats.attention.top_columns` chooses them: ranked in float32, near-ties from float64
+    sums, ties to the smaller key), then ``a`` with those columns zeroed added to ``zeroed`` and the
+    columns' attention to ``removed`` (``[H, T, T]`` float arrays, windows added in order). ``valid``
+    ``[B, T]`` bool. Returns the column sums ``[B, H, T]``, the top columns ``[B, H, k]`` int64 (in no
+    particular order) and the diagonal sums (float64 ``[H]`` each, as
     :func:`headsim.stats.attention.diagonal_sums`)."""
     import torch
 
     _compiled()
-    h = a.shape[1]
+    b, h, t, _ = a.shape
+    k = max(0, int(k))
     a = a.contiguous()
-    top = top.contiguous()
+    column_sums = torch.empty(b, h, t)
+    top = torch.empty(b, h, min(k, t), dtype=torch.int64)
     below, above = torch.zeros(h, dtype=torch.float64), torch.zeros(h, dtype=torch.float64)
-    parallel, serial = _zero_top_kernels
+    parallel, serial = _attention_kernels
     kernel = parallel if a.numel() >= PARALLEL_ENTRIES else serial
-    kernel(a.numpy(), top.numpy(), zeroed, removed, below.numpy(), above.numpy())
-    return below, above
+    kernel(a.numpy(), valid.contiguous().numpy(), np.float32(t * 2.0 ** -22), zeroed, removed, column_sums.numpy(),
+           top.numpy(), below.numpy(), above.numpy())
+    return column_sums, top, (below, above)
 
 
 def set_threads(n: int) -> None:

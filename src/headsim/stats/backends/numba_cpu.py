@@ -1,6 +1,7 @@
 """The numba backend: the pair statistics reduced in one pass per similarity tile by headsim's Numba
-kernel (:mod:`headsim.stats.cpu_kernels`); the attention statistics as eager, but for one pass of a
-kernel over each step's attention once its top columns are chosen. A layer's steps are
+kernel (:mod:`headsim.stats.cpu_kernels`); the attention statistics by a kernel that reads each window's
+and head's probabilities twice while they are in cache (column sums and top columns, then the sums with
+those columns zeroed). A layer's steps are
 added at once: each step's ``T×T`` work runs while its tensors are in cache, the bookkeeping of the
 reductions once per layer."""
 
@@ -16,7 +17,8 @@ from .eager import Eager
 
 
 class Numba(Eager):
-    """Eager attention steps; pair statistics by the CPU kernel, over the one tile ``S = Z·Zᵀ`` of a
+    """Eager probabilities; attention reductions by the CPU kernel (:func:`headsim.stats.cpu_kernels.reduce_attention`);
+    pair statistics by the CPU kernel, over the one tile ``S = Z·Zᵀ`` of a
     window within the resolution (:class:`headsim.stats.tiled.FusedPairs` with a bin per position) or
     the tiles of a longer one (``tile_kernel``). Counts equal the eager steps' (the same float32
     decisions on the same ``S``); sums agree to float rounding."""
@@ -62,13 +64,12 @@ class Numba(Eager):
         computed, reduced = [], []
         sums: list[WindowSum] = []  # the layer's top-zeroed and removed attention, each step's windows added by the kernel
 
-        def zero_top(a, top):
+        def kernel(a, valid, top_k):
             n, h, t = a.shape[0], a.shape[1], a.shape[-1]
             if not sums:
                 sums.extend(WindowSum((h, t, t), into=self.scratch.zeros(f"attention: {role}", (h, t, t)).numpy())
                             for role in ("zeroed sum", "removed sum"))
-            zeroed, removed = (w.adding(n) for w in sums)
-            return None, None, cpu_kernels.zero_top_columns(a, top, zeroed, removed)
+            return cpu_kernels.reduce_attention(a, valid, top_k, *(w.adding(n) for w in sums))
 
         for index, bt in steps:
             probs, z = self.probabilities(index, bt, head_outputs, qk, value, scale)
@@ -77,7 +78,7 @@ class Numba(Eager):
                 probs = attention[index]
             if probs is not None:
                 try:
-                    reduced.append(reduce_attention(probs, bt, s.top_k_columns, owned=qk is not None, zero_top=zero_top))
+                    reduced.append(reduce_attention(probs, bt, s.top_k_columns, owned=qk is not None, kernel=kernel))
                 except Exception as exc:  # noqa: BLE001 (nothing is added before the pair step either)
                     raise self.failure(exc) from exc
             del probs
