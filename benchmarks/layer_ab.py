@@ -10,6 +10,10 @@ head size 32; random queries, keys and values, token ids and sentences), their s
 side's time per window and layer and checks that both give the same statistics (counts equal, sums
 within float rounding).
 
+Both sides share the process's C library allocator: a change in how much a step allocates (fresh
+tensors of several MB fault their pages in) moves both sides' times, so compare such a change in
+separate processes (``throughput.py`` with each checkout on ``PYTHONPATH``, alternating).
+
     git worktree add --detach /tmp/base e74375f
     python benchmarks/layer_ab.py --base /tmp/base/src --seq-len 512 --windows 16 --repeats 5
 """
