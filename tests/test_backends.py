@@ -119,7 +119,7 @@ def test_window_sum_moves_to_float64_before_it_holds_too_many_windows(monkeypatc
     from headsim.stats import sums
 
     monkeypatch.setattr(sums, "SPILL_WINDOWS", 4)
-    total, want = sums.WindowSum((3,)), np.zeros(3)
+    total, want = sums.WindowSum(np.zeros(3, np.float32)), np.zeros(3)
     rng = np.random.default_rng(0)
     for n in (1, 2, 1, 5, 1, 3):
         x = rng.random((n, 3)).astype(np.float32)
@@ -129,8 +129,8 @@ def test_window_sum_moves_to_float64_before_it_holds_too_many_windows(monkeypatc
         want += x.astype(np.float64).sum(axis=0)
     assert total.total().dtype == torch.float64
     np.testing.assert_allclose(total.total().numpy(), want, rtol=1e-6)
-    assert sums.WindowSum((3,)).total().dtype == torch.float32
-    assert sums.WindowSum((3,), wide=True).adding(100).dtype == np.float64
+    assert sums.WindowSum(np.zeros(3, np.float32)).total().dtype == torch.float32
+    assert sums.WindowSum(np.zeros(3)).adding(100).dtype == np.float64
 
 
 @pytest.mark.parametrize("name", list(BACKENDS))

@@ -16,16 +16,14 @@ SPILL_WINDOWS = 32
 
 
 class WindowSum:
-    """A sum of per-window arrays: kernels add to :attr:`narrow` (float32, or float64 where ``wide=True``)
-    the windows announced by :meth:`adding`; :meth:`total` is the sum."""
+    """A sum of per-window arrays: kernels add to :attr:`narrow` the windows announced by :meth:`adding`;
+    :meth:`total` is the sum."""
 
-    def __init__(self, shape: tuple[int, ...], wide: bool = False, *, into: np.ndarray | None = None) -> None:
-        """``into``: a zeroed array of ``shape`` and the sum's dtype to sum in (a buffer reused from sum to
-        sum: :class:`headsim.memory.Scratch`), else a new one."""
-        dtype = np.float64 if wide else np.float32
-        if into is not None and (into.shape != tuple(shape) or into.dtype != dtype):
-            raise ValueError(f"into is {into.dtype}{list(into.shape)}, the sum {np.dtype(dtype)}{list(shape)}")
-        self.narrow = np.zeros(shape, dtype) if into is None else into
+    def __init__(self, narrow: np.ndarray) -> None:
+        """``narrow``: the zeroed array to sum in (a buffer reused from sum to sum:
+        :class:`headsim.memory.Scratch`), float32 (moved to float64 every :data:`SPILL_WINDOWS` windows) or
+        float64 (summed there throughout)."""
+        self.narrow = narrow
         self._wide: np.ndarray | None = None
         self._held = 0
 

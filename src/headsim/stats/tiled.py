@@ -243,11 +243,16 @@ def _peak(zf: torch.Tensor, tiles: list[tuple[int, int]], side: int) -> torch.Te
         r, c = min(side, t - a), min(side, t - c0)
         if (r, c) not in out:
             out[r, c] = torch.empty(b, h, r, c, device=zf.device)
-        s = _similarity_tile(zf, a, c0, r, c, out[r, c])
-        if a == c0:
-            s.diagonal(dim1=-2, dim2=-1).zero_()
-        torch.maximum(peak, s.amax(dim=(-1, -2)), out=peak)
+        torch.maximum(peak, _tile_peak(_similarity_tile(zf, a, c0, r, c, out[r, c]), a == c0), out=peak)
     return peak
+
+
+def _tile_peak(s: torch.Tensor, diagonal: bool) -> torch.Tensor:
+    """The maximum ``[B, H]`` of each window's and head's tile ``s`` ``[B, H, r, c]`` (NaN where it holds one),
+    the diagonal zeroed first where the tile sits on it (``S``'s diagonal never counts)."""
+    if diagonal:
+        s.diagonal(dim1=-2, dim2=-1).zero_()
+    return s.amax(dim=(-1, -2))
 
 
 def _similarity_input(z: torch.Tensor, bt: BatchTensors) -> torch.Tensor:
@@ -337,8 +342,7 @@ class FusedPairs:
         per_position = r_bins == t
         dtype = torch.float32 if per_position else torch.float64
         zeros = self.scratch.zeros
-        self._upper = WindowSum((h, r_bins, r_bins), wide=not per_position,
-                                into=zeros("pairs: upper sum", (h, r_bins, r_bins), dtype).numpy())
+        self._upper = WindowSum(zeros("pairs: upper sum", (h, r_bins, r_bins), dtype).numpy())
         self.out = {"hist": np.zeros((h, nb), np.int64),  # "upper_sum": self._upper's, per step (add)
                     "location": zeros("pairs: location", (h, r_bins, r_bins), dtype).numpy(),
                     "distance": np.zeros((h, r_bins)), "distance_sum": np.zeros(h, np.int64),
@@ -357,8 +361,7 @@ class FusedPairs:
         whole = len(tiles) == 1  # a window of one tile: built once, its maximum read from it
         if whole:
             last = _similarity_tile(zf, 0, 0, t, t, self._buffer(b, h, t, t))
-            last.diagonal(dim1=-2, dim2=-1).zero_()  # as _peak does (the kernel reads no diagonal)
-            peak = last.amax(dim=(-1, -2))
+            peak = _tile_peak(last, True)  # the kernel reads no diagonal: zeroed in place
         else:
             peak = _peak(zf, tiles, side)
         divisor, positive = _normaliser(peak)

@@ -8,6 +8,7 @@ from typing import ClassVar
 
 import torch
 
+from ...memory import Scratch
 from ..batch import BatchTensors
 from ..pairs import Geometry, SimBins
 
@@ -64,8 +65,6 @@ class Backend(ABC):
     whole_layer: ClassVar[bool] = False
 
     def __init__(self, settings: StepSettings) -> None:
-        from ...memory import Scratch
-
         self.settings = settings
         #: the large CPU temporaries of a step, reused by the next step and layer
         self.scratch = Scratch()

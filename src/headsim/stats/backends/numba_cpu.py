@@ -67,7 +67,7 @@ class Numba(Eager):
         def kernel(a, valid, top_k):
             n, h, t = a.shape[0], a.shape[1], a.shape[-1]
             if not sums:
-                sums.extend(WindowSum((h, t, t), into=self.scratch.zeros(f"attention: {role}", (h, t, t)).numpy())
+                sums.extend(WindowSum(self.scratch.zeros(f"attention: {role}", (h, t, t)).numpy())
                             for role in ("zeroed sum", "removed sum"))
             return cpu_kernels.reduce_attention(a, valid, top_k, *(w.adding(n) for w in sums))
 
