@@ -142,6 +142,23 @@ def test_backend_matches_the_reference(windows, name):
     check(stats, log, windows)
 
 
+def test_numba_upper_triangle_in_uneven_row_blocks_matches_the_reference(windows, monkeypatch):
+    """The Numba backend builds a window's ``S`` as blocks of rows of its upper triangle: blocks of 8
+    rows (20 positions: 8, 8 and 4) give every statistic the whole matrix gives."""
+    from headsim.stats import tiled
+
+    _available("numba")
+    monkeypatch.setattr(tiled, "UPPER_ROWS", 8)
+    built = []
+    upper = tiled._upper_blocks
+    monkeypatch.setattr(tiled, "_upper_blocks", lambda zf, buffer: built.append(upper(zf, buffer)) or built[-1])
+    log: list = []
+    stats = run(windows[0], "numba", log)
+    assert built and all([(a, tuple(s.shape[2:])) for a, s in blocks] == [(0, (8, 20)), (8, (8, 12)), (16, (4, 4))]
+                         for blocks in built)
+    check(stats, log, windows)
+
+
 def _break(monkeypatch, name: str) -> None:
     """Make every step of backend ``name`` fail as a compiler or kernel failure would (``numba:KERNEL``:
     that one of the Numba backend's kernels)."""

@@ -2,7 +2,8 @@
 
 :func:`reduce_tile` reads one tile of ``S`` once and adds everything the pair statistics need from
 it, per window and head (:func:`headsim.stats.tiled.pair_reductions_tiled` builds the tiles and
-takes the exact maximum first; a window within the resolution is one tile with a bin per position).
+takes the exact maximum first; a window within the resolution is read as blocks of rows of the upper
+triangle, with a bin per position).
 Its decisions are the torch code's, float32 operation for float32 operation: the value
 ``v = s / max · keep``, its histogram bin ``clamp(v · scale + offset, 0, bins − 1)`` truncated (NaN
 in bin 0) and ``v > threshold`` with a float32 threshold, so every count equals the eager backend's
@@ -55,19 +56,49 @@ def _flush(rows_sum, query_bin, pos_bin, bin_end, c0, c, out):  # pragma: no cov
     rows_sum[:] = 0
 
 
+def _row_values(row, d, k, threshold, scale, offset, top, sums, above_at, index):  # pragma: no cover - compiled
+    """One row's normalised values ``row / d · k`` added to ``sums``, whether each is above ``threshold``
+    (1/0 into ``above_at``) and its histogram bin (into ``index``); returns how many are above."""
+    zero = np.float32(0.0)
+    above = 0
+    for j in range(row.shape[0]):  # one vectorised pass
+        x = row[j] / d * k
+        sums[j] += x
+        m = x > threshold
+        above_at[j] = m
+        above += m
+        y = x * scale + offset
+        y = y if y >= zero else zero  # below the range, or NaN: bin 0
+        y = y if y <= top else top
+        index[j] = np.int32(y)
+    return above
+
+
+def _row_marks(above_at, marks, counts, near, same_sentence, si):  # pragma: no cover - compiled
+    """A row's high-similarity pairs (``above_at``, 1/0) added to ``marks``, ``counts`` and ``near``, in one
+    branch-free pass; returns how many share the sentence ``si`` (−1: none, never shared)."""
+    si = si if si >= 0 else -2  # sentence ids are −1 where there is none
+    here = 0
+    for j in range(counts.shape[0]):
+        u = above_at[j]
+        marks[j] += u
+        counts[j] += u
+        near[j] += np.int64(u)
+        here += np.int64(u) if same_sentence[j] == si else 0
+    return here
+
+
 def _reduce_tile(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, pos_bin, bin_end, dist_bin, valid, sent,
                  hist, upper_sum, location, distance, distance_sum, row_count, col_count, same):  # pragma: no cover - compiled
     n_windows, n_heads, r, c = s.shape
     nb = hist.shape[1]
     top = np.float32(nb - 1)
-    zero = np.float32(0.0)
     # a tile of a bin per position (every window within the resolution): rows go straight to their bins
     direct = pos_bin[a + r - 1] - pos_bin[a] == r - 1 and pos_bin[c0 + c - 1] - pos_bin[c0] == c - 1
     key_bin = pos_bin[c0]
     for h in numba.prange(n_heads):
         even = np.zeros(nb, np.int64)  # two histograms: consecutive equal bins do not wait on each other
         odd = np.zeros(nb, np.int64)
-        v = np.empty(c, np.float32)
         above_at = np.empty(c, np.float32)  # 1 where v > threshold
         index = np.empty(c, np.int32)
         rows_sum = np.zeros(c, np.float32)  # the values of the rows of query bin ``pending``, per key
@@ -89,19 +120,18 @@ def _reduce_tile(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, po
                 n = c - j0
                 if n <= 0:
                     continue
-                first = c0 + j0  # the key of v[0]
+                first = c0 + j0  # the key of tile_row[0]
                 tile_row = s[b, h, i, j0:]
-                above = 0
-                for j in range(n):  # the normalised values and their histogram bins (vectorised)
-                    x = tile_row[j] / d * k
-                    v[j] = x
-                    m = x > threshold
-                    above_at[j] = m
-                    above += m
-                    y = x * scale + offset
-                    y = y if y >= zero else zero  # below the range, or NaN: bin 0
-                    y = y if y <= top else top
-                    index[j] = np.int32(y)
+                pi = pos_bin[gi]
+                if direct:  # the row's sums straight to their position pairs
+                    above = _row_values(tile_row, d, k, threshold, scale, offset, top,
+                                        upper_sum[h, pi, key_bin + j0:key_bin + c], above_at, index)
+                else:  # summed over the rows of a query bin first, then split by key bin
+                    if pi != pending:
+                        _flush(rows_sum, pending, pos_bin, bin_end, c0, c, upper_sum[h])
+                        _flush(rows_above, pending, pos_bin, bin_end, c0, c, location[h])
+                        pending = pi
+                    above = _row_values(tile_row, d, k, threshold, scale, offset, top, rows_sum[j0:], above_at, index)
                 if keys_valid:
                     mm = n - (n & 1)
                     for j in range(0, mm, 2):
@@ -113,41 +143,18 @@ def _reduce_tile(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, po
                     for j in range(n):
                         if valid[b, first + j]:
                             even[index[j]] += 1
-                pi = pos_bin[gi]
-                if direct:
-                    sums = upper_sum[h, pi, key_bin + j0:key_bin + c]
-                    for j in range(n):
-                        sums[j] += v[j]
-                else:
-                    if pi != pending:  # the rows of one query bin are summed first, then split by key bin
-                        _flush(rows_sum, pending, pos_bin, bin_end, c0, c, upper_sum[h])
-                        _flush(rows_above, pending, pos_bin, bin_end, c0, c, location[h])
-                        pending = pi
-                    for j in range(n):
-                        rows_sum[j0 + j] += v[j]
                 if above == 0:
                     continue
                 row_count[b, h, gi] += above
                 # the high-similarity pairs, branch-free (invalid keys hold 0: never above)
                 counts = col_count[b, h, first:first + n]
                 near = gaps[first - gi:first - gi + n]
-                if direct:
-                    pairs = location[h, pi, key_bin + j0:key_bin + c]
-                    for j in range(n):
-                        pairs[j] += above_at[j]
-                else:
-                    for j in range(n):
-                        rows_above[j0 + j] += above_at[j]
-                for j in range(n):
-                    counts[j] += above_at[j]
-                    near[j] += np.int64(above_at[j])
+                same_sentence = sent[b, first:first + n]
                 si = sent[b, gi]
-                if si >= 0:
-                    same_sentence = sent[b, first:first + n]
-                    here = 0
-                    for j in range(n):
-                        here += np.int64(above_at[j]) if same_sentence[j] == si else 0
-                    inside += here
+                if direct:
+                    inside += _row_marks(above_at, location[h, pi, key_bin + j0:key_bin + c], counts, near, same_sentence, si)
+                else:
+                    inside += _row_marks(above_at, rows_above[j0:], counts, near, same_sentence, si)
         _flush(rows_sum, pending, pos_bin, bin_end, c0, c, upper_sum[h])
         _flush(rows_above, pending, pos_bin, bin_end, c0, c, location[h])
         for m in range(nb):
@@ -260,7 +267,7 @@ PARALLEL_ENTRIES = 1 << 20
 def _compiled():
     """The compiled pair kernel, parallel over heads and serial; compiles the attention pass's pair too
     (:func:`reduce_attention`). Compiled once per machine: Numba caches them on disk where it can write."""
-    global numba, _kernel, _attention_kernels, _repeat_kernel, _segment_sum, _flush, _top_keys
+    global numba, _kernel, _attention_kernels, _repeat_kernel, _segment_sum, _flush, _top_keys, _row_values, _row_marks
     if _kernel is None:
         import numba as nb
 
@@ -274,6 +281,8 @@ def _compiled():
 
         _segment_sum = jit(_segment_sum, inline="always", fastmath={"reassoc"})
         _flush = jit(_flush)
+        _row_values = jit(_row_values, inline="always")
+        _row_marks = jit(_row_marks, inline="always")
         # (Numba's disk cache keys a function's versions by signature only: the serial one is not cached)
         _top_keys = jit(_top_keys)
         _attention_kernels = (jit(_reduce_attention, parallel=True, nogil=True),
@@ -285,7 +294,8 @@ def _compiled():
 
 def reduce_tile(s: np.ndarray, a: int, c0: int, diagonal: bool, divisor: np.ndarray, keep: np.ndarray,
                 threshold: np.float32, scale: np.float32, offset: np.float32, pos_bin: np.ndarray,
-                bin_end: np.ndarray, dist_bin: np.ndarray, valid: np.ndarray, sent: np.ndarray, out: dict[str, np.ndarray]) -> None:
+                bin_end: np.ndarray, dist_bin: np.ndarray, valid: np.ndarray, sent: np.ndarray, out: dict[str, np.ndarray],
+                parallel: bool | None = None) -> None:
     """Add one tile to the outputs ``out`` (numpy views of the accumulators, in place).
 
     ``s`` ``[B, H, r, c]`` float32: raw ``Z·Zᵀ`` of query rows ``a..a+r`` and key columns ``c0..c0+c``
@@ -296,10 +306,12 @@ def reduce_tile(s: np.ndarray, a: int, c0: int, diagonal: bool, divisor: np.ndar
     bin; ``valid`` ``[B, T]`` bool; ``sent`` ``[B, T]`` int64 sentence ids (−1: none). Pairs ``i < j`` between valid positions are read. ``out``: ``hist`` ``[H, bins]``
     int64, ``upper_sum`` / ``location`` ``[H, R, R]`` float64 (pairs ``i < j`` only), ``distance``
     ``[H, R]`` float64, ``distance_sum`` / ``same`` ``[H]`` int64, ``row_count`` / ``col_count``
-    ``[B, H, T]`` float32.
+    ``[B, H, T]`` float32. ``parallel``: heads on the thread pool (default: where the tile holds at least
+    :data:`PARALLEL_ENTRIES` entries).
     """
-    parallel, serial = _compiled()
-    kernel = parallel if s.size >= PARALLEL_ENTRIES else serial
+    kernels = _compiled()
+    parallel = s.size >= PARALLEL_ENTRIES if parallel is None else parallel
+    kernel = kernels[0] if parallel else kernels[1]
     kernel(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, pos_bin, bin_end, dist_bin, valid, sent,
             out["hist"], out["upper_sum"], out["location"], out["distance"], out["distance_sum"],
             out["row_count"], out["col_count"], out["same"])

@@ -37,7 +37,8 @@ class Eager(Backend):
         """The step's attention probabilities from Q and K (``None`` without them; on a CPU, valid until the
         next step's) and its head outputs.
         With ``value`` the model's head outputs are computed from the probabilities and written into
-        ``head_outputs``; the step's own copy (contiguous) is returned where it has their dtype."""
+        ``head_outputs``; the step's own float32 copy (contiguous; on a CPU valid until the next layer's)
+        is returned where it has their dtype."""
         z = head_outputs[index]
         if qk is None:
             return None, z
@@ -45,7 +46,11 @@ class Eager(Backend):
         out = self.scratch.empty("probabilities", (*q.shape[:-1], q.shape[2])) if q.device.type == "cpu" else None
         probs = attention_probs(q, qk[1][index], bt.valid, bt.padded, scale, out)
         if value is not None:
-            computed = head_matmul(probs, value[index].float())
+            # on a CPU into the layer's contiguous float32 buffer (each step its own windows), then copied
+            # into the model's [B, T, H, d] memory: faster on two threads than a GEMM writing there
+            cpu = q.device.type == "cpu"
+            layer = self.scratch.empty("head outputs", (value.shape[0], *z.shape[1:])) if cpu else None
+            computed = head_matmul(probs, value[index].float(), out=None if layer is None else layer[index])
             z.copy_(computed)
             z = computed if computed.dtype == z.dtype else z
         return probs, z

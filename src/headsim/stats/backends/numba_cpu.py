@@ -18,9 +18,9 @@ from .eager import Eager
 
 class Numba(Eager):
     """Eager probabilities; attention reductions by the CPU kernel (:func:`headsim.stats.cpu_kernels.reduce_attention`);
-    pair statistics by the CPU kernel, over the one tile ``S = Z·Zᵀ`` of a
-    window within the resolution (:class:`headsim.stats.tiled.FusedPairs` with a bin per position) or
-    the tiles of a longer one (``tile_kernel``). Counts equal the eager steps' (the same float32
+    pair statistics by the CPU kernel (:class:`headsim.stats.tiled.FusedPairs`), over the upper triangle
+    of ``S = Z·Zᵀ`` of a window within the resolution (blocks of rows, each built once; a bin per
+    position) or the tiles of a longer one (``tile_kernel``). Counts equal the eager steps' (the same float32
     decisions on the same ``S``); sums agree to float rounding."""
 
     name = "numba"
