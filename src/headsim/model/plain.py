@@ -18,8 +18,9 @@ def head_matmul(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, out: torch
     On a CPU the product runs one window at a time: a window's heads as the model lays them out side by
     side (its ``[B, T, H, d]`` memory seen as ``[B, H, T, d]``, and the transpose of that) are read in
     place, where one product over ``[B, H]`` would copy each operand first; ``alpha`` is applied inside
-    the product, as a GEMM's scale. Elsewhere (and under ``torch.compile``) one batched product, then the
-    scale.
+    the product, as a GEMM's scale (the BLAS may scale an operand rather than the sum: equal to
+    ``(a @ b) · alpha`` bit for bit where ``alpha`` is a power of two, else to float32 rounding). Elsewhere
+    (and under ``torch.compile``) one batched product, then the scale.
     """
     if a.device.type != "cpu" or torch.compiler.is_compiling():
         out = torch.matmul(a, b)
@@ -37,8 +38,10 @@ def attention_probs(query: torch.Tensor, key: torch.Tensor, attention_mask: torc
     as :func:`head_matmul`).
 
     Rows of padded queries are computed like the model does (they attend to the valid keys). The
-    scale multiplies the product, as the families' eager attention applies it (:func:`head_matmul`),
-    and the additive key mask is added only where a window has padding (``padded``, when the caller
+    scale is applied in the product (:func:`head_matmul`); the families' eager attention multiplies the
+    product by it afterwards, which gives the same scores bit for bit where the scale is a power of two
+    (head sizes 16, 64, 256) and to float32 rounding otherwise (MKL, head size 32: a unit or two in the last place). The
+    additive key mask is added only where a window has padding (``padded``, when the caller
     knows it, spares a device synchronisation). ``scale`` defaults to 1/√d.
     """
     scale = query.shape[-1] ** -0.5 if scale is None else float(scale)

@@ -95,7 +95,7 @@ class Engine:
         if self.own_attention:
             how = ("computed once for the statistics and the model" if self.stats.impl.computes_head_outputs
                    else "queries and keys as the model passes them")
-            return f"headsim: softmax(QK^T*scale) over valid keys ({how}); equal to the family's eager attention"
+            return f"headsim: softmax(QK^T*scale) over valid keys ({how}); equal to the family's eager attention to float32 rounding"
         if not self.loaded.arch.interface:
             return "the model's output_attentions"
         eager = "the model's own eager attention function (transformers AttentionInterface)"
