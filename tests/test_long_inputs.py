@@ -118,11 +118,12 @@ def test_binned_statistics_equal_binning_the_exact_ones(tile_bytes, t, starts, b
     assert_matches_reference(ds, binned_reference(ref, t, 5))
 
 
-@pytest.mark.parametrize("t,tile_bytes", [(300, 40000), (256, 1 << 30)])
+@pytest.mark.parametrize("t,tile_bytes", [(300, 40000), (256, 1 << 30), (300, 1 << 30)])
 def test_the_cpu_kernel_counts_what_the_torch_tiles_count(t, tile_bytes):
     """The Numba tile kernel against the torch tiles on windows of padding, repeats and sentences, with
     a head whose outputs are all zero (no positive maximum) and bins the tiles do not follow (300 on 64):
-    every count equal, every sum to float rounding."""
+    every count equal, every sum to float rounding. A window of one tile is read as blocks of 64 rows of
+    its upper triangle, which bins cross at 300 tokens."""
     rng = np.random.default_rng(5)
     batch = random_batch_stats(rng, 3, 1, 3, t, attention=False)
     batch["head_outputs"][:, 0, 1] = 0.0
