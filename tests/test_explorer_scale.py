@@ -140,9 +140,15 @@ def test_pasted_text_grid_and_counts(server, browser, tmp_path):
         return bad.length; }""")
     assert owners == 0
     for (l, h, dx, dy) in ((5, 7, 0, 0), (20, 31, g["tile"] - 1, g["tile"] - 1), (31, 0, g["tile"] + g["gap"] / 2 - 0.5, -0.5)):
+        box = page.locator("#thumb-plot canvas.thumb-grid").bounding_box()  # where the grid is now, after the last head
         page.mouse.click(box["x"] + g["left"] + h * g["step"] + dx + 0.5, box["y"] + g["top"] + l * g["step"] + dy + 0.5)
-        page.wait_for_function("([l, h]) => { const s = window.headsim.state; return s.head && s.head.layer === l"
-                               " && s.head.head === h; }", arg=[l + 1, h + 1], timeout=20_000)
+        try:
+            page.wait_for_function("([l, h]) => { const s = window.headsim.state; return s.head && s.head.layer === l"
+                                   " && s.head.head === h; }", arg=[l + 1, h + 1], timeout=20_000)
+        except Exception:
+            shown = page.evaluate("() => { const s = window.headsim.state.head; return s && [s.layer, s.head]; }")
+            raise AssertionError(f"clicked layer {l + 1} head {h + 1} at {box}; head shown {shown}, "
+                                 f"status {page.inner_text('#status')!r}, error {page.inner_text('#error')!r}") from None
     page.screenshot(path=str(shots / "explorer_32x32.png"), full_page=True)
 
     # a long window (above the server's 64 bins): the mask's count is the pairs of the cells it shows, in the
