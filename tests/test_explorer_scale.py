@@ -140,7 +140,10 @@ def test_pasted_text_grid_and_counts(server, browser, tmp_path):
         return bad.length; }""")
     assert owners == 0
     for (l, h, dx, dy) in ((5, 7, 0, 0), (20, 31, g["tile"] - 1, g["tile"] - 1), (31, 0, g["tile"] + g["gap"] / 2 - 0.5, -0.5)):
-        box = page.locator("#thumb-plot canvas.thumb-grid").bounding_box()  # where the grid is now, after the last head
+        grid = page.locator("#thumb-plot canvas.thumb-grid")
+        grid.scroll_into_view_if_needed()  # the Analyze click may have scrolled the page below the grid
+        box = grid.bounding_box()  # where the grid is now, after the last head
+        assert box["y"] >= 0 and box["y"] + box["height"] <= 1000, box
         page.mouse.click(box["x"] + g["left"] + h * g["step"] + dx + 0.5, box["y"] + g["top"] + l * g["step"] + dy + 0.5)
         try:
             page.wait_for_function("([l, h]) => { const s = window.headsim.state; return s.head && s.head.layer === l"
