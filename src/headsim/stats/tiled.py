@@ -267,10 +267,10 @@ def _similarity_input(z: torch.Tensor, bt: BatchTensors, out=None) -> torch.Tens
     zf = z.detach().float()
     if not bt.padded and zf.is_contiguous():
         return zf
-    into = {} if out is None else {"out": out()}
+    into = torch.empty(zf.shape, device=zf.device) if out is None else out()
     if bt.padded:
-        return torch.where(bt.valid[:, None, :, None], zf, torch.zeros((), device=zf.device), **into)
-    return into["out"].copy_(zf) if into else zf.contiguous()
+        return torch.where(bt.valid[:, None, :, None], zf, torch.zeros((), device=zf.device), out=into)
+    return into.copy_(zf)
 
 
 def _upper_blocks(zf: torch.Tensor, buffer) -> list[tuple[int, torch.Tensor]]:
@@ -388,9 +388,12 @@ class FusedPairs:
             blocks = [(a, a, block) for a, block in built]
         else:  # built twice: for the maximum, then each tile as it is reduced
             peak = _peak(zf, tiles, side)
-            blocks = ((a, c0, _similarity_tile(zf, a, c0, min(side, t - a), min(side, t - c0),
-                                               self._buffer(b, h, min(side, t - a), min(side, t - c0))))
-                      for a, c0 in tiles)
+
+            def tile(a: int, c0: int) -> tuple[int, int, torch.Tensor]:
+                r, c = min(side, t - a), min(side, t - c0)
+                return a, c0, _similarity_tile(zf, a, c0, r, c, self._buffer(b, h, r, c))
+
+            blocks = (tile(a, c0) for a, c0 in tiles)
         divisor, positive = _normaliser(peak)
         keep = positive.float()
         out = dict(self.out, upper_sum=self._upper.adding(b), row_count=self.out["row_count"][start:start + b],
@@ -401,7 +404,7 @@ class FusedPairs:
                      bt.sentences.numpy())
         rep = torch.zeros(bt.repeat_index[0].numel(), h, dtype=torch.float32)  # [N, H]: each pair set by its tile
         repeats = tuple(x.numpy() for x in bt.repeat_index)
-        parallel = b * h * min(t, side) ** 2 >= cpu_kernels.PARALLEL_ENTRIES  # a step's blocks share one choice
+        parallel = b * h * side ** 2 >= cpu_kernels.PARALLEL_ENTRIES  # a step's blocks share one choice
         for a, c0, s in blocks:
             cpu_kernels.reduce_tile(s.numpy(), a, c0, a == c0, *constants, out, parallel=parallel)
             cpu_kernels.repeat_pairs_above(s.numpy(), a, c0, repeats, *normaliser, rep.numpy())

@@ -43,14 +43,14 @@ class Eager(Backend):
         if qk is None:
             return None, z
         q = qk[0][index]
-        out = self.scratch.empty("probabilities", (*q.shape[:-1], q.shape[2])) if q.device.type == "cpu" else None
+        cpu = q.device.type == "cpu"
+        out = self.scratch.empty("probabilities", (*q.shape[:-1], q.shape[2])) if cpu else None
         probs = attention_probs(q, qk[1][index], bt.valid, bt.padded, scale, out)
         if value is not None:
             # on a CPU into the layer's contiguous float32 buffer (each step its own windows), then copied
             # into the model's [B, T, H, d] memory: faster on two threads than a GEMM writing there
-            cpu = q.device.type == "cpu"
-            layer = self.scratch.empty("head outputs", (value.shape[0], *z.shape[1:])) if cpu else None
-            computed = head_matmul(probs, value[index].float(), out=None if layer is None else layer[index])
+            layer = self.scratch.empty("head outputs", (value.shape[0], *z.shape[1:]))[index] if cpu else None
+            computed = head_matmul(probs, value[index].float(), out=layer)
             z.copy_(computed)
             z = computed if computed.dtype == z.dtype else z
         return probs, z
