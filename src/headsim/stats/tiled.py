@@ -256,8 +256,8 @@ def _tile_peak(s: torch.Tensor, diagonal: bool) -> torch.Tensor:
     return s.amax(dim=(-1, -2))
 
 
-#: rows of each block of the upper triangle of a one-tile window's ``S`` (:func:`_upper_blocks`): a fifth
-#: less time than the whole square at 128 tokens, a third less at 512 (one and two threads)
+#: rows of each block of the upper triangle of a one-tile window's ``S`` (:func:`_upper_blocks`): blocks this
+#: tall skip the lower triangle and still multiply at the whole square's rate (docs/performance.md)
 UPPER_ROWS = 64
 
 
@@ -277,8 +277,9 @@ def _upper_blocks(zf: torch.Tensor, buffer) -> list[tuple[int, torch.Tensor]]:
     """The upper triangle of ``S = Z·Zᵀ`` of contiguous ``zf`` ``[B, H, T, d]`` as blocks of
     :data:`UPPER_ROWS` query rows ``a..`` against the keys from ``a`` on: ``(a, block)``, each block
     ``[B, H, r, T − a]`` in ``buffer(r, c)`` (a contiguous tensor of that shape; its leading diagonal is
-    ``S``'s). Each entry is the dot product the whole matrix's GEMM computes; ``S`` is symmetric, so the
-    blocks hold every pair ``i < j`` once, and the largest of their maxima off the diagonal is ``S``'s."""
+    ``S``'s). The blocks hold every pair ``i < j`` once. Each entry is the dot product the whole matrix's
+    GEMM computes, to float32 rounding (bit for bit with MKL, where ``S`` is also exactly symmetric and
+    the largest of the blocks' maxima off the diagonal is the whole matrix's)."""
     t, rows = zf.shape[2], UPPER_ROWS
     blocks = []
     for a in range(0, t, rows):

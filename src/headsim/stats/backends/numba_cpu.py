@@ -21,7 +21,8 @@ class Numba(Eager):
     pair statistics by the CPU kernel (:class:`headsim.stats.tiled.FusedPairs`), over the upper triangle
     of ``S = Z·Zᵀ`` of a window within the resolution (blocks of rows, each built once; a bin per
     position) or the tiles of a longer one (``tile_kernel``). Counts equal the eager steps' (the same float32
-    decisions on the same ``S``); sums agree to float rounding."""
+    decisions on the same ``S``: its blocks' entries are the whole GEMM's with MKL; elsewhere a pair within
+    float32 rounding of the threshold may fall either way); sums agree to float rounding."""
 
     name = "numba"
     tile_kernel = "numba"
