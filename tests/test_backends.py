@@ -60,9 +60,9 @@ def windows():
     return batches, ref, ref_ds
 
 
-def run(batches, backend, log: list | None = None) -> CorpusStats:
-    """Feed ``batches`` through statistics on ``backend`` in steps of 4 windows (a shorter last step)."""
-    stats = RecordingStats(L, H, T, chunk_windows=4, backend=backend, device=DEVICE, log=[] if log is None else log,
+def run(batches, backend, log: list | None = None, chunk_windows: int = 4) -> CorpusStats:
+    """Feed ``batches`` through statistics on ``backend`` in steps of ``chunk_windows`` windows (a shorter last step)."""
+    stats = RecordingStats(L, H, T, chunk_windows=chunk_windows, backend=backend, device=DEVICE, log=[] if log is None else log,
                            **SETTINGS)
     for batch in batches:
         info = to_info(batch, DEVICE)
@@ -157,6 +157,61 @@ def test_numba_upper_triangle_in_uneven_row_blocks_matches_the_reference(windows
     assert built and all([(a, tuple(s.shape[2:])) for a, s in blocks] == [(0, (8, 20)), (8, (8, 12)), (16, (4, 4))]
                          for blocks in built)
     check(stats, log, windows)
+
+
+def test_numba_reduces_short_steps_together_and_matches_the_reference(windows, monkeypatch):
+    """Steps of one window each: the Numba backend reduces the pairs of consecutive steps together (groups
+    of 3 of a batch's 6 windows, at most ``PAIR_GROUP_WINDOWS`` = 4), from the layer's own head outputs
+    (captured queries and keys) and from head outputs handed in (the last batch), with every statistic the
+    reference's."""
+    from headsim.stats import tiled
+    from headsim.stats.backends import numba_cpu
+
+    _available("numba")
+    monkeypatch.setattr(numba_cpu, "PAIR_GROUP_WINDOWS", 4)
+    windows_per_call = []
+    add = tiled.FusedPairs.add
+    monkeypatch.setattr(tiled.FusedPairs, "add",
+                        lambda self, z, bt, start: windows_per_call.append((start, z.shape[0], bt.valid.shape[0]))
+                        or add(self, z, bt, start))
+    log: list = []
+    stats = run(windows[0], "numba", log, chunk_windows=1)
+    assert windows_per_call == [(0, 3, 3), (3, 3, 3)] * (L * len(windows[0]))
+    check(stats, log, windows)
+
+
+def test_joined_views_adjacent_parts_and_copies_others():
+    """``joined``: parts that lie one after another in one buffer come back as a view of it; any others
+    as a copy; either way equal to their concatenation."""
+    from headsim.stats.backends.numba_cpu import joined
+
+    whole = torch.arange(5 * 3 * 2, dtype=torch.float32).view(5, 3, 2)
+    parts = [whole[0:2], whole[2:3], whole[3:5]]
+    view = joined(parts)
+    assert torch.equal(view, whole) and view.data_ptr() == whole.data_ptr()
+    for others in ([whole[0:2], whole[3:5]], [whole[2:3], whole[0:2]], [whole[:, :2][0:2], whole[:, :2][2:4]]):
+        out = joined(others)
+        assert torch.equal(out, torch.cat(others))
+        out.zero_()
+        assert whole.flatten()[1:].ne(0).all()  # a copy: the buffer is untouched
+
+
+def test_pair_groups_cover_the_steps_in_order_in_equal_runs():
+    """``_groups`` runs consecutive steps together, every step once and in order, each run at most the
+    windows asked for unless it is one longer step, the runs about equal."""
+    from headsim.stats.backends.numba_cpu import _groups
+
+    def steps(sizes):
+        starts = np.cumsum([0, *sizes])
+        return [(slice(int(a), int(b)),) for a, b in zip(starts, starts[1:])]
+
+    for sizes, windows, expected in (([1] * 32, 9, [8, 8, 8, 8]), ([11, 11, 10], 8, [11, 11, 10]),
+                                     ([1] * 5, 2, [2, 2, 1]), ([1] * 6, 64, [6]), ([2, 1, 1, 3, 1], 4, [4, 4])):
+        got = _groups(steps(sizes), windows)
+        assert [s for g in got for s in g] == steps(sizes)
+        lengths = [g[-1][0].stop - g[0][0].start for g in got]
+        assert lengths == expected, (sizes, windows, lengths)
+        assert all(n <= windows or len(g) == 1 for n, g in zip(lengths, got))
 
 
 def _break(monkeypatch, name: str) -> None:

@@ -355,7 +355,7 @@ class FusedPairs:
         from . import cpu_kernels
 
         cpu_kernels.set_threads(torch.get_num_threads())
-        self.threshold, self.sim_bins, self.bins = threshold, sim_bins, bins
+        self.threshold, self.sim_bins, self.bins, self.t, self.heads = threshold, sim_bins, bins, t, heads
         self.side = _tile_size(rows, t, t // bins.r if t % bins.r == 0 else None, FUSED_SIDE)
         self.tiles = _tiles(t, self.side)
         # the tiles and sums the layer's steps share, reused by the next layer where ``scratch`` is the
@@ -410,6 +410,14 @@ class FusedPairs:
             cpu_kernels.reduce_tile(s.numpy(), a, c0, a == c0, *constants, out, parallel=parallel)
             cpu_kernels.repeat_pairs_above(s.numpy(), a, c0, repeats, *normaliser, rep.numpy())
         self._rep.append(rep)
+
+    def window_bytes(self) -> int:
+        """Bytes of similarity blocks that :meth:`add` holds at once per window: the upper triangle's blocks
+        of a window of one tile, one tile of a longer one."""
+        t, side, h = self.t, self.side, self.heads
+        if len(self.tiles) == 1:
+            return h * 4 * sum(min(UPPER_ROWS, t - a) * (t - a) for a in range(0, t, UPPER_ROWS))
+        return h * 4 * side * side
 
     def _buffer(self, b: int, h: int, r: int, c: int) -> torch.Tensor:
         """A tile ``[b, H, r, c]`` of the one buffer per tile shape that steps share (a fresh large tensor

@@ -15,6 +15,40 @@ from ..pairs import PairReductions, add_pairs
 from ..sums import WindowSum
 from .eager import Eager
 
+#: windows that the pair kernel reads per call at least, where the steps are shorter (steps of windows
+#: whose attention fills a step alone): consecutive steps are reduced together (:meth:`Numba._pair_reductions`)
+PAIR_GROUP_WINDOWS = 8
+#: and the similarity blocks such a group builds at most (at 512 tokens and 12 heads, 7 MB a window)
+PAIR_GROUP_BYTES = 64 << 20
+
+
+def _groups(steps: list, windows: int) -> list[list]:
+    """``steps`` (``(index, ...)``, consecutive windows) in runs of consecutive steps of about equal size,
+    each at most ``windows`` windows (a longer step alone)."""
+    total = steps[-1][0].stop - steps[0][0].start
+    size = -(-total // -(-total // windows))  # equal groups: as few as ``windows`` allows
+    groups: list[list] = []
+    for step in steps:
+        n = step[0].stop - step[0].start
+        if groups and sum(x[0].stop - x[0].start for x in groups[-1]) + n <= size:
+            groups[-1].append(step)
+        else:
+            groups.append([step])
+    return groups
+
+
+def joined(parts: list[torch.Tensor]) -> torch.Tensor:
+    """Tensors of equal trailing shape as one, concatenated along their first dimension: a view where
+    they lie contiguous one after another in one storage (the layer's head outputs, step by step), else a copy."""
+    first = parts[0]
+    n = sum(p.shape[0] for p in parts)
+    adjacent = all(p.is_contiguous() and p.untyped_storage().data_ptr() == first.untyped_storage().data_ptr()
+                   for p in parts) and all(
+        b.data_ptr() == a.data_ptr() + a.numel() * a.element_size() for a, b in zip(parts, parts[1:]))
+    if adjacent:
+        return first.as_strided((n, *first.shape[1:]), first.stride())
+    return torch.cat(parts)
+
 
 class Numba(Eager):
     """Eager probabilities; attention reductions by the CPU kernel (:func:`headsim.stats.cpu_kernels.reduce_attention`);
@@ -44,7 +78,9 @@ class Numba(Eager):
 
     def _pair_reductions(self, steps: list, batch) -> PairReductions:
         """The pair reductions of ``steps`` (``(index, bt, z)``, consecutive windows) as one; ``batch``
-        the tensors of all their windows."""
+        the tensors of all their windows. Steps of fewer than :data:`PAIR_GROUP_WINDOWS` windows are
+        reduced together (at most :data:`PAIR_GROUP_BYTES` of similarity blocks a group): a kernel call
+        over several windows finds the rows of the layer's sums in cache from window to window."""
         from ..tiled import Bins, FusedPairs
 
         _, _, z = steps[0]
@@ -54,8 +90,12 @@ class Numba(Eager):
         s = self.settings
         try:
             pairs = FusedPairs(batch.info.n_windows, z.shape[1], t, s.threshold, s.bins, self._positions, t, self.scratch)
-            for index, bt, z in steps:
-                pairs.add(z, bt, index.start - steps[0][0].start)
+            start = steps[0][0].start
+            for group in _groups(steps, max(1, min(PAIR_GROUP_WINDOWS, PAIR_GROUP_BYTES // pairs.window_bytes()))):
+                (first, bt, z), last = group[0], group[-1][0]
+                if len(group) > 1:
+                    bt, z = batch.select(slice(first.start - start, last.stop - start)), joined([z for _, _, z in group])
+                pairs.add(z, bt, first.start - start)
             return pairs.result(batch)[0]
         except Exception as exc:  # noqa: BLE001 (the caller decides: error or recorded fallback)
             raise self.failure(exc) from exc
