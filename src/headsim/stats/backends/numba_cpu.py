@@ -1,9 +1,9 @@
 """The numba backend: the pair statistics reduced in one pass per similarity tile by headsim's Numba
 kernel (:mod:`headsim.stats.cpu_kernels`); the attention statistics by a kernel that reads each window's
 and head's probabilities twice while they are in cache (column sums and top columns, then the sums with
-those columns zeroed). A layer's steps are
-added at once: each step's ``T×T`` work runs while its tensors are in cache, the bookkeeping of the
-reductions once per layer."""
+those columns zeroed). A layer's steps are added at once: each step's ``T×T`` attention is reduced
+while it is in cache, the pairs of steps of few windows together (a kernel call over several windows),
+the bookkeeping of the reductions once per layer."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def joined(parts: list[torch.Tensor]) -> torch.Tensor:
                    for p in parts) and all(
         b.data_ptr() == a.data_ptr() + a.numel() * a.element_size() for a, b in zip(parts, parts[1:]))
     if adjacent:
-        return first.as_strided((n, *first.shape[1:]), first.stride())
+        return first.as_strided((n, *first.shape[1:]), (first[0].numel(), *first.stride()[1:]))
     return torch.cat(parts)
 
 
