@@ -280,12 +280,15 @@ def _upper_blocks(zf: torch.Tensor, buffer) -> list[tuple[int, torch.Tensor]]:
     ``S``'s). The blocks hold every pair ``i < j`` once. Each entry is the dot product the whole matrix's
     GEMM computes, to float32 rounding (bit for bit with MKL, where ``S`` is also exactly symmetric and
     the largest of the blocks' maxima off the diagonal is the whole matrix's)."""
-    t, rows = zf.shape[2], UPPER_ROWS
-    blocks = []
-    for a in range(0, t, rows):
-        r = min(rows, t - a)
-        blocks.append((a, torch.matmul(zf[:, :, a:a + r], zf[:, :, a:].transpose(-1, -2), out=buffer(r, t - a))))
-    return blocks
+    t = zf.shape[2]
+    return [(a, torch.matmul(zf[:, :, a:a + r], zf[:, :, a:].transpose(-1, -2), out=buffer(r, t - a)))
+            for a, r in _upper_rows(t)]
+
+
+def _upper_rows(t: int) -> list[tuple[int, int]]:
+    """The first query row and the rows of each block of :func:`_upper_blocks` for ``T = t``: ``(a, r)``,
+    the block ``[.., r, t − a]``."""
+    return [(a, min(UPPER_ROWS, t - a)) for a in range(0, t, UPPER_ROWS)]
 
 
 def _normaliser(peak: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -416,7 +419,7 @@ class FusedPairs:
         of a window of one tile, one tile of a longer one."""
         t, side, h = self.t, self.side, self.heads
         if len(self.tiles) == 1:
-            return h * 4 * sum(min(UPPER_ROWS, t - a) * (t - a) for a in range(0, t, UPPER_ROWS))
+            return h * 4 * sum(r * (t - a) for a, r in _upper_rows(t))
         return h * 4 * side * side
 
     def _buffer(self, b: int, h: int, r: int, c: int) -> torch.Tensor:
