@@ -17,12 +17,17 @@ tried at every position of the text:
   are literal): no match in a text without ``{``;
 * three list-item patterns, their lookbehinds tried one by one: one lookbehind instead, or no match
   in a text without a digit, a period and whitespace or ``)`` in a row.
+
+:func:`install` also gives English's abbreviation replacer :func:`search_for_abbreviations`, pySBD's
+abbreviation step with each substitution made once (the same text out).
 """
 
 from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 
 PATTERN_CACHE = 4096  # compiled patterns kept (the embedded corpus makes pySBD use about 730)
@@ -155,10 +160,71 @@ class CachedRe:
         return self._compiled(pattern, flags).split(string, maxsplit)
 
 
+def search_for_abbreviations(replacer, text: str) -> str:
+    """pySBD's ``AbbreviationReplacer.search_for_abbreviations_in_string(text)``: the same text, with each
+    distinct substitution made once.
+
+    For each abbreviation found in the line, pySBD finds its occurrences (``(?:^|\\s|\\r|\\n)ABBR``,
+    ignoring case) and the character after each (``(?<={ABBR} ).{1}``: no match in a text without ``{``,
+    and its substitutions only write ``∯``, so none appears), then calls ``scan_for_replacements`` per
+    occurrence. Without those characters every call goes on as if the next word were not capitalised:
+    one substitution of ``.`` by ``∯`` whose pattern is made from the occurrence alone (its text, stripped).
+    Such a substitution does nothing a second time, whatever others of the step ran in between: every one
+    only turns ``.`` into ``∯``, a match needs ``.`` where it replaces, and its lookbehind and lookahead read
+    letters, digits, whitespace, punctuation other than ``∯``, or any character (an unescaped ``.`` in an
+    abbreviation), each of which was there, the same, when the first substitution ran and replaced every
+    match. So an occurrence whose stripped text came before in the same abbreviation's list is skipped.
+    A line with ``{`` goes through pySBD's own method.
+    """
+    from pysbd import abbreviation_replacer as module
+
+    if "{" in text:
+        return module.AbbreviationReplacer.search_for_abbreviations_in_string(replacer, text)
+    lowered = text.lower()
+    for stripped in [a for a in map(str.strip, replacer.lang.Abbreviation.ABBREVIATIONS) if a in lowered]:
+        done = set()
+        for occurrence in module.re.findall(_LEAD + stripped, text, flags=re.IGNORECASE):
+            key = occurrence.strip()
+            if key not in done:
+                done.add(key)
+                text = replacer.scan_for_replacements(text, occurrence, 0, ())
+    return text
+
+
+def _english_replacer():
+    from pysbd.lang.english import English
+
+    return English.AbbreviationReplacer
+
+
 def install() -> None:
-    """Give every imported pySBD module that uses :mod:`re` one shared :class:`CachedRe` instead
-    (once; import pySBD's segmenter first, which imports its modules)."""
+    """Give every imported pySBD module that uses :mod:`re` one shared :class:`CachedRe` instead, and
+    English's abbreviation replacer :func:`search_for_abbreviations` (once; import pySBD's segmenter
+    first, which imports its modules)."""
     shim = CachedRe()
     for name, module in list(sys.modules.items()):
         if name.split(".")[0] == "pysbd" and getattr(module, "re", None) is re:
             module.re = shim
+    _english_replacer().search_for_abbreviations_in_string = search_for_abbreviations  # pySBD's own: the base class's
+
+
+@contextmanager
+def released() -> Iterator[None]:
+    """Within it, pySBD's modules use their own :mod:`re` and its own abbreviation step (what
+    :func:`install` replaced); not thread-safe (it swaps module and class attributes)."""
+    swapped = [m for n, m in list(sys.modules.items())
+               if n.split(".")[0] == "pysbd" and isinstance(getattr(m, "re", None), CachedRe)]
+    shims = [m.re for m in swapped]
+    replacer = _english_replacer()
+    method = replacer.__dict__.get("search_for_abbreviations_in_string")
+    try:
+        for m in swapped:
+            m.re = re
+        if method is not None:
+            del replacer.search_for_abbreviations_in_string
+        yield
+    finally:
+        for m, shim in zip(swapped, shims):
+            m.re = shim
+        if method is not None:
+            replacer.search_for_abbreviations_in_string = method

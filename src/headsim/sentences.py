@@ -135,25 +135,19 @@ def pieces(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
 @contextmanager
 def pysbd_as_released() -> Iterator[None]:
     """Within it, pySBD runs exactly as released (its own ``Segmenter.segment``, its modules' own
-    :mod:`re`): the reference that tests and ``benchmarks/pysbd_speed.py`` hold this module's path to.
-    Not thread-safe (it swaps module attributes)."""
-    from .pysbd_patterns import CachedRe
+    :mod:`re`, its own abbreviation step): the reference that tests and ``benchmarks/pysbd_speed.py``
+    hold this module's path to. Not thread-safe (it swaps module and class attributes)."""
+    from .pysbd_patterns import released
 
     global _segment
     fast_segment = _segment
     _pysbd()
-    swapped = [m for n, m in list(sys.modules.items())
-               if n.split(".")[0] == "pysbd" and isinstance(getattr(m, "re", None), CachedRe)]
-    shims = [m.re for m in swapped]
     try:
-        for m in swapped:
-            m.re = re
-        _segment = _pysbd().segment
-        yield
+        with released():
+            _segment = _pysbd().segment
+            yield
     finally:
         _segment = fast_segment
-        for m, shim in zip(swapped, shims):
-            m.re = shim
 
 
 def pysbd_starts(block: str) -> Iterator[int]:
