@@ -8,11 +8,11 @@ characters are first cut at the last sentence-final punctuation (else whitespace
 limit: time stays linear in the text. This module (with :mod:`headsim.pysbd_patterns`) is the one pySBD
 wrapper of the package.
 
-pySBD runs here exactly as ``Segmenter(language="en", clean=False).segment`` does, with two
-changes that leave every sentence as it was and only save time: its regular expressions are
-compiled once each, its slowest kinds in faster equivalent forms (:mod:`headsim.pysbd_patterns`), and its
-sentences are located in the text by search rather than by one freshly compiled pattern each
-(:func:`_segment`).
+pySBD runs here exactly as ``Segmenter(language="en", clean=False).segment`` does, with changes
+that leave every sentence as it was and only save time: its regular expressions are compiled once
+each, its slowest kinds in faster equivalent forms, its abbreviation step makes each distinct
+substitution once (:mod:`headsim.pysbd_patterns`), and its sentences are located in the text by
+search rather than by one freshly compiled pattern each (:func:`_segment`).
 """
 
 from __future__ import annotations
