@@ -191,6 +191,11 @@ def search_for_abbreviations(replacer, text: str) -> str:
     return text
 
 
+def _pysbd_modules() -> list:
+    """pySBD's imported modules."""
+    return [m for name, m in list(sys.modules.items()) if name.split(".")[0] == "pysbd"]
+
+
 def _english_replacer():
     from pysbd.lang.english import English
 
@@ -202,8 +207,8 @@ def install() -> None:
     English's abbreviation replacer :func:`search_for_abbreviations` (once; import pySBD's segmenter
     first, which imports its modules)."""
     shim = CachedRe()
-    for name, module in list(sys.modules.items()):
-        if name.split(".")[0] == "pysbd" and getattr(module, "re", None) is re:
+    for module in _pysbd_modules():
+        if getattr(module, "re", None) is re:
             module.re = shim
     _english_replacer().search_for_abbreviations_in_string = search_for_abbreviations  # pySBD's own: the base class's
 
@@ -212,8 +217,7 @@ def install() -> None:
 def released() -> Iterator[None]:
     """Within it, pySBD's modules use their own :mod:`re` and its own abbreviation step (what
     :func:`install` replaced); not thread-safe (it swaps module and class attributes)."""
-    swapped = [m for n, m in list(sys.modules.items())
-               if n.split(".")[0] == "pysbd" and isinstance(getattr(m, "re", None), CachedRe)]
+    swapped = [m for m in _pysbd_modules() if isinstance(getattr(m, "re", None), CachedRe)]
     shims = [m.re for m in swapped]
     replacer = _english_replacer()
     method = replacer.__dict__.get("search_for_abbreviations_in_string")
