@@ -379,3 +379,33 @@ def test_the_numba_attention_reduction_equals_torchs(k, parallel, monkeypatch):
     for mine, other, theirs in zip(first.diagonals, rest.diagonals, want.diagonals):
         assert mine.dtype == torch.float64
         torch.testing.assert_close(mine + other, theirs, rtol=1e-12, atol=1e-12)
+
+
+def test_the_numba_anchor_counts_equal_torchs():
+    """The Numba backend's anchor counts (Fig 11) of a step equal the torch ones: the anchor is the token id in
+    most high-similarity pairs, ties to the smaller id (a small vocabulary ties often), windows and heads
+    without a pair are left out, padded positions never count, and the distinct anchors are counted over the
+    heads that have one."""
+    from headsim.stats import cpu_kernels
+    from headsim.stats.batch import batch_tensors
+    from headsim.stats.pairs import anchor_counts
+
+    _available("numba")
+    rng = np.random.default_rng(5)
+    b, h, t, bins = 7, 5, 16, 10
+    batch = random_batch(rng, b, 1, h, t, vocab=3)
+    bt = batch_tensors(to_info(batch))
+    rows = torch.as_tensor(rng.integers(0, 3, size=(b, h, t)) * (rng.random((b, h, t)) < 0.4), dtype=torch.float32)
+    cols = torch.as_tensor(rng.integers(0, 3, size=(b, h, t)) * (rng.random((b, h, t)) < 0.4), dtype=torch.float32)
+    inner = torch.minimum(rows, torch.as_tensor(rng.integers(0, 2, size=(b, h, t)), dtype=torch.float32))
+    rows[2], cols[2] = 1.0, 1.0  # every position in pairs: ties between ids broken by the smaller id
+    inner[2] = 0.0
+    rows[:, 1], cols[:, 1], inner[:, 1] = 0.0, 0.0, 0.0  # a head without pairs
+    want = anchor_counts(rows, cols, inner, bt, bins)
+    # inner as the pair reductions hold it: a [B, T, H] tensor seen as [B, H, T]
+    got = cpu_kernels.anchor_counts(rows, cols, inner.transpose(1, 2).contiguous().transpose(1, 2), bt, bins)
+    for name in ("fraction_hist", "windows", "kind", "distinct"):
+        assert torch.equal(getattr(got, name), getattr(want, name)), name
+    torch.testing.assert_close(got.fraction_sum, want.fraction_sum, rtol=1e-12, atol=0)
+    assert int(want.windows[1]) == 0 and int(want.windows.sum()) > 0 and int(want.distinct.sum()) == b
+    assert int(want.distinct[2:].sum()) > 0  # some window's heads name different anchors

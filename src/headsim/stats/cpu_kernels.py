@@ -256,9 +256,51 @@ def _repeat_above(s, a, c0, rb, ri, rj, divisor, keep, threshold, out):  # pragm
                 out[n, h] = np.float32(1.0) if x > threshold else np.float32(0.0)
 
 
+def _anchor_counts(rows, cols, inner, valid, first, ids, categories, key_shift, fraction_hist, fraction_sum, windows, kind,
+                   distinct):  # pragma: no cover - compiled
+    n_windows, n_heads, t = rows.shape
+    bins = fraction_hist.shape[1]
+    per_class = np.zeros(t, np.float32)
+    anchors = np.empty(n_heads, np.int64)
+    for b in range(n_windows):
+        held = 0
+        for h in range(n_heads):
+            per_class[:] = 0
+            pairs = np.float32(0.0)
+            for p in range(t):
+                pairs += rows[b, h, p]
+                if valid[b, p]:
+                    per_class[first[b, p]] += rows[b, h, p] + cols[b, h, p] - inner[b, h, p]
+            n = np.int64(pairs)
+            if n <= 0:
+                continue
+            best = 0
+            best_key = np.int64(per_class[0]) * key_shift - ids[b, 0]
+            for p in range(1, t):
+                key = np.int64(per_class[p]) * key_shift - ids[b, p]
+                if key > best_key:
+                    best, best_key = p, key
+            count = np.int64(per_class[best])
+            fraction_hist[h, min(count * bins // n, bins - 1)] += 1
+            fraction_sum[h] += count / n
+            windows[h] += 1
+            kind[h, categories[b, best]] += 1
+            # distinct anchor ids over the heads that have one
+            anchor = ids[b, best]
+            fresh = True
+            for m in range(held):
+                if anchors[m] == anchor:
+                    fresh = False
+            if fresh:
+                anchors[held] = anchor
+                held += 1
+        distinct[held] += 1
+
+
 _kernel = None
 _attention_kernels = None
 _repeat_kernel = None
+_anchor_kernel = None
 #: tiles of fewer entries run on one thread: starting the thread pool costs more than it saves (and,
 #: on a busy machine, waits for descheduled threads)
 PARALLEL_ENTRIES = 1 << 20
@@ -267,7 +309,7 @@ PARALLEL_ENTRIES = 1 << 20
 def _compiled():
     """The compiled pair kernel, parallel over heads and serial; compiles the attention pass's pair too
     (:func:`reduce_attention`). Compiled once per machine: Numba caches them on disk where it can write."""
-    global numba, _kernel, _attention_kernels, _repeat_kernel, _segment_sum, _flush, _top_keys, _row_values, _row_marks
+    global numba, _kernel, _attention_kernels, _repeat_kernel, _anchor_kernel, _segment_sum, _flush, _top_keys, _row_values, _row_marks
     if _kernel is None:
         import numba as nb
 
@@ -288,6 +330,7 @@ def _compiled():
         _attention_kernels = (jit(_reduce_attention, parallel=True, nogil=True),
                               jit(_reduce_attention, cache=False, nogil=True))
         _repeat_kernel = jit(_repeat_above, nogil=True)
+        _anchor_kernel = jit(_anchor_counts, nogil=True)
         _kernel = (jit(_reduce_tile, parallel=True, nogil=True), jit(_reduce_tile, cache=False, nogil=True))
     return _kernel
 
@@ -325,6 +368,24 @@ def repeat_pairs_above(s: np.ndarray, a: int, c0: int, repeat_index: tuple[np.nd
     operations of :func:`reduce_tile`; pairs outside the tile are left as they are."""
     _compiled()
     _repeat_kernel(s, a, c0, *repeat_index, divisor, keep, threshold, out)
+
+
+def anchor_counts(rows: "torch.Tensor", cols: "torch.Tensor", inner: "torch.Tensor", bt, fraction_bins: int):
+    """:func:`headsim.stats.pairs.anchor_counts` in one serial pass over the windows and heads (CPU tensors):
+    the same counts, the fractions' sum added window by window in float64."""
+    import torch
+
+    from .pairs import _KEY_SHIFT, AnchorCounts
+
+    _compiled()
+    h = rows.shape[1]
+    out = AnchorCounts(torch.zeros(h, fraction_bins, dtype=torch.int64), torch.zeros(h, dtype=torch.float64),
+                       torch.zeros(h, dtype=torch.int64), torch.zeros(h, 4, dtype=torch.int64),
+                       torch.zeros(h + 1, dtype=torch.int64))
+    arrays = (x.contiguous().numpy() for x in (rows, cols, inner, bt.valid, bt.first, bt.info.input_ids.long(), bt.categories))
+    _anchor_kernel(*arrays, _KEY_SHIFT, out.fraction_hist.numpy(), out.fraction_sum.numpy(), out.windows.numpy(),
+                   out.kind.numpy(), out.distinct.numpy())
+    return out
 
 
 def reduce_attention(a: "torch.Tensor", valid: "torch.Tensor", k: int, zeroed: np.ndarray,

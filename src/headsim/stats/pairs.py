@@ -197,20 +197,31 @@ def pair_batch(normalized: torch.Tensor, high: torch.Tensor | float, bt: BatchTe
     add_pairs(pair_reductions(normalized, high, bt, geo, sim_bins, masked=masked), bt, into)
 
 
-def add_pairs(red: PairReductions, bt: BatchTensors, into: dict[str, torch.Tensor]) -> None:
-    """Add one step's :class:`PairReductions` to the per-layer accumulator slices ``into``."""
-    b, h, t = red.rows.shape
-    dev = red.rows.device
-    # Fig 12 and the value distribution (§3: most values < 0.1, few in 0.1–0.6)
-    into["sim_sum"] += red.sim_sum
-    into["sim_value_hist"] += red.hist
-    into["location_upper"] += red.location.to(torch.int64)  # Fig 10
-    into["n_same_sentence"] += red.same_sentence.to(torch.int64)  # Figs 6b, 8
-    into["n_repeat"] += red.repeat.to(torch.int64)  # Fig 6a
-    into["n_repeat_same_sentence"] += red.repeat_same_sentence.to(torch.int64)
-    rows, cols, inner = red.rows, red.cols, red.inner
+@dataclass
+class AnchorCounts:
+    """What one layer's step adds to the anchor statistics (Fig 11), per head: windows by anchor fraction bin
+    ``fraction_hist`` ``[H, bins]``, the fractions' sum ``fraction_sum`` ``[H]`` float64, windows with a
+    high-similarity pair ``windows`` ``[H]``, those windows by anchor kind ``kind`` ``[H, 4]``, and windows by
+    the number of distinct anchor ids across the heads ``distinct`` ``[H + 1]`` (counts int64)."""
 
-    # Fig 11a: pairs containing token class c = Σ_{p∈c} degree(p) − pairs inside c
+    fraction_hist: torch.Tensor
+    fraction_sum: torch.Tensor
+    windows: torch.Tensor
+    kind: torch.Tensor
+    distinct: torch.Tensor
+
+
+def anchor_counts(rows: torch.Tensor, cols: torch.Tensor, inner: torch.Tensor, bt: BatchTensors,
+                  fraction_bins: int) -> AnchorCounts:
+    """:class:`AnchorCounts` of a step from its partner counts ``rows``, ``cols`` and ``inner`` ``[B, H, T]``
+    (:class:`PairReductions`), by torch operations (the CPU kernel:
+    :func:`headsim.stats.cpu_kernels.anchor_counts`).
+
+    A window's anchor for a head is the token id whose positions take part in most of its high-similarity
+    pairs (ties to the smaller id): pairs containing class ``c`` = Σ_{p∈c} degree(p) − pairs inside ``c``;
+    its fraction is that count over the window's pairs, for windows with at least one pair."""
+    b, h, t = rows.shape
+    dev = rows.device
     # [B, H, T] (column c = first position of an id); integer-valued float32 sums: exact in any order
     degree = (rows + cols - inner) * bt.valid[:, None, :]
     per_class = torch.zeros_like(degree).scatter_add_(-1, bt.first[:, None, :].expand(b, h, t), degree)
@@ -221,14 +232,35 @@ def add_pairs(red: PairReductions, bt: BatchTensors, into: dict[str, torch.Tenso
     n_w = rows.sum(dim=-1).to(torch.int64)  # [B, H] pairs per window and head
     has = n_w > 0
     head = torch.arange(h, device=dev)[None, :]
-    fb = into["anchor_fraction_hist"].shape[-1]
-    _count_into(into["anchor_fraction_hist"], head * fb + fraction_bin(count, n_w, fb), has)
+    fraction_hist = torch.zeros(h, fraction_bins, dtype=torch.int64, device=dev)
+    _count_into(fraction_hist, head * fraction_bins + fraction_bin(count, n_w, fraction_bins), has)
     share = count.to(torch.float64) / n_w.clamp_min(1).to(torch.float64)
-    into["anchor_fraction_sum"] += torch.where(has, share, torch.zeros_like(share)).sum(dim=0)
-    into["anchor_windows"] += has.sum(dim=0)
-    kind = bt.categories[:, None, :].expand(b, h, t).gather(-1, best)[..., 0]
-    _count_into(into["anchor_kind"], head * len(ANCHOR_KINDS) + kind, has)
+    kind = torch.zeros(h, len(ANCHOR_KINDS), dtype=torch.int64, device=dev)
+    _count_into(kind, head * len(ANCHOR_KINDS) + bt.categories[:, None, :].expand(b, h, t).gather(-1, best)[..., 0], has)
     # Fig 11b: distinct anchor ids over the heads that have one
     ranked = torch.where(has, anchor, torch.full_like(anchor, -1)).sort(dim=-1).values
     fresh = (ranked[:, 1:] != ranked[:, :-1]) & (ranked[:, 1:] >= 0)
-    _count_into(into["anchor_distinct_hist"], fresh.sum(dim=-1) + (ranked[:, 0] >= 0))
+    distinct = torch.zeros(h + 1, dtype=torch.int64, device=dev)
+    _count_into(distinct, fresh.sum(dim=-1) + (ranked[:, 0] >= 0))
+    return AnchorCounts(fraction_hist, torch.where(has, share, torch.zeros_like(share)).sum(dim=0), has.sum(dim=0), kind,
+                        distinct)
+
+
+def add_pairs(red: PairReductions, bt: BatchTensors, into: dict[str, torch.Tensor],
+              anchors: AnchorCounts | None = None) -> None:
+    """Add one step's :class:`PairReductions` to the per-layer accumulator slices ``into``; its
+    :class:`AnchorCounts` where the caller has them (else computed here, :func:`anchor_counts`)."""
+    # Fig 12 and the value distribution (§3: most values < 0.1, few in 0.1–0.6)
+    into["sim_sum"] += red.sim_sum
+    into["sim_value_hist"] += red.hist
+    into["location_upper"] += red.location.to(torch.int64)  # Fig 10
+    into["n_same_sentence"] += red.same_sentence.to(torch.int64)  # Figs 6b, 8
+    into["n_repeat"] += red.repeat.to(torch.int64)  # Fig 6a
+    into["n_repeat_same_sentence"] += red.repeat_same_sentence.to(torch.int64)
+    if anchors is None:  # Fig 11
+        anchors = anchor_counts(red.rows, red.cols, red.inner, bt, into["anchor_fraction_hist"].shape[-1])
+    into["anchor_fraction_hist"] += anchors.fraction_hist
+    into["anchor_fraction_sum"] += anchors.fraction_sum
+    into["anchor_windows"] += anchors.windows
+    into["anchor_kind"] += anchors.kind
+    into["anchor_distinct_hist"] += anchors.distinct

@@ -11,7 +11,7 @@ import torch
 
 from .. import cpu_kernels
 from ..attention import ReducedAttention, reduce_attention
-from ..pairs import PairReductions, add_pairs
+from ..pairs import AnchorCounts, PairReductions, add_pairs
 from ..sums import WindowSum
 from .eager import Eager
 
@@ -76,9 +76,10 @@ class Numba(Eager):
         """One step, as a layer of one step (:meth:`layer_step`)."""
         self.layer_step(bt, [(index, bt)], head_outputs, qk, attention, value, scale, pairs, attn)
 
-    def _pair_reductions(self, steps: list, batch) -> PairReductions:
-        """The pair reductions of ``steps`` (``(index, bt, z)``, consecutive windows) as one; ``batch``
-        the tensors of all their windows. Steps of fewer than :data:`PAIR_GROUP_WINDOWS` windows are
+    def _pair_reductions(self, steps: list, batch, fraction_bins: int) -> tuple[PairReductions, AnchorCounts]:
+        """The pair reductions of ``steps`` (``(index, bt, z)``, consecutive windows) as one, and their anchor
+        counts (``fraction_bins`` bins, :func:`headsim.stats.cpu_kernels.anchor_counts`); ``batch`` the
+        tensors of all their windows. Steps of fewer than :data:`PAIR_GROUP_WINDOWS` windows are
         reduced together (at most :data:`PAIR_GROUP_BYTES` of similarity blocks a group): a kernel call
         over several windows finds the rows of the layer's sums in cache from window to window."""
         from ..tiled import Bins, FusedPairs
@@ -96,7 +97,8 @@ class Numba(Eager):
                 if len(group) > 1:
                     bt, z = batch.select(slice(first.start - start, last.stop - start)), joined([z for _, _, z in group])
                 pairs.add(z, bt, first.start - start)
-            return pairs.result(batch)[0]
+            red = pairs.result(batch)[0]
+            return red, cpu_kernels.anchor_counts(red.rows, red.cols, red.inner, batch, fraction_bins)
         except Exception as exc:  # noqa: BLE001 (the caller decides: error or recorded fallback)
             raise self.failure(exc) from exc
 
@@ -123,7 +125,8 @@ class Numba(Eager):
                 except Exception as exc:  # noqa: BLE001 (nothing is added before the pair step either)
                     raise self.failure(exc) from exc
             del probs
-        red = self._pair_reductions(computed, batch)  # the step that may fail: nothing is added before it
+        # the step that may fail: nothing is added before it
+        red, anchors = self._pair_reductions(computed, batch, pairs["anchor_fraction_hist"].shape[-1])
         if reduced:
             ReducedAttention.join(reduced, *(w.total() for w in sums)).add_to(batch, attn)
-        add_pairs(red, batch, pairs)
+        add_pairs(red, batch, pairs, anchors)
