@@ -13,6 +13,8 @@ resolution) adds each value straight to its pair. Sums agree with eager's to flo
 per-pair update is a branch-free pass over the row (no branch per high-similarity pair). Heads run
 in parallel (each head's outputs are its own), windows one after another.
 
+:func:`anchor_counts` reduces a layer's partner counts to its anchor statistics (Fig 11) in one serial pass.
+
 Numba is a dependency, imported with the first kernel: :data:`AVAILABLE` says whether it is installed
 and :mod:`headsim.stats.backends` chooses; Numba caches the compiled kernel on disk.
 """
@@ -307,8 +309,9 @@ PARALLEL_ENTRIES = 1 << 20
 
 
 def _compiled():
-    """The compiled pair kernel, parallel over heads and serial; compiles the attention pass's pair too
-    (:func:`reduce_attention`). Compiled once per machine: Numba caches them on disk where it can write."""
+    """The compiled pair kernel, parallel over heads and serial; compiles the attention pass's pair
+    (:func:`reduce_attention`) and the repeat and anchor passes (:func:`repeat_pairs_above`,
+    :func:`anchor_counts`) too. Compiled once per machine: Numba caches them on disk where it can write."""
     global numba, _kernel, _attention_kernels, _repeat_kernel, _anchor_kernel, _segment_sum, _flush, _top_keys, _row_values, _row_marks
     if _kernel is None:
         import numba as nb
