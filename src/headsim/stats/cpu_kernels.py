@@ -376,15 +376,10 @@ def repeat_pairs_above(s: np.ndarray, a: int, c0: int, repeat_index: tuple[np.nd
 def anchor_counts(rows: "torch.Tensor", cols: "torch.Tensor", inner: "torch.Tensor", bt, fraction_bins: int):
     """:func:`headsim.stats.pairs.anchor_counts` in one serial pass over the windows and heads (CPU tensors):
     the same counts, the fractions' sum added window by window in float64."""
-    import torch
-
     from .pairs import _KEY_SHIFT, AnchorCounts
 
     _compiled()
-    h = rows.shape[1]
-    out = AnchorCounts(torch.zeros(h, fraction_bins, dtype=torch.int64), torch.zeros(h, dtype=torch.float64),
-                       torch.zeros(h, dtype=torch.int64), torch.zeros(h, 4, dtype=torch.int64),
-                       torch.zeros(h + 1, dtype=torch.int64))
+    out = AnchorCounts.zeros(rows.shape[1], fraction_bins)
     arrays = (x.contiguous().numpy() for x in (rows, cols, inner, bt.valid, bt.first, bt.info.input_ids.long(), bt.categories))
     _anchor_kernel(*arrays, _KEY_SHIFT, out.fraction_hist.numpy(), out.fraction_sum.numpy(), out.windows.numpy(),
                    out.kind.numpy(), out.distinct.numpy())

@@ -210,6 +210,14 @@ class AnchorCounts:
     kind: torch.Tensor
     distinct: torch.Tensor
 
+    @classmethod
+    def zeros(cls, heads: int, fraction_bins: int, device: torch.device | str = "cpu") -> AnchorCounts:
+        """Counts of no window, to add a step's to."""
+        counts = {"dtype": torch.int64, "device": device}
+        return cls(torch.zeros(heads, fraction_bins, **counts), torch.zeros(heads, dtype=torch.float64, device=device),
+                   torch.zeros(heads, **counts), torch.zeros(heads, len(ANCHOR_KINDS), **counts),
+                   torch.zeros(heads + 1, **counts))
+
 
 def anchor_counts(rows: torch.Tensor, cols: torch.Tensor, inner: torch.Tensor, bt: BatchTensors,
                   fraction_bins: int) -> AnchorCounts:
@@ -232,18 +240,17 @@ def anchor_counts(rows: torch.Tensor, cols: torch.Tensor, inner: torch.Tensor, b
     n_w = rows.sum(dim=-1).to(torch.int64)  # [B, H] pairs per window and head
     has = n_w > 0
     head = torch.arange(h, device=dev)[None, :]
-    fraction_hist = torch.zeros(h, fraction_bins, dtype=torch.int64, device=dev)
-    _count_into(fraction_hist, head * fraction_bins + fraction_bin(count, n_w, fraction_bins), has)
+    out = AnchorCounts.zeros(h, fraction_bins, dev)
+    _count_into(out.fraction_hist, head * fraction_bins + fraction_bin(count, n_w, fraction_bins), has)
     share = count.to(torch.float64) / n_w.clamp_min(1).to(torch.float64)
-    kind = torch.zeros(h, len(ANCHOR_KINDS), dtype=torch.int64, device=dev)
-    _count_into(kind, head * len(ANCHOR_KINDS) + bt.categories[:, None, :].expand(b, h, t).gather(-1, best)[..., 0], has)
+    out.fraction_sum += torch.where(has, share, torch.zeros_like(share)).sum(dim=0)
+    out.windows += has.sum(dim=0)
+    _count_into(out.kind, head * len(ANCHOR_KINDS) + bt.categories[:, None, :].expand(b, h, t).gather(-1, best)[..., 0], has)
     # Fig 11b: distinct anchor ids over the heads that have one
     ranked = torch.where(has, anchor, torch.full_like(anchor, -1)).sort(dim=-1).values
     fresh = (ranked[:, 1:] != ranked[:, :-1]) & (ranked[:, 1:] >= 0)
-    distinct = torch.zeros(h + 1, dtype=torch.int64, device=dev)
-    _count_into(distinct, fresh.sum(dim=-1) + (ranked[:, 0] >= 0))
-    return AnchorCounts(fraction_hist, torch.where(has, share, torch.zeros_like(share)).sum(dim=0), has.sum(dim=0), kind,
-                        distinct)
+    _count_into(out.distinct, fresh.sum(dim=-1) + (ranked[:, 0] >= 0))
+    return out
 
 
 def add_pairs(red: PairReductions, bt: BatchTensors, into: dict[str, torch.Tensor],
