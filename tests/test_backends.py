@@ -234,7 +234,7 @@ def _break(monkeypatch, name: str) -> None:
         monkeypatch.setattr(triton_kernels, "similarity_pass", fail)
 
 
-@pytest.mark.parametrize("kernel", ["numba:reduce_tile", "numba:reduce_attention", "compiled", "triton"])
+@pytest.mark.parametrize("kernel", ["numba:reduce_upper", "numba:reduce_attention", "compiled", "triton"])
 def test_a_named_backend_that_fails_is_an_error(windows, kernel, monkeypatch):
     name = kernel.partition(":")[0]
     _available(name)
@@ -244,7 +244,7 @@ def test_a_named_backend_that_fails_is_an_error(windows, kernel, monkeypatch):
     assert "--backend eager" in err.value.fix and "injected failure" in err.value.problem
 
 
-@pytest.mark.parametrize("kernel", ["numba:reduce_tile", "numba:reduce_attention", "compiled", "triton"])
+@pytest.mark.parametrize("kernel", ["numba:reduce_upper", "numba:reduce_attention", "compiled", "triton"])
 def test_auto_falls_back_to_eager_and_records_it(windows, kernel, monkeypatch):
     """Under ``auto`` a failing backend hands the step to eager (the failed step added nothing):
     the numbers are the eager ones, and the switch is recorded with its reason."""
@@ -409,3 +409,59 @@ def test_the_numba_anchor_counts_equal_torchs():
     torch.testing.assert_close(got.fraction_sum, want.fraction_sum, rtol=1e-12, atol=0)
     assert int(want.windows[1]) == 0 and int(want.windows.sum()) > 0 and int(want.distinct.sum()) == b
     assert int(want.distinct[2:].sum()) > 0  # some window's heads name different anchors
+
+
+def test_the_numba_upper_kernel_equals_the_blocks_reduced_one_by_one():
+    """``reduce_upper`` (each window's and head's maximum found by the kernel from a one-tile window's upper
+    blocks) gives every output bit for bit as torch's maximum of the blocks (``_tile_peak``: diagonal zeroed,
+    NaN kept) and ``reduce_tile`` per block: heads whose entries are all negative (maximum 0), a NaN, an
+    infinity, padded positions, and blocks of several heights (``T`` not a multiple of the block rows)."""
+    import functools
+
+    from headsim.stats import cpu_kernels, tiled
+    from headsim.stats.batch import batch_tensors
+    from headsim.stats.pairs import SimBins
+
+    _available("numba")
+    rng = np.random.default_rng(11)
+    b, h, t, d = 5, 4, 150, 8
+    batch = random_batch(rng, b, 1, h, t, vocab=40)
+    bt = batch_tensors(to_info(batch))
+    z = torch.as_tensor(rng.normal(size=(b, h, t, d)), dtype=torch.float32) + 0.4
+    z[1, 2] = torch.as_tensor(rng.normal(size=(t, d)), dtype=torch.float32) * 1e-3  # small entries of both signs
+    zf = tiled._similarity_input(z, bt)
+    bins, sim_bins = tiled.Bins.build(t, t, z.device), SimBins(120, -0.2, 1.0)
+    built = tiled._upper_blocks(zf, lambda r, c: torch.empty(b, h, r, c))
+    assert [block.shape[2] for _, block in built] == [64, 64, 22]
+    for _, block in built:
+        block[3, 1] = -block[3, 1].abs() - 1  # every entry negative: the maximum is the zeroed diagonal's 0
+    built[1][1][0, 3, 5, 40] = float("nan")
+    built[0][1].view(torch.int32)[2, 2, 1, 90] = -(1 << 22)  # a NaN with the sign bit (0xFFC00000)
+    built[2][1][4, 0, 2, 9] = float("inf")
+    outputs = []
+    for fused in (False, True):
+        blocks = [(a, block.clone()) for a, block in built]
+        out = {"hist": np.zeros((h, 120), np.int64), "upper_sum": np.zeros((h, t, t), np.float32),
+               "location": np.zeros((h, t, t), np.float32), "distance": np.zeros((h, t)),
+               "distance_sum": np.zeros(h, np.int64), "row_count": np.zeros((b, h, t), np.float32),
+               "col_count": np.zeros((b, h, t), np.float32), "same": np.zeros(h, np.int64)}
+        rest = (np.float32(0.3), sim_bins.scale, sim_bins.offset, bins.index.numpy(), bins.ends(), bins.distance.numpy(),
+                bt.valid.numpy(), bt.sentences.numpy())
+        if fused:
+            divisor, keep = np.empty((b, h), np.float32), np.empty((b, h), np.float32)
+            cpu_kernels.reduce_upper([x.numpy() for _, x in blocks], [a for a, _ in blocks], divisor, keep, *rest, out)
+        else:
+            peak = functools.reduce(torch.maximum, (tiled._tile_peak(x, True) for _, x in blocks))
+            divisor, positive = tiled._normaliser(peak)
+            divisor, keep = divisor.numpy(), positive.float().numpy()
+            for a, x in blocks:
+                cpu_kernels.reduce_tile(x.numpy(), a, a, True, divisor, keep, *rest, out)
+        outputs.append((divisor, keep, out))
+    (d0, k0, want), (d1, k1, got) = outputs
+    np.testing.assert_array_equal(d1, d0)
+    np.testing.assert_array_equal(k1, k0)
+    assert d0[0, 3] == d0[2, 2] == 1 and k0[0, 3] == k0[2, 2] == 0  # a NaN maximum is not positive: NaN values, never above
+    assert d0[3, 1] == 1 and k0[3, 1] == 0 and np.isinf(d0[4, 0]) and k0.sum() == b * h - 3
+    for name, value in want.items():
+        np.testing.assert_array_equal(got[name], value, err_msg=name)
+    assert want["hist"].sum() > 0 and want["location"].sum() > 0 and want["same"].sum() > 0

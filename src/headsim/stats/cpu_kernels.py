@@ -78,95 +78,175 @@ def _row_values(row, d, k, threshold, scale, offset, top, sums, above_at, index)
 
 def _row_marks(above_at, marks, counts, near, same_sentence, si):  # pragma: no cover - compiled
     """A row's high-similarity pairs (``above_at``, 1/0) added to ``marks``, ``counts`` and ``near``, in one
-    branch-free pass; returns how many share the sentence ``si`` (−1: none, never shared)."""
+    branch-free pass; returns how many share the sentence ``si`` (−1: none, never shared). ``near`` is int32:
+    float32 to int32 conversions vectorise on every x86 vector unit, to int64 only with AVX-512."""
     si = si if si >= 0 else -2  # sentence ids are −1 where there is none
-    here = 0
+    here = np.int32(0)
     for j in range(counts.shape[0]):
         u = above_at[j]
         marks[j] += u
         counts[j] += u
-        near[j] += np.int64(u)
-        here += np.int64(u) if same_sentence[j] == si else 0
-    return here
+        n = np.int32(u)
+        near[j] += n
+        here += n if same_sentence[j] == si else np.int32(0)
+    return np.int64(here)
+
+
+def _tile_rows(s, b, h, a, c0, diagonal, direct, d, k, threshold, scale, offset, top, pos_bin, bin_end, valid, sent,
+               upper_sum, location, row_count, col_count, even, odd, above_at, index, rows_sum, rows_above, gaps,
+               pending):  # pragma: no cover - compiled
+    """Window ``b``'s and head ``h``'s rows of tile ``s`` (rows from ``a``, keys from ``c0``) added, with the
+    head's thread-local buffers; returns the query bin still pending (rows summed, not yet flushed) and how
+    many of the tile's high-similarity pairs share a sentence."""
+    r, c = s.shape[2], s.shape[3]
+    key_bin = pos_bin[c0]
+    inside = 0
+    keys_valid = True
+    for j in range(c):
+        keys_valid &= valid[b, c0 + j]
+    for i in range(r):
+        gi = a + i
+        if not valid[b, gi]:
+            continue
+        j0 = i + 1 if diagonal else 0
+        n = c - j0
+        if n <= 0:
+            continue
+        first = c0 + j0  # the key of tile_row[0]
+        tile_row = s[b, h, i, j0:]
+        pi = pos_bin[gi]
+        if direct:  # the row's sums straight to their position pairs
+            above = _row_values(tile_row, d, k, threshold, scale, offset, top,
+                                upper_sum[h, pi, key_bin + j0:key_bin + c], above_at, index)
+        else:  # summed over the rows of a query bin first, then split by key bin
+            if pi != pending:
+                _flush(rows_sum, pending, pos_bin, bin_end, c0, c, upper_sum[h])
+                _flush(rows_above, pending, pos_bin, bin_end, c0, c, location[h])
+                pending = pi
+            above = _row_values(tile_row, d, k, threshold, scale, offset, top, rows_sum[j0:], above_at, index)
+        if keys_valid:
+            mm = n - (n & 1)
+            for j in range(0, mm, 2):
+                even[index[j]] += 1
+                odd[index[j + 1]] += 1
+            if n & 1:
+                even[index[n - 1]] += 1
+        else:
+            for j in range(n):
+                if valid[b, first + j]:
+                    even[index[j]] += 1
+        if above == 0:
+            continue
+        row_count[b, h, gi] += above
+        # the high-similarity pairs, branch-free (invalid keys hold 0: never above)
+        counts = col_count[b, h, first:first + n]
+        near = gaps[first - gi:first - gi + n]
+        same_sentence = sent[b, first:first + n]
+        si = sent[b, gi]
+        if direct:
+            inside += _row_marks(above_at, location[h, pi, key_bin + j0:key_bin + c], counts, near, same_sentence, si)
+        else:
+            inside += _row_marks(above_at, rows_above[j0:], counts, near, same_sentence, si)
+    return pending, inside
+
+
+def _head_buffers(c, nb, n_gaps):  # pragma: no cover - compiled
+    """A head's thread-local buffers for tiles of at most ``c`` keys: two histograms (consecutive equal bins
+    do not wait on each other), the row's marks (1 where v > threshold) and bins, a query bin's pending
+    sums and marks per key, and the high-similarity pairs by distance (int32: a call's pairs at one distance
+    number at most its windows times ``T``)."""
+    return (np.zeros(nb, np.int64), np.zeros(nb, np.int64), np.empty(c, np.float32), np.empty(c, np.int32),
+            np.zeros(c, np.float32), np.zeros(c, np.float32), np.zeros(n_gaps, np.int32))
+
+
+def _head_done(h, c0, c, pending, inside, pos_bin, bin_end, dist_bin, even, odd, rows_sum, rows_above, gaps, hist, upper_sum,
+               location, distance, distance_sum, same):  # pragma: no cover - compiled
+    """A head's pending rows flushed and its thread-local counts added to the outputs."""
+    _flush(rows_sum, pending, pos_bin, bin_end, c0, c, upper_sum[h])
+    _flush(rows_above, pending, pos_bin, bin_end, c0, c, location[h])
+    for m in range(hist.shape[1]):
+        hist[h, m] += even[m] + odd[m]
+    far = 0
+    for g in range(gaps.shape[0]):
+        distance[h, dist_bin[g]] += gaps[g]
+        far += g * np.int64(gaps[g])
+    distance_sum[h] += far
+    same[h] += inside
 
 
 def _reduce_tile(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, pos_bin, bin_end, dist_bin, valid, sent,
                  hist, upper_sum, location, distance, distance_sum, row_count, col_count, same):  # pragma: no cover - compiled
     n_windows, n_heads, r, c = s.shape
-    nb = hist.shape[1]
-    top = np.float32(nb - 1)
+    top = np.float32(hist.shape[1] - 1)
     # a tile of a bin per position (every window within the resolution): rows go straight to their bins
     direct = pos_bin[a + r - 1] - pos_bin[a] == r - 1 and pos_bin[c0 + c - 1] - pos_bin[c0] == c - 1
-    key_bin = pos_bin[c0]
     for h in numba.prange(n_heads):
-        even = np.zeros(nb, np.int64)  # two histograms: consecutive equal bins do not wait on each other
-        odd = np.zeros(nb, np.int64)
-        above_at = np.empty(c, np.float32)  # 1 where v > threshold
-        index = np.empty(c, np.int32)
-        rows_sum = np.zeros(c, np.float32)  # the values of the rows of query bin ``pending``, per key
-        rows_above = np.zeros(c, np.float32)  # and how many of them are above the threshold
-        gaps = np.zeros(dist_bin.shape[0], np.int64)  # high-similarity pairs by distance
+        even, odd, above_at, index, rows_sum, rows_above, gaps = _head_buffers(c, hist.shape[1], dist_bin.shape[0])
         pending = -1
         inside = 0
         for b in range(n_windows):
-            d = divisor[b, h]
-            k = keep[b, h]
-            keys_valid = True
-            for j in range(c):
-                keys_valid &= valid[b, c0 + j]
-            for i in range(r):
-                gi = a + i
-                if not valid[b, gi]:
-                    continue
-                j0 = i + 1 if diagonal else 0
-                n = c - j0
-                if n <= 0:
-                    continue
-                first = c0 + j0  # the key of tile_row[0]
-                tile_row = s[b, h, i, j0:]
-                pi = pos_bin[gi]
-                if direct:  # the row's sums straight to their position pairs
-                    above = _row_values(tile_row, d, k, threshold, scale, offset, top,
-                                        upper_sum[h, pi, key_bin + j0:key_bin + c], above_at, index)
-                else:  # summed over the rows of a query bin first, then split by key bin
-                    if pi != pending:
-                        _flush(rows_sum, pending, pos_bin, bin_end, c0, c, upper_sum[h])
-                        _flush(rows_above, pending, pos_bin, bin_end, c0, c, location[h])
-                        pending = pi
-                    above = _row_values(tile_row, d, k, threshold, scale, offset, top, rows_sum[j0:], above_at, index)
-                if keys_valid:
-                    mm = n - (n & 1)
-                    for j in range(0, mm, 2):
-                        even[index[j]] += 1
-                        odd[index[j + 1]] += 1
-                    if n & 1:
-                        even[index[n - 1]] += 1
-                else:
-                    for j in range(n):
-                        if valid[b, first + j]:
-                            even[index[j]] += 1
-                if above == 0:
-                    continue
-                row_count[b, h, gi] += above
-                # the high-similarity pairs, branch-free (invalid keys hold 0: never above)
-                counts = col_count[b, h, first:first + n]
-                near = gaps[first - gi:first - gi + n]
-                same_sentence = sent[b, first:first + n]
-                si = sent[b, gi]
-                if direct:
-                    inside += _row_marks(above_at, location[h, pi, key_bin + j0:key_bin + c], counts, near, same_sentence, si)
-                else:
-                    inside += _row_marks(above_at, rows_above[j0:], counts, near, same_sentence, si)
-        _flush(rows_sum, pending, pos_bin, bin_end, c0, c, upper_sum[h])
-        _flush(rows_above, pending, pos_bin, bin_end, c0, c, location[h])
-        for m in range(nb):
-            hist[h, m] += even[m] + odd[m]
-        far = 0
-        for g in range(gaps.shape[0]):
-            distance[h, dist_bin[g]] += gaps[g]
-            far += g * gaps[g]
-        distance_sum[h] += far
-        same[h] += inside
+            pending, here = _tile_rows(s, b, h, a, c0, diagonal, direct, divisor[b, h], keep[b, h], threshold, scale, offset,
+                                       top, pos_bin, bin_end, valid, sent, upper_sum, location, row_count, col_count,
+                                       even, odd, above_at, index, rows_sum, rows_above, gaps, pending)
+            inside += here
+        _head_done(h, c0, c, pending, inside, pos_bin, bin_end, dist_bin, even, odd, rows_sum, rows_above, gaps, hist,
+                   upper_sum, location, distance, distance_sum, same)
+
+
+def _bits_peak(row, top, widest):  # pragma: no cover - compiled
+    """``top`` and ``widest`` (int32) raised by the float32 bits ``row`` (int32): their largest value, and
+    their largest value less the sign bit."""
+    sign_off = np.int32(0x7FFFFFFF)
+    for j in range(row.shape[0]):  # one vectorised pass of int32 maxima
+        x = row[j]
+        top = max(top, x)
+        widest = max(widest, x & sign_off)
+    return top, widest
+
+
+def _upper_peak(blocks, b, h, cell):  # pragma: no cover - compiled
+    """The maximum of window ``b``'s and head ``h``'s upper-triangle blocks off the diagonal, at least 0 (the
+    zeroed diagonal counts), NaN where any entry is NaN: the amax of :func:`headsim.stats.tiled._tile_peak`.
+    Found on the entries' bits (int32 maxima vectorise; a float32 of at least 0 orders as its bits do, a
+    negative one has the sign bit); ``cell`` an int32 array of one entry (the peak's bits, read back as float32)."""
+    top = np.int32(0)  # the largest bits of an entry >= 0
+    widest = np.int32(0)  # the largest bits less the sign: above +inf's only for a NaN
+    for m in range(len(blocks)):
+        bits = blocks[m][b, h].view(np.int32)
+        for i in range(bits.shape[0]):
+            row = bits[i]
+            top, widest = _bits_peak(row[:i], top, widest)  # the diagonal entry, read as 0, changes neither
+            top, widest = _bits_peak(row[i + 1:], top, widest)
+    if widest > np.int32(0x7F800000):
+        return np.float32(np.nan)
+    cell[0] = top
+    return cell.view(np.float32)[0]
+
+
+def _reduce_upper(blocks, starts, divisor, keep, threshold, scale, offset, pos_bin, bin_end, dist_bin, valid, sent,
+                  hist, upper_sum, location, distance, distance_sum, row_count, col_count, same):  # pragma: no cover - compiled
+    n_windows, n_heads = blocks[0].shape[0], blocks[0].shape[1]
+    c = blocks[0].shape[3]
+    top = np.float32(hist.shape[1] - 1)
+    for h in numba.prange(n_heads):
+        even, odd, above_at, index, rows_sum, rows_above, gaps = _head_buffers(c, hist.shape[1], dist_bin.shape[0])
+        cell = np.zeros(1, np.int32)
+        inside = 0
+        for b in range(n_windows):
+            peak = _upper_peak(blocks, b, h, cell)  # the blocks read again while they are in cache
+            positive = peak > 0
+            d = peak if positive else np.float32(1.0)
+            k = np.float32(1.0) if positive else np.float32(0.0)
+            divisor[b, h] = d
+            keep[b, h] = k
+            for m in range(len(blocks)):
+                a = starts[m]
+                _, here = _tile_rows(blocks[m], b, h, a, a, True, True, d, k, threshold, scale, offset, top, pos_bin,
+                                     bin_end, valid, sent, upper_sum, location, row_count, col_count, even, odd, above_at,
+                                     index, rows_sum, rows_above, gaps, -1)
+                inside += here
+        _head_done(h, 0, c, -1, inside, pos_bin, bin_end, dist_bin, even, odd, rows_sum, rows_above, gaps, hist,
+                   upper_sum, location, distance, distance_sum, same)
 
 
 def _top_keys(sums, valid_row, k, order):  # pragma: no cover - compiled
@@ -300,6 +380,7 @@ def _anchor_counts(rows, cols, inner, valid, first, ids, categories, key_shift, 
 
 
 _kernel = None
+_upper_kernels = None
 _attention_kernels = None
 _repeat_kernel = None
 _anchor_kernel = None
@@ -312,7 +393,8 @@ def _compiled():
     """The compiled pair kernel, parallel over heads and serial; compiles the attention pass's pair
     (:func:`reduce_attention`) and the repeat and anchor passes (:func:`repeat_pairs_above`,
     :func:`anchor_counts`) too. Compiled once per machine: Numba caches them on disk where it can write."""
-    global numba, _kernel, _attention_kernels, _repeat_kernel, _anchor_kernel, _segment_sum, _flush, _top_keys, _row_values, _row_marks
+    global numba, _kernel, _upper_kernels, _attention_kernels, _repeat_kernel, _anchor_kernel, _segment_sum, _flush, _top_keys
+    global _row_values, _row_marks, _tile_rows, _head_buffers, _head_done, _bits_peak, _upper_peak
     if _kernel is None:
         import numba as nb
 
@@ -328,12 +410,18 @@ def _compiled():
         _flush = jit(_flush)
         _row_values = jit(_row_values, inline="always")
         _row_marks = jit(_row_marks, inline="always")
+        _tile_rows = jit(_tile_rows, inline="always")
+        _head_buffers = jit(_head_buffers, inline="always")
+        _head_done = jit(_head_done, inline="always")
+        _bits_peak = jit(_bits_peak, inline="always")
+        _upper_peak = jit(_upper_peak, inline="always")
         # (Numba's disk cache keys a function's versions by signature only: the serial one is not cached)
         _top_keys = jit(_top_keys)
         _attention_kernels = (jit(_reduce_attention, parallel=True, nogil=True),
                               jit(_reduce_attention, cache=False, nogil=True))
         _repeat_kernel = jit(_repeat_above, nogil=True)
         _anchor_kernel = jit(_anchor_counts, nogil=True)
+        _upper_kernels = (jit(_reduce_upper, parallel=True, nogil=True), jit(_reduce_upper, cache=False, nogil=True))
         _kernel = (jit(_reduce_tile, parallel=True, nogil=True), jit(_reduce_tile, cache=False, nogil=True))
     return _kernel
 
@@ -361,6 +449,29 @@ def reduce_tile(s: np.ndarray, a: int, c0: int, diagonal: bool, divisor: np.ndar
     kernel(s, a, c0, diagonal, divisor, keep, threshold, scale, offset, pos_bin, bin_end, dist_bin, valid, sent,
             out["hist"], out["upper_sum"], out["location"], out["distance"], out["distance_sum"],
             out["row_count"], out["col_count"], out["same"])
+
+
+def reduce_upper(blocks: list[np.ndarray], starts: list[int], divisor: np.ndarray, keep: np.ndarray,
+                 threshold: np.float32, scale: np.float32, offset: np.float32, pos_bin: np.ndarray, bin_end: np.ndarray,
+                 dist_bin: np.ndarray, valid: np.ndarray, sent: np.ndarray, out: dict[str, np.ndarray],
+                 parallel: bool | None = None) -> None:
+    """:func:`reduce_tile` of every block of a window's upper triangle at once, each window's and head's
+    maximum found first from its blocks (read again while they are in cache) instead of handed in.
+
+    ``blocks``: the raw ``S`` blocks ``[B, H, r, T − a]`` float32 (C-contiguous) of query rows ``a..a+r``
+    against the keys from ``a`` on, ``a`` from ``starts`` (their leading diagonal is ``S``'s, never read),
+    together every pair ``i < j`` once; positions are their own bins (``pos_bin`` the identity). Writes each
+    window's and head's divisor and keep (``[B, H]`` float32: the maximum, 1 and 0 where it is not positive)
+    as :func:`headsim.stats.tiled._normaliser` gives them from :func:`headsim.stats.tiled._tile_peak`'s maxima;
+    the rest as :func:`reduce_tile`, whose numbers it gives bit for bit (each output entry is added to in
+    the same order)."""
+    kernels = _compiled() and _upper_kernels
+    entries = sum(x.size for x in blocks)
+    parallel = entries >= PARALLEL_ENTRIES if parallel is None else parallel
+    kernel = kernels[0] if parallel else kernels[1]
+    kernel(tuple(blocks), np.asarray(starts, np.int64), divisor, keep, threshold, scale, offset, pos_bin, bin_end, dist_bin,
+           valid, sent, out["hist"], out["upper_sum"], out["location"], out["distance"], out["distance_sum"],
+           out["row_count"], out["col_count"], out["same"])
 
 
 def repeat_pairs_above(s: np.ndarray, a: int, c0: int, repeat_index: tuple[np.ndarray, np.ndarray, np.ndarray],

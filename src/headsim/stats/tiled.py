@@ -386,32 +386,39 @@ class FusedPairs:
         side, tiles = self.side, self.tiles
         b, h, t, _ = z.shape
         zf = _similarity_input(z, bt, lambda: self.scratch.empty("pairs: head outputs", tuple(z.shape)))
-        if len(tiles) == 1:  # a window of one tile: its upper triangle built once, its maximum read from it
-            built = _upper_blocks(zf, lambda r, c: self._buffer(b, h, r, c))
-            peak = functools.reduce(torch.maximum, (_tile_peak(block, True) for _, block in built))
-            blocks = [(a, a, block) for a, block in built]
-        else:  # built twice: for the maximum, then each tile as it is reduced
-            peak = _peak(zf, tiles, side)
-
-            def tile(a: int, c0: int) -> tuple[int, int, torch.Tensor]:
-                r, c = min(side, t - a), min(side, t - c0)
-                return a, c0, _similarity_tile(zf, a, c0, r, c, self._buffer(b, h, r, c))
-
-            blocks = (tile(a, c0) for a, c0 in tiles)
-        divisor, positive = _normaliser(peak)
-        keep = positive.float()
         out = dict(self.out, upper_sum=self._upper.adding(b), row_count=self.out["row_count"][start:start + b],
                    col_count=self.out["col_count"][start:start + b])
-        sim_bins = self.sim_bins
-        normaliser = (divisor.numpy(), keep.numpy(), np.float32(self.threshold))
-        constants = (*normaliser, np.float32(sim_bins.scale), np.float32(sim_bins.offset), *self._bins, bt.valid.numpy(),
-                     bt.sentences.numpy())
+        threshold = np.float32(self.threshold)
+        constants = (threshold, np.float32(self.sim_bins.scale), np.float32(self.sim_bins.offset), *self._bins,
+                     bt.valid.numpy(), bt.sentences.numpy())
+        parallel = b * h * side ** 2 >= cpu_kernels.PARALLEL_ENTRIES  # a step's blocks share one choice
+        fused = len(tiles) == 1 and self.bins.r == t
+        if len(tiles) == 1:  # a window of one tile: its upper triangle built once
+            built = _upper_blocks(zf, lambda r, c: self._buffer(b, h, r, c))
+            blocks = [(a, a, block) for a, block in built]
+        if fused:  # a bin per position: each window's and head's maximum found by the kernel, from the blocks
+            divisor, keep = np.empty((b, h), np.float32), np.empty((b, h), np.float32)
+            cpu_kernels.reduce_upper([block.numpy() for _, _, block in blocks], [a for a, _, _ in blocks], divisor, keep,
+                                     *constants, out, parallel=parallel)
+        else:
+            if len(tiles) == 1:  # its maximum read from the blocks
+                peak = functools.reduce(torch.maximum, (_tile_peak(block, True) for _, block in built))
+            else:  # built twice: for the maximum, then each tile as it is reduced
+                peak = _peak(zf, tiles, side)
+
+                def tile(a: int, c0: int) -> tuple[int, int, torch.Tensor]:
+                    r, c = min(side, t - a), min(side, t - c0)
+                    return a, c0, _similarity_tile(zf, a, c0, r, c, self._buffer(b, h, r, c))
+
+                blocks = (tile(a, c0) for a, c0 in tiles)
+            divisor, positive = _normaliser(peak)
+            divisor, keep = divisor.numpy(), positive.float().numpy()
         rep = torch.zeros(bt.repeat_index[0].numel(), h, dtype=torch.float32)  # [N, H]: each pair set by its tile
         repeats = tuple(x.numpy() for x in bt.repeat_index)
-        parallel = b * h * side ** 2 >= cpu_kernels.PARALLEL_ENTRIES  # a step's blocks share one choice
         for a, c0, s in blocks:
-            cpu_kernels.reduce_tile(s.numpy(), a, c0, a == c0, *constants, out, parallel=parallel)
-            cpu_kernels.repeat_pairs_above(s.numpy(), a, c0, repeats, *normaliser, rep.numpy())
+            if not fused:
+                cpu_kernels.reduce_tile(s.numpy(), a, c0, a == c0, divisor, keep, *constants, out, parallel=parallel)
+            cpu_kernels.repeat_pairs_above(s.numpy(), a, c0, repeats, divisor, keep, threshold, rep.numpy())
         self._rep.append(rep)
 
     def window_bytes(self) -> int:
