@@ -15,7 +15,7 @@ statistics under cProfile. The parts are the cumulative times of the functions t
   attention finish      a layer's top columns, bins and focus (AttentionTiles.finish, reduce_attention)
   pairs: maximum        the first pass over S for each head's maximum (_peak)
   pairs: S tiles        the second pass's S = Z·Zᵀ tiles (_similarity_tile from FusedPairs.add)
-  pairs: kernel         decisions and binning of every pair (cpu_kernels.reduce_tile)
+  pairs: kernel         decisions and binning of every pair (cpu_kernels.reduce_tile; reduce_upper, with the maximum)
   pairs: rest           repeated-token pairs and the layer's bookkeeping of the pair sums
   memory release        malloc_trim after each layer (release_free_memory)
   model, rest           the forward outside attention (embeddings, projections, MLP, norms)
@@ -54,7 +54,7 @@ PARTS = {  # part -> (module, qualified name) of the function whose cumulative t
                          ("headsim.stats.attention", "ReducedAttention.join")],
     "pairs: maximum": [("headsim.stats.tiled", "_peak")],
     "pairs: S tiles": [("headsim.stats.tiled", "_similarity_tile")],  # less what _peak calls
-    "pairs: kernel": [("headsim.stats.cpu_kernels", "reduce_tile")],
+    "pairs: kernel": [("headsim.stats.cpu_kernels", "reduce_tile"), ("headsim.stats.cpu_kernels", "reduce_upper")],
     "pairs: all": [("headsim.stats.backends.numba_cpu", "Numba._pair_reductions"),
                    ("headsim.stats.accumulators", "CorpusStats._pairs_tiled"), ("headsim.stats.pairs", "add_pairs")],
     "memory release": [("headsim.memory", "release_free_memory")],

@@ -2,8 +2,9 @@
 
 :func:`reduce_tile` reads one tile of ``S`` once and adds everything the pair statistics need from
 it, per window and head (:func:`headsim.stats.tiled.pair_reductions_tiled` builds the tiles and
-takes the exact maximum first; a window within the resolution is read as blocks of rows of the upper
-triangle, with a bin per position).
+takes the exact maximum first). :func:`reduce_upper` does the same for all the blocks of rows of a
+one-tile window's upper triangle with a bin per position (every window within the resolution) in one
+call, each window's and head's maximum found first from its blocks while they are in cache.
 Its decisions are the torch code's, float32 operation for float32 operation: the value
 ``v = s / max · keep``, its histogram bin ``clamp(v · scale + offset, 0, bins − 1)`` truncated (NaN
 in bin 0) and ``v > threshold`` with a float32 threshold, so every count equals the eager backend's

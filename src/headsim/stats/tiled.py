@@ -347,8 +347,9 @@ def _repeat_tiles(bt: BatchTensors, side: int, n_starts: int) -> torch.Tensor:
 
 
 class FusedPairs:
-    """The pair reductions of one layer of a batch by the CPU kernel
-    (:func:`headsim.stats.cpu_kernels.reduce_tile`), a step of windows at a time (:meth:`add`, steps in
+    """The pair reductions of one layer of a batch by the CPU kernels
+    (:func:`headsim.stats.cpu_kernels.reduce_upper` for a window of one tile with a bin per position,
+    else :func:`~headsim.stats.cpu_kernels.reduce_tile` per tile), a step of windows at a time (:meth:`add`, steps in
     window order) into one set of sums, read once (:meth:`result`): a layer's bookkeeping is done once,
     however many cache-sized steps its windows take. ``windows`` in all; the rest as
     :func:`pair_reductions_tiled`."""
