@@ -466,7 +466,8 @@ def reduce_upper(blocks: list[np.ndarray], starts: list[int], divisor: np.ndarra
     as :func:`headsim.stats.tiled._normaliser` gives them from :func:`headsim.stats.tiled._tile_peak`'s maxima;
     the rest as :func:`reduce_tile`, whose numbers it gives bit for bit (each output entry is added to in
     the same order)."""
-    kernels = _compiled() and _upper_kernels
+    _compiled()
+    kernels = _upper_kernels
     entries = sum(x.size for x in blocks)
     parallel = entries >= PARALLEL_ENTRIES if parallel is None else parallel
     kernel = kernels[0] if parallel else kernels[1]

@@ -395,15 +395,14 @@ class FusedPairs:
         parallel = b * h * side ** 2 >= cpu_kernels.PARALLEL_ENTRIES  # a step's blocks share one choice
         fused = len(tiles) == 1 and self.bins.r == t
         if len(tiles) == 1:  # a window of one tile: its upper triangle built once
-            built = _upper_blocks(zf, lambda r, c: self._buffer(b, h, r, c))
-            blocks = [(a, a, block) for a, block in built]
+            blocks = [(a, a, block) for a, block in _upper_blocks(zf, lambda r, c: self._buffer(b, h, r, c))]
         if fused:  # a bin per position: each window's and head's maximum found by the kernel, from the blocks
             divisor, keep = np.empty((b, h), np.float32), np.empty((b, h), np.float32)
             cpu_kernels.reduce_upper([block.numpy() for _, _, block in blocks], [a for a, _, _ in blocks], divisor, keep,
                                      *constants, out, parallel=parallel)
         else:
             if len(tiles) == 1:  # its maximum read from the blocks
-                peak = functools.reduce(torch.maximum, (_tile_peak(block, True) for _, block in built))
+                peak = functools.reduce(torch.maximum, (_tile_peak(block, True) for _, _, block in blocks))
             else:  # built twice: for the maximum, then each tile as it is reduced
                 peak = _peak(zf, tiles, side)
 
