@@ -133,3 +133,29 @@ def check_standalone_page(browser, path: Path, screenshot: Path | None = None, *
         page.close()
     assert not errors, errors
     assert not outside, f"requests left the page: {outside}"
+
+
+def long_standalone_page(path: Path, words: list[str], layers: int, heads: int, n: int = 2048, bins: int = 128) -> Path:
+    """A standalone page as `headsim export` writes it for an ``n``-token window of ``layers`` × ``heads`` heads
+    on ``bins`` position bins (tokens cycled from ``words``), written to ``path``: smooth random similarity and
+    attention matrices stand in for a model, whose pass at such lengths takes minutes here (seeded: the same page
+    every time). Shared by the browser tests and ``benchmarks/explorer_load.py``."""
+    import numpy as np
+
+    from headsim.views.html.heads import explorer_fragment, explorer_payload, grid_png
+    from headsim.views.html.page import fragment, write_page
+
+    rng = np.random.default_rng(0)
+    tokens = ["[CLS]"] + [words[k % len(words)] for k in range(n - 2)] + ["[SEP]"]
+    token_bins = np.arange(n) * bins // n
+    x = np.linspace(0, 1, bins, dtype=np.float32)
+    base = np.exp(-np.abs(x[:, None] - x[None, :]) * 8).astype(np.float32)
+    sim = np.clip(base[None, None] * rng.uniform(0.2, 1.0, (layers, heads, 1, 1)).astype(np.float32)
+                  + rng.normal(0, 0.05, (layers, heads, bins, bins)).astype(np.float32), -0.2, 1)
+    sim = (sim + sim.transpose(0, 1, 3, 2)) / 2
+    attn = rng.dirichlet(np.ones(bins), size=(layers, heads, bins)).astype(np.float32)
+    labels = [f"{int(np.flatnonzero(token_bins == b)[0])}–{int(np.flatnonzero(token_bins == b)[-1])}" for b in range(bins)]
+    payload = explorer_payload(labels, attn, sim, title=f"tiny: {layers} layers × {heads} heads", unit="bins",
+                               tokens=tokens, token_bins=token_bins,
+                               subtitle=f"window 0 · {n:,} tokens on {bins} position bins")
+    return write_page(path, path.stem, fragment(explorer_fragment(payload, grid_png(sim))))

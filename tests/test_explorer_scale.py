@@ -1,8 +1,9 @@
 """The explorer and the standalone page at 1,024 heads, in headless Chromium (Debian's, through Playwright):
 a random 32-layer × 32-head BERT of hidden size 64, served from the model a run recorded (``serve --run``
 without ``--model``); a pasted text is analysed as pasted; every pixel of the head grid opens a head; the
-mask panel's count is the pairs of the cells it shows at every zoom; a 2,048-token standalone page is
-interactive within 2 s of loading, with words in its zoomed range and windows counted from 0.
+mask panel's count is the pairs of the cells it shows at every zoom; a 2,048-token standalone page mounts on
+loading, with words in its zoomed range and windows counted from 0 (its load time:
+``benchmarks/explorer_load.py``).
 
 Screenshots go to ``$HEADSIM_SCREENSHOTS`` when set, else to pytest's temporary directory."""
 
@@ -17,7 +18,7 @@ import pytest
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-from browser_support import MISSING, chromium, drag_cells, screenshot_dir, serving  # noqa: E402
+from browser_support import MISSING, chromium, drag_cells, long_standalone_page, screenshot_dir, serving  # noqa: E402
 
 if MISSING:
     pytest.skip(MISSING, allow_module_level=True)
@@ -183,37 +184,18 @@ def test_pasted_text_grid_and_counts(server, browser, tmp_path):
     assert not errors, errors
 
 
-def test_long_standalone_page_is_ready_at_once(browser, tmp_path):
+def test_long_standalone_page_mounts_and_zooms(browser, tmp_path):
     """A 2,048-token window's page as `headsim export` writes it (1,024 heads on 128 position bins; smooth random
-    matrices stand in for a model, whose 2,048-token pass takes minutes here): interactive within 2 s of
-    loading, words in the zoomed range, the mask's count the pairs shown at every zoom."""
-    from headsim.views.html.heads import explorer_fragment, explorer_payload, grid_png
-    from headsim.views.html.page import fragment, write_page
-
+    matrices stand in for a model, whose 2,048-token pass takes minutes here): it mounts without any input,
+    without page errors, words in the zoomed range, the mask's count the pairs shown at every zoom. (How
+    long it takes to become interactive is `benchmarks/explorer_load.py`'s measurement, not a test's.)"""
     shots = screenshot_dir(tmp_path)
-    n, bins = 2048, 128
-    rng = np.random.default_rng(0)
-    words = LONG_TEXT.split()
-    tokens = ["[CLS]"] + [words[k % len(words)] for k in range(n - 2)] + ["[SEP]"]
-    token_bins = np.arange(n) * bins // n
-    x = np.linspace(0, 1, bins, dtype=np.float32)
-    base = np.exp(-np.abs(x[:, None] - x[None, :]) * 8).astype(np.float32)
-    sim = np.clip(base[None, None] * rng.uniform(0.2, 1.0, (L, H, 1, 1)).astype(np.float32)
-                  + rng.normal(0, 0.05, (L, H, bins, bins)).astype(np.float32), -0.2, 1)
-    sim = (sim + sim.transpose(0, 1, 3, 2)) / 2
-    attn = rng.dirichlet(np.ones(bins), size=(L, H, bins)).astype(np.float32)
-    labels = [f"{int(np.flatnonzero(token_bins == b)[0])}–{int(np.flatnonzero(token_bins == b)[-1])}" for b in range(bins)]
-    payload = explorer_payload(labels, attn, sim, title="tiny: 32 layers × 32 heads", unit="bins", tokens=tokens,
-                               token_bins=token_bins, subtitle="window 0 · 2,048 tokens on 128 position bins")
-    path = write_page(tmp_path / "long.html", "long", fragment(explorer_fragment(payload, grid_png(sim))))
-    del sim, attn
+    path = long_standalone_page(tmp_path / "long.html", LONG_TEXT.split(), L, H)
     page = browser.new_page(viewport={"width": 1000, "height": 900})
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(path.resolve().as_uri(), wait_until="load")
     page.wait_for_function("() => document.querySelector('.hsv-root').dataset.mounted === 'done'", timeout=30_000)
-    ready = page.evaluate("() => performance.now()")  # ms since navigation began
-    assert ready < 2000, f"the page took {ready:.0f} ms to become interactive"
     root = page.locator(".hsv-root")
     grid = root.locator("canvas.hsv-grid").bounding_box()
     assert grid["x"] + grid["width"] <= 1000, grid  # the grid leaves the maps on screen
