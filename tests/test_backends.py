@@ -465,3 +465,47 @@ def test_the_numba_upper_kernel_equals_the_blocks_reduced_one_by_one():
     for name, value in want.items():
         np.testing.assert_array_equal(got[name], value, err_msg=name)
     assert want["hist"].sum() > 0 and want["location"].sum() > 0 and want["same"].sum() > 0
+
+
+_CACHE_SCRIPT = """
+import json, sys
+import numpy as np, torch
+from headsim.stats import BatchInfo, CorpusStats, cpu_kernels
+
+b, t, h, d = 2, 16, 2, 4
+rng = np.random.default_rng(0)
+ids = torch.as_tensor(rng.integers(1000, 1010, size=(b, t)))
+info = BatchInfo(ids, torch.ones(b, t, dtype=torch.bool), torch.as_tensor(np.arange(t) // 5).expand(b, t).contiguous(),
+                 ids == 101, ids == 102, ids % 3 == 0)
+q, k, v = (torch.randn(b, h, t, d, generator=torch.Generator().manual_seed(i)) for i in range(3))
+for entries in (1 << 62, 0):  # every call on one thread, then every call on the pool
+    cpu_kernels.PARALLEL_ENTRIES = entries
+    for resolution in (t, 4):  # a bin per position (the upper kernel), then bins of 4 positions (the tile kernel)
+        stats = CorpusStats(1, h, t, device="cpu", backend="numba", resolution=resolution)
+        stats.begin_batch(info)
+        stats.update_qkv(0, q, k, v, info, scale=d ** -0.5)
+kernels = {"attention": cpu_kernels._attention_kernels, "upper": cpu_kernels._upper_kernels, "tile": cpu_kernels._kernel}
+print(json.dumps({f"{name} {kind}": [sum(f.stats.cache_hits.values()), sum(f.stats.cache_misses.values())]
+                  for name, pair in kernels.items() for kind, f in zip(("parallel", "serial"), pair)}))
+"""
+
+
+@pytest.mark.slow
+def test_no_kernel_is_compiled_again_in_a_later_process():
+    """Numba's disk cache holds every kernel, the serial versions too (they share the parallel ones' name and
+    signatures; uncached, a process's first small step compiled for about 15 s): a process after one that
+    ran them loads each from the cache and compiles none."""
+    import json
+    import subprocess
+    import sys
+
+    _available("numba")
+    runs = []
+    for _ in range(2):  # the package's own cache, wherever Numba keeps it (the first process may fill it)
+        proc = subprocess.run([sys.executable, "-c", _CACHE_SCRIPT], capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    first, second = runs
+    assert set(second) == {f"{n} {k}" for n in ("attention", "upper", "tile") for k in ("parallel", "serial")}
+    for kernel, (hits, misses) in second.items():
+        assert misses == 0 and hits >= 1, (kernel, first[kernel], (hits, misses))

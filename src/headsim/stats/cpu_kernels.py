@@ -23,6 +23,7 @@ and :mod:`headsim.stats.backends` chooses; Numba caches the compiled kernel on d
 from __future__ import annotations
 
 import importlib.util
+import types
 
 import numpy as np
 
@@ -407,6 +408,13 @@ def _compiled():
             except RuntimeError:  # no writable cache directory: compiled in every process instead
                 return nb.njit(**options)(fn)
 
+        def serial(fn):
+            """``fn``'s serial version, cached on disk apart from its parallel one: Numba names a function's
+            cache by its qualified name and keys its versions by signature alone, which both share."""
+            twin = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+            twin.__qualname__ = f"{fn.__qualname__}_serial"
+            return jit(twin, nogil=True)
+
         _segment_sum = jit(_segment_sum, inline="always", fastmath={"reassoc"})
         _flush = jit(_flush)
         _row_values = jit(_row_values, inline="always")
@@ -416,14 +424,12 @@ def _compiled():
         _head_done = jit(_head_done, inline="always")
         _bits_peak = jit(_bits_peak, inline="always")
         _upper_peak = jit(_upper_peak, inline="always")
-        # (Numba's disk cache keys a function's versions by signature only: the serial one is not cached)
         _top_keys = jit(_top_keys)
-        _attention_kernels = (jit(_reduce_attention, parallel=True, nogil=True),
-                              jit(_reduce_attention, cache=False, nogil=True))
+        _attention_kernels = (jit(_reduce_attention, parallel=True, nogil=True), serial(_reduce_attention))
         _repeat_kernel = jit(_repeat_above, nogil=True)
         _anchor_kernel = jit(_anchor_counts, nogil=True)
-        _upper_kernels = (jit(_reduce_upper, parallel=True, nogil=True), jit(_reduce_upper, cache=False, nogil=True))
-        _kernel = (jit(_reduce_tile, parallel=True, nogil=True), jit(_reduce_tile, cache=False, nogil=True))
+        _upper_kernels = (jit(_reduce_upper, parallel=True, nogil=True), serial(_reduce_upper))
+        _kernel = (jit(_reduce_tile, parallel=True, nogil=True), serial(_reduce_tile))
     return _kernel
 
 
