@@ -468,7 +468,7 @@ def test_the_numba_upper_kernel_equals_the_blocks_reduced_one_by_one():
 
 
 _CACHE_SCRIPT = """
-import json, sys
+import json
 import numpy as np, torch
 from headsim.stats import BatchInfo, CorpusStats, cpu_kernels
 
