@@ -64,13 +64,13 @@ def _row_values(row, d, k, threshold, scale, offset, top, sums, above_at, index)
     """One row's normalised values ``row / d · k`` added to ``sums``, whether each is above ``threshold``
     (1/0 into ``above_at``) and its histogram bin (into ``index``); returns how many are above."""
     zero = np.float32(0.0)
-    above = 0
+    above = np.int32(0)
     for j in range(row.shape[0]):  # one vectorised pass
         x = row[j] / d * k
         sums[j] += x
         m = x > threshold
         above_at[j] = m
-        above += m
+        above = np.int32(above + np.int32(m))  # int32 (Numba widens a sum of int32 to int64: half the lanes)
         y = x * scale + offset
         y = y if y >= zero else zero  # below the range, or NaN: bin 0
         y = y if y <= top else top
@@ -202,7 +202,7 @@ def _bits_peak(row, top, widest):  # pragma: no cover - compiled
     for j in range(row.shape[0]):  # one vectorised pass of int32 maxima
         x = row[j]
         top = max(top, x)
-        widest = max(widest, x & sign_off)
+        widest = max(widest, np.int32(x & sign_off))  # int32: Numba widens ``&`` of int32 to int64
     return top, widest
 
 
