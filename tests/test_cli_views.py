@@ -121,13 +121,18 @@ def test_no_progress_where_standard_error_is_not_a_terminal(embedded, capsys, tm
     assert code == 0 and "running the model" not in err
 
 
-def test_report_shows_progress_on_a_terminal(capsys, tmp_path, terminal):
+def test_report_draws_a_finished_run_with_progress_on_a_terminal(capsys, tmp_path, terminal):
     from headsim.runs.analyze import analyze
     from headsim.corpus import lee_documents
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n\n".join(d.text for d in lee_documents()[:4]), encoding="utf-8")
     analyze(None, str(corpus), windows=4, out=tmp_path / "run", seq_len=32, batch_size=4, progress=False)
-    code, _, err = _run(capsys, "report", tmp_path / "run", "--no-example")
+    stats = tmp_path / "run" / "stats.nc"
+    before = stats.stat().st_mtime_ns
+    code, _, err = _run(capsys, "report", tmp_path / "run", "--no-example", "--out", tmp_path / "again")
     assert code == 0, err
     assert "figures, claims and page" in terminal.getvalue()
+    # drawn from the finished run, nothing recomputed
+    assert stats.stat().st_mtime_ns == before
+    assert (tmp_path / "again" / "index.html").exists() and (tmp_path / "again" / "fig07_distance_histograms.png").exists()

@@ -37,6 +37,8 @@ def on_ray(test):
     return pytest.mark.slow(pytest.mark.ray(test))
 
 RUN = dict(seq_len=32, batch_size=8, progress=False)  # with share_windows=24: 13 shares of 3 batches
+# Each Ray worker costs its start-up (torch and transformers imported, the model loaded: about 13 s of CPU on
+# a slow machine): tests whose subject is not several workers at once run one.
 
 
 @pytest.fixture(scope="session")
@@ -277,7 +279,7 @@ def test_a_url_corpus_gives_the_same_run_on_both_engines(cluster, tmp_path, tiny
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/{corpus.name}"
     try:
-        for engine, extra in (("local", {}), ("ray", {"actors": 2, "share_windows": 8})):
+        for engine, extra in (("local", {}), ("ray", {"actors": 1, "share_windows": 8})):
             analyze(str(tiny_bert_dir), url, out=tmp_path / engine, windows=24, engine=engine, **extra, **RUN)
     finally:
         server.shutdown()
@@ -292,7 +294,7 @@ def test_a_url_corpus_gives_the_same_run_on_both_engines(cluster, tmp_path, tiny
 @on_ray
 def test_a_killed_worker_process_costs_no_window(cluster, tmp_path, reference, tiny_bert_dir, corpus):
     hook = functools.partial(_kill_own_process_once, str(tmp_path / "killed"), [0])
-    res = analyze(_hooked(tiny_bert_dir, hook), str(corpus), out=tmp_path / "run", engine="ray", workers=2,
+    res = analyze(_hooked(tiny_bert_dir, hook), str(corpus), out=tmp_path / "run", engine="ray", workers=1,
                   share_windows=24, **RUN)
     killed = int((tmp_path / "killed").read_text())  # the worker's process id: it is gone
     assert not psutil.pid_exists(killed) or psutil.Process(killed).status() == psutil.STATUS_ZOMBIE
@@ -307,7 +309,7 @@ def test_shards_on_either_engine_merge_into_the_single_process_run(cluster, tmp_
     from headsim.runs.merge import merge_runs
 
     analyze(str(tiny_bert_dir), str(parted), out=tmp_path / "one", shard="1/2", **RUN)
-    analyze(str(tiny_bert_dir), str(parted), out=tmp_path / "two", shard=(2, 2), engine="ray", workers=2,
+    analyze(str(tiny_bert_dir), str(parted), out=tmp_path / "two", shard=(2, 2), engine="ray", workers=1,
             share_windows=16, **RUN)
     assert load_run(tmp_path / "one").spec.corpus_sha256 == load_run(tmp_path / "two").spec.corpus_sha256
     total = load_run(reference).meta["windows"]
@@ -500,7 +502,7 @@ def test_a_decoder_family_on_ray_equals_the_single_process_run(cluster, tmp_path
     loaded = from_pretrained_objects(model, tok, name="tiny-llama")
     assert (loaded.framing.open, loaded.framing.close) == (tok.cls_token_id, None)
     analyze(loaded, str(corpus), out=tmp_path / "local", windows=40, **RUN)
-    analyze(loaded, str(corpus), out=tmp_path / "ray", windows=40, engine="ray", workers=2, share_windows=16, **RUN)
+    analyze(loaded, str(corpus), out=tmp_path / "ray", windows=40, engine="ray", workers=1, share_windows=16, **RUN)
     assert_same_run(tmp_path / "local", tmp_path / "ray")
     assert_same_meta(tmp_path / "local", tmp_path / "ray", "spec")
     local, ray = load_run(tmp_path / "local").meta["corpus"], load_run(tmp_path / "ray").meta["corpus"]

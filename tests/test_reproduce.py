@@ -117,15 +117,6 @@ def test_page_loads_in_chromium(report, tmp_path):
     assert not errors, errors
 
 
-def test_report_redraws_without_recomputing(report, tmp_path, capsys):
-    stats = report / "run" / "stats.nc"
-    before = stats.stat().st_mtime_ns
-    code, err = _app(capsys, "report", str(report / "run"), "--out", str(tmp_path / "again"), "--no-example")
-    assert code == 0, err
-    assert stats.stat().st_mtime_ns == before
-    assert (tmp_path / "again" / "index.html").exists() and (tmp_path / "again" / "fig07_distance_histograms.png").exists()
-
-
 def test_compare_two_runs(report, tmp_path, capsys):
     other = report / "run-96"  # the second run reproduce made (12 windows of 96 tokens): no third analysis needed
     code, err = _app(capsys, "compare", str(report / "run"), str(other), "--out", str(tmp_path / "cmp"))

@@ -281,8 +281,9 @@ def save(fig: Figure, out_dir: str | os.PathLike, stem: str, *, dpi: int = 200) 
 
 
 def fix_layout(fig: Figure) -> Figure:
-    """Run ``fig``'s layout once and keep it (saving it twice then costs one layout)."""
-    fig.canvas.draw()
+    """Run ``fig``'s layout once and keep it (saving it twice then costs one layout); nothing is
+    rasterised for it (the saved files are the same, pixel for pixel, as after a full draw)."""
+    fig.draw_without_rendering()
     fig.set_layout_engine("none")
     return fig
 
